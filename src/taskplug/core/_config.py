@@ -1,0 +1,299 @@
+"""Config primitives: strict models, Go durations, Flyte's map shapes, and the sectioned loader.
+
+Flyte reads one YAML file whose sections (``plugins.k8s``, ``tasks``, ``plugins.connector-service`` …) are
+registered by the packages that own them (flytestdlib/config). Here each layer declares a
+:class:`ConfigSection` and the caller hands the loader the sections it knows about; nothing is global.
+
+Strictness: an unknown key anywhere, or a value of the wrong shape, fails with the dotted key path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Generic, TypeVar
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
+
+from taskplug.core._errors import ConfigError
+from taskplug.core._quantity import Quantity, QuantityError
+
+__all__ = [
+    "ConfigSection",
+    "GoDuration",
+    "PlatformConfig",
+    "QuantityField",
+    "StrMap",
+    "StrictModel",
+    "format_go_duration",
+    "kebab",
+    "list_of_maps_to_map",
+    "load_config_file",
+    "load_platform_config",
+    "parse_go_duration",
+]
+
+
+def kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class StrictModel(BaseModel):
+    """Frozen, unknown keys rejected, fields known by their Flyte key (kebab-case unless aliased)."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, alias_generator=kebab, arbitrary_types_allowed=True
+    )
+
+
+# -- Go durations ------------------------------------------------------------------------------------------
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(value: Any) -> timedelta:
+    """Parse Go's duration syntax (``3m``, ``1h30m``, ``500ms``, ``0``); numbers are nanoseconds, as in Flyte."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"expected a duration such as '30s', got {value!r}")
+    if isinstance(value, int | float):
+        return timedelta(microseconds=value / 1000)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a duration such as '30s', got {value!r}")
+    text = value.strip()
+    sign = 1
+    if text[:1] in "+-":
+        sign = -1 if text[0] == "-" else 1
+        text = text[1:]
+    if text == "0":
+        return timedelta(0)
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"invalid duration {value!r} (use Go syntax such as '30s', '3m', '1h30m')")
+    return timedelta(seconds=sign * total)
+
+
+def format_go_duration(value: timedelta) -> str:
+    """Go's ``Duration.String()``: ``3m0s``, ``1h0m0s``, ``1.5s``, ``500ms``, ``0s``."""
+    total_ns = round(value.total_seconds() * 1e9)
+    if total_ns == 0:
+        return "0s"
+    sign = "-" if total_ns < 0 else ""
+    ns = abs(total_ns)
+    if ns < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size:
+                return sign + _trim(ns / size) + unit
+    hours, rem = divmod(ns, 3_600_000_000_000)
+    minutes, rem = divmod(rem, 60_000_000_000)
+    seconds = _trim(rem / 1e9)
+    if hours:
+        return f"{sign}{hours}h{minutes}m{seconds}s"
+    if minutes:
+        return f"{sign}{minutes}m{seconds}s"
+    return f"{sign}{seconds}s"
+
+
+def _trim(x: float) -> str:
+    text = f"{x:.9f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+GoDuration = Annotated[
+    timedelta,
+    BeforeValidator(parse_go_duration),
+    PlainSerializer(format_go_duration, return_type=str),
+]
+
+
+def _to_quantity(value: Any) -> Quantity:
+    if isinstance(value, Quantity):
+        return value
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        try:
+            return Quantity(value)
+        except QuantityError as e:
+            raise ValueError(str(e)) from e
+    raise ValueError(f"expected a quantity such as '500m' or '1Gi', got {value!r}")
+
+
+QuantityField = Annotated[Quantity, BeforeValidator(_to_quantity), PlainSerializer(str, return_type=str)]
+
+
+# -- Flyte's map shapes -----------------------------------------------------------------------------------
+
+
+def list_of_maps_to_map(value: Any) -> Any:
+    """Flyte configs write maps either as maps or as lists of single-key maps (viper merges them)."""
+    if isinstance(value, list):
+        merged: dict[Any, Any] = {}
+        for i, item in enumerate(value):
+            if not isinstance(item, Mapping):
+                raise ValueError(f"item {i} must be a single-key mapping, got {item!r}")
+            merged.update(item)
+        return merged
+    return value
+
+
+def _scalar_to_str(value: Any) -> Any:
+    # YAML numbers and booleans in string maps load as strings, as viper does.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+StrValue = Annotated[str, BeforeValidator(_scalar_to_str)]
+StrMap = Annotated[dict[str, StrValue], BeforeValidator(list_of_maps_to_map)]
+
+
+# -- sections and the loader ----------------------------------------------------------------------------
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ConfigSection(Generic[M]):
+    """A config section at a dotted path (``plugins.k8s``) parsed into ``model``."""
+
+    path: str
+    model: type[M]
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self.path.split("."))
+
+
+class PlatformConfig:
+    """The parsed config: one frozen model per known section (its defaults when the file omits it)."""
+
+    def __init__(self, values: Mapping[str, BaseModel], document: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+        self.document = document
+
+    def get(self, section: ConfigSection[M]) -> M:
+        value = self._values.get(section.path)
+        if value is None:
+            value = section.model()
+            self._values[section.path] = value
+        assert isinstance(value, section.model)
+        return value
+
+    def with_section(self, section: ConfigSection[M], value: M) -> PlatformConfig:
+        values = dict(self._values)
+        values[section.path] = value
+        return PlatformConfig(values, self.document)
+
+    def effective(self) -> dict[str, Any]:
+        """Every known section with its defaults filled in, in the file's layout."""
+        out: dict[str, Any] = {}
+        for path in sorted(self._values):
+            node = out
+            *parents, leaf = path.split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            dumped = self._values[path].model_dump(mode="json", by_alias=True)
+            existing = node.get(leaf)
+            node[leaf] = {**existing, **dumped} if isinstance(existing, dict) else dumped
+        return out
+
+
+def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML config document; a missing file or bad YAML is a ConfigError naming the file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError("", f"cannot read config file {str(p)!r}: {e.strerror}") from e
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError("", f"config file {str(p)!r} is not valid YAML: {e}") from e
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError("", f"config file {str(p)!r} must hold a mapping at the top level")
+    return document
+
+
+def merge_documents(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Overlay one config document on another: mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in overlay.items():
+        current = out.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            out[key] = merge_documents(current, value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_platform_config(document: Mapping[str, Any], sections: Iterable[ConfigSection[Any]]) -> PlatformConfig:
+    """Validate ``document`` against ``sections``; raise ConfigError naming the first bad key path."""
+    by_path = {s.path: s for s in sections}
+    _reject_unknown_keys(document, by_path, ())
+    values: dict[str, BaseModel] = {}
+    for path, section in by_path.items():
+        node: Any = document
+        for key in section.keys():
+            node = node.get(key) if isinstance(node, Mapping) else None
+            if node is None:
+                break
+        if node is None:
+            values[path] = section.model()
+            continue
+        if not isinstance(node, Mapping):
+            raise ConfigError(path, f"must be a mapping, got {type(node).__name__}")
+        own = {k: v for k, v in node.items() if f"{path}.{k}" not in by_path and not _is_parent(f"{path}.{k}", by_path)}
+        try:
+            values[path] = section.model.model_validate(own)
+        except ValidationError as e:
+            raise _config_error(path, e) from None
+    return PlatformConfig(values, document)
+
+
+def _is_parent(path: str, by_path: Mapping[str, ConfigSection[Any]]) -> bool:
+    return any(p.startswith(path + ".") for p in by_path)
+
+
+def _reject_unknown_keys(node: Mapping[str, Any], by_path: Mapping[str, ConfigSection[Any]], prefix: Sequence[str]) -> None:
+    for key in node:
+        path = ".".join([*prefix, str(key)])
+        if path in by_path:
+            continue
+        if _is_parent(path, by_path):
+            child = node[key]
+            if child is None:
+                continue
+            if not isinstance(child, Mapping):
+                raise ConfigError(path, f"must be a mapping, got {type(child).__name__}")
+            _reject_unknown_keys(child, by_path, [*prefix, str(key)])
+            continue
+        parent = ".".join(prefix)
+        if parent in by_path:
+            continue  # a key of a section's own model; the model decides
+        known = sorted({p.split(".")[len(prefix)] for p in by_path if p.startswith(parent + ".") or not parent})
+        raise ConfigError(path, f"unknown key (known here: {', '.join(known)})")
+
+
+def _config_error(section_path: str, error: ValidationError) -> ConfigError:
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"] if not str(part).startswith("function-")]
+    path = ".".join([section_path, *loc])
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return ConfigError(path, "unknown key")
+    message = first["msg"].removeprefix("Value error, ")
+    return ConfigError(path, message)

@@ -1,0 +1,86 @@
+"""The core plugin contract and its registry entry.
+
+Follows flyteplugins/go/tasks/pluginmachinery/core/plugin.go. Every kind of plugin (a Kubernetes plugin
+wrapped by the plugin manager, a web-API plugin wrapped by its adapter, or a plain core plugin) ends up as a
+:class:`Plugin` that the executor drives.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from taskplug.core._context import SetupContext, TaskExecutionContext
+from taskplug.core._errors import ErrorCode, PluginError
+from taskplug.core._phase import Transition
+
+__all__ = ["Plugin", "PluginEntry", "PluginKind", "PluginLoader", "PluginProperties", "load_plugin"]
+
+
+class PluginKind(enum.StrEnum):
+    CORE = "core"
+    K8S = "k8s"
+    WEBAPI = "webapi"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginProperties:
+    disable_node_level_caching: bool = False
+    generated_name_max_length: int | None = None
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    def get_properties(self) -> PluginProperties: ...
+
+    async def handle(self, tctx: TaskExecutionContext) -> Transition:
+        """Advance the task one round. Idempotent; returns quickly; a failed task is a failure PhaseInfo."""
+        ...
+
+    async def abort(self, tctx: TaskExecutionContext) -> None:
+        """Stop the task (idempotent)."""
+        ...
+
+    async def finalize(self, tctx: TaskExecutionContext) -> None:
+        """Release what the task held; always called after handle or abort (idempotent)."""
+        ...
+
+
+PluginLoader = Callable[[SetupContext], "Plugin | Awaitable[Plugin]"]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginEntry:
+    """A core plugin registration; Kubernetes and web-API entries are turned into one of these."""
+
+    id: str
+    registered_task_types: tuple[str, ...]
+    load_plugin: PluginLoader
+    is_default: bool = False
+    kind: PluginKind = PluginKind.CORE
+
+    def validate(self) -> None:
+        if not self.id:
+            raise PluginError(ErrorCode.PLUGIN_INITIALIZATION_FAILED, "a plugin entry needs an id")
+        if not self.registered_task_types:
+            raise PluginError(
+                ErrorCode.PLUGIN_INITIALIZATION_FAILED, f"plugin [{self.id}] registers no task types"
+            )
+
+
+async def load_plugin(entry: PluginEntry, setup: SetupContext) -> Plugin:
+    """Run the entry's loader and check the plugin's properties (Flyte's LoadPlugin)."""
+    result = entry.load_plugin(setup)
+    plugin: Plugin = await result if inspect.isawaitable(result) else result  # type: ignore[assignment]
+    max_length = plugin.get_properties().generated_name_max_length
+    if max_length is not None and max_length < 8:
+        raise PluginError(
+            ErrorCode.PLUGIN_INITIALIZATION_FAILED, "GeneratedNameMaxLength needs to be greater then 8"
+        )
+    return plugin
