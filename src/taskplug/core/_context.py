@@ -36,6 +36,7 @@ __all__ = [
     "SetupContext",
     "StaticInputReader",
     "StaticOutputWriter",
+    "StaticTaskExecutionContext",
     "StaticTaskReader",
     "TaskExecutionContext",
     "TaskExecutionID",
@@ -331,3 +332,24 @@ class StaticOutputWriter:
 
 
 AsyncCallback = Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class StaticTaskExecutionContext:
+    """A TaskExecutionContext over values already loaded (the executor builds one per round)."""
+
+    metadata: TaskExecutionMetadata
+    task_reader: TaskReader
+    input_reader: InputReader
+    output_writer: StaticOutputWriter = field(default_factory=StaticOutputWriter)
+    plugin_state: PluginStateHolder = field(default_factory=PluginStateHolder)
+    resource_manager: ResourceManager | None = None
+    secret_manager: SecretManager | None = None
+
+    @property
+    def plugin_state_reader(self) -> PluginStateReader:
+        return self.plugin_state
+
+    @property
+    def plugin_state_writer(self) -> PluginStateWriter:
+        return self.plugin_state
