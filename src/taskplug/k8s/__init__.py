@@ -1,4 +1,5 @@
-"""Kubernetes plugin machinery: client contract, pod builders, plugin manager, back-off, informer."""
+"""Kubernetes plugin machinery: client contract, plugin contract, config, pod builders, plugin manager,
+back-off, informer."""
 
 from taskplug.k8s._client import (
     EVENT,
@@ -11,15 +12,59 @@ from taskplug.k8s._client import (
     is_conflict,
     is_not_found,
 )
+from taskplug.k8s._config import (
+    K8S_SECTION,
+    LOGS_SECTION,
+    PLUGINS_ROOT_SECTION,
+    CoPilotConfig,
+    K8sPluginConfig,
+    LogConfig,
+    NodeSelectorRequirement,
+    PluginsRootConfig,
+    TemplateLogPluginConfig,
+    Toleration,
+)
+from taskplug.k8s._plugin import (
+    AbortBehavior,
+    ErrorAggregationStrategy,
+    K8sPlugin,
+    K8sPluginEntry,
+    K8sPluginProperties,
+    K8sPluginSetup,
+    PluginAbortOverride,
+    PluginContext,
+    PluginState,
+    maybe_update_phase_version,
+)
 
 __all__ = [
     "EVENT",
+    "K8S_SECTION",
+    "LOGS_SECTION",
+    "PLUGINS_ROOT_SECTION",
     "POD",
+    "AbortBehavior",
+    "CoPilotConfig",
+    "ErrorAggregationStrategy",
+    "K8sPlugin",
+    "K8sPluginConfig",
+    "K8sPluginEntry",
+    "K8sPluginProperties",
+    "K8sPluginSetup",
     "KubeApiError",
     "KubeClient",
+    "LogConfig",
+    "NodeSelectorRequirement",
+    "PluginAbortOverride",
+    "PluginContext",
+    "PluginState",
+    "PluginsRootConfig",
     "ResourceType",
+    "TemplateLogPluginConfig",
+    "Toleration",
     "WatchEvent",
     "is_already_exists",
     "is_conflict",
     "is_not_found",
+    "maybe_update_phase_version",
 ]

@@ -1,0 +1,214 @@
+"""What a Kubernetes plugin author implements, and what the plugin manager gives back to it.
+
+Follows flyteplugins/go/tasks/pluginmachinery/k8s/plugin.go. A plugin builds an object (a Pod, a
+SparkApplication, …) from a task and maps an observed object to a phase; the plugin manager
+(``taskplug.k8s._plugin_manager``) does the creating, watching, aborting and cleaning up.
+
+Deviation: Flyte's ``PluginEntry`` holds a plugin instance that reads process-global config. Here the entry
+holds a loader that is handed the parsed config explicitly (:class:`K8sPluginSetup`), so there is no global
+state and tests can build a plugin with any config.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from taskplug.core import (
+    Clock,
+    ConfigSection,
+    ErrorCode,
+    InputReader,
+    OutputWriter,
+    Phase,
+    PhaseInfo,
+    PlatformConfig,
+    PluginError,
+    PluginKind,
+    SystemClock,
+    TaskExecutionContext,
+    TaskExecutionMetadata,
+    TaskReader,
+)
+from taskplug.k8s._client import KubeClient, ResourceType
+
+__all__ = [
+    "AbortBehavior",
+    "ErrorAggregationStrategy",
+    "K8sPlugin",
+    "K8sPluginEntry",
+    "K8sPluginProperties",
+    "K8sPluginSetup",
+    "PluginAbortOverride",
+    "PluginContext",
+    "PluginState",
+    "maybe_update_phase_version",
+]
+
+KubeObject = dict[str, Any]
+
+
+class ErrorAggregationStrategy(enum.IntEnum):
+    DEFAULT = 0  # a single error file
+    EARLIEST = 1
+
+    def __str__(self) -> str:
+        return "Default" if self is ErrorAggregationStrategy.DEFAULT else "Earliest"
+
+
+@dataclass(frozen=True, slots=True)
+class K8sPluginProperties:
+    disable_inject_owner_references: bool = False
+    disable_inject_finalizer: bool = False
+    generated_name_max_length: int | None = None
+    disable_delete_resource_on_finalize: bool = False
+    error_aggregation_strategy: ErrorAggregationStrategy = ErrorAggregationStrategy.DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class PluginState:
+    """The phase a Kubernetes plugin last reported (Flyte's k8s.PluginState)."""
+
+    phase: Phase = Phase.UNDEFINED
+    phase_version: int = 0
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": int(self.phase), "phaseVersion": self.phase_version, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> PluginState:
+        if not data:
+            return cls()
+        return cls(Phase(int(data.get("phase", 0))), int(data.get("phaseVersion", 0)), str(data.get("reason", "")))
+
+
+class PluginContext(Protocol):
+    """What ``get_task_phase`` sees (Flyte's k8s.PluginContext)."""
+
+    @property
+    def metadata(self) -> TaskExecutionMetadata: ...
+
+    @property
+    def task_reader(self) -> TaskReader: ...
+
+    @property
+    def input_reader(self) -> InputReader: ...
+
+    @property
+    def output_writer(self) -> OutputWriter: ...
+
+    @property
+    def plugin_state(self) -> PluginState:
+        """The phase this plugin reported last round."""
+        ...
+
+    @property
+    def now(self) -> Any:
+        """The current time (a timezone-aware datetime from the injected clock)."""
+        ...
+
+
+@runtime_checkable
+class K8sPlugin(Protocol):
+    def get_properties(self) -> K8sPluginProperties: ...
+
+    def build_identity_resource(self, meta: TaskExecutionMetadata) -> KubeObject:
+        """The object's type only (apiVersion + kind); the manager fills name and namespace."""
+        ...
+
+    def build_resource(self, tctx: TaskExecutionContext) -> KubeObject:
+        """The full object to create. Raise PluginError for a task that cannot be built."""
+        ...
+
+    def get_task_phase(self, pctx: PluginContext, resource: KubeObject) -> PhaseInfo:
+        """Map an observed object to a phase (pure: no I/O)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AbortBehavior:
+    """What to do with the object on abort (Flyte's k8s.AbortBehavior)."""
+
+    resource: KubeObject | None = None
+    delete_resource: bool = False
+    update: bool = False
+    patch: Mapping[str, Any] | None = None
+    delete_on_err: bool = False
+
+    @classmethod
+    def deleting(cls, resource: KubeObject | None = None) -> AbortBehavior:
+        return cls(resource=resource, delete_resource=True)
+
+    @classmethod
+    def patching(cls, patch: Mapping[str, Any], *, delete_on_err: bool, resource: KubeObject | None = None) -> AbortBehavior:
+        return cls(resource=resource, patch=patch, delete_on_err=delete_on_err)
+
+    @classmethod
+    def updating(cls, resource: KubeObject | None = None, *, delete_on_err: bool) -> AbortBehavior:
+        return cls(resource=resource, update=True, delete_on_err=delete_on_err)
+
+
+@runtime_checkable
+class PluginAbortOverride(Protocol):
+    """Optional: a plugin that wants something other than delete on abort (Flyte's PluginAbortOverride)."""
+
+    def on_abort(self, tctx: TaskExecutionContext, resource: KubeObject) -> AbortBehavior: ...
+
+
+@dataclass(frozen=True)
+class K8sPluginSetup:
+    """What a Kubernetes plugin loader is given."""
+
+    config: PlatformConfig
+    pod_templates: Any = None  # taskplug.k8s.PodTemplateStore
+    clock: Clock = field(default_factory=SystemClock)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass(frozen=True)
+class K8sPluginEntry:
+    """A Kubernetes plugin registration (Flyte's k8s.PluginEntry)."""
+
+    id: str
+    registered_task_types: tuple[str, ...]
+    resource_to_watch: ResourceType
+    load_plugin: Callable[[K8sPluginSetup], K8sPlugin]
+    is_default: bool = False
+    custom_kube_client: Callable[[], KubeClient] | None = None
+    config_sections: tuple[ConfigSection[Any], ...] = ()
+    kind: PluginKind = PluginKind.K8S
+
+    def validate(self) -> None:
+        problems = []
+        if not self.id:
+            problems.append("an id")
+        if not self.registered_task_types:
+            problems.append("at least one task type")
+        if self.load_plugin is None:
+            problems.append("a plugin")
+        if self.resource_to_watch is None:
+            problems.append("a resource to watch")
+        if problems:
+            raise PluginError(
+                ErrorCode.PLUGIN_INITIALIZATION_FAILED,
+                f"k8s plugin entry [{self.id}] needs {', '.join(problems)}",
+            )
+
+
+def maybe_update_phase_version(info: PhaseInfo, state: PluginState) -> PhaseInfo:
+    """Bump the version when the same phase comes back with a new reason (Flyte's MaybeUpdatePhaseVersion).
+
+    Running is excluded, as in Flyte 1, for legacy reasons.
+    """
+    if (
+        info.phase is not Phase.RUNNING
+        and info.phase == state.phase
+        and info.version <= state.phase_version
+        and info.reason != state.reason
+    ):
+        return info.with_version(state.phase_version + 1)
+    return info
