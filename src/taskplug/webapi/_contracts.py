@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import BeforeValidator, ConfigDict, Field
-from typing_extensions import Annotated
 
-from taskplug.core import (
+from taskplug.webapi._corelib import ErrorCode as _ErrorCode
+from taskplug.webapi._corelib import (
     GoDuration,
     PhaseInfo,
     PluginError,
@@ -27,7 +27,6 @@ from taskplug.core import (
     TaskExecutionContext,
     list_of_maps_to_map,
 )
-from taskplug.core import ErrorCode as _ErrorCode
 
 __all__ = [
     "AsyncPlugin",
@@ -131,7 +130,9 @@ class SyncPlugin(Protocol):
         ...
 
 
-WebApiPluginLoader = Callable[[SetupContext], "AsyncPlugin | SyncPlugin | Awaitable[AsyncPlugin | SyncPlugin]"]
+WebApiPluginLoader = Callable[
+    [SetupContext], "AsyncPlugin | SyncPlugin | Awaitable[AsyncPlugin | SyncPlugin]"
+]
 
 
 @dataclass(frozen=True, slots=True)
