@@ -1,0 +1,103 @@
+"""The ``connector-service`` web-API plugin: Flyte connectors (agents) over gRPC.
+
+Follows flyteplugins/go/tasks/plugins/webapi/connector (Flyte 1). Registered through the entry point
+``connector = "taskplug.plugins.connector:plugin_entries"`` in the ``taskplug.plugins`` group.
+"""
+
+from __future__ import annotations
+
+from taskplug.plugins.connector._client import (
+    ChannelFactory,
+    ConnectorClient,
+    ConnectorRpcError,
+    GrpcConnectorClient,
+    dial,
+)
+from taskplug.plugins.connector._config import (
+    CONNECTOR_SECTION,
+    DEFAULT_SERVICE_CONFIG,
+    ConnectorConfig,
+    Deployment,
+    ResourceConstraint,
+    ResourceConstraints,
+)
+from taskplug.plugins.connector._corelib import PlatformConfig, SetupContext
+from taskplug.plugins.connector._fake import FakeConnectorClient, RecordedCall
+from taskplug.plugins.connector._plugin import (
+    ID,
+    ConnectorPlugin,
+    ConnectorResourceMeta,
+    LiteralMapOutputReader,
+    PodSpecBuilder,
+    ResourceWrapper,
+    TaskCategory,
+    passthrough_pod_spec,
+    resource_phase_info,
+    task_execution_metadata,
+)
+from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
+from taskplug.webapi import WebApiPluginEntry
+
+__all__ = [
+    "CONNECTOR_SECTION",
+    "DEFAULT_SERVICE_CONFIG",
+    "ID",
+    "ChannelFactory",
+    "Connector",
+    "ConnectorClient",
+    "ConnectorConfig",
+    "ConnectorPlugin",
+    "ConnectorRegistry",
+    "ConnectorResourceMeta",
+    "ConnectorRpcError",
+    "Deployment",
+    "FakeConnectorClient",
+    "GrpcConnectorClient",
+    "LiteralMapOutputReader",
+    "PodSpecBuilder",
+    "RecordedCall",
+    "ResourceConstraint",
+    "ResourceConstraints",
+    "ResourceWrapper",
+    "TaskCategory",
+    "build_registry",
+    "dial",
+    "discover",
+    "load_connector_plugin",
+    "passthrough_pod_spec",
+    "plugin_entries",
+    "resource_phase_info",
+    "task_execution_metadata",
+]
+
+
+def config_from_setup(setup: SetupContext) -> ConnectorConfig:
+    """The section from ``setup.extras``: a parsed ``ConnectorConfig`` under the section path, or the whole
+    ``PlatformConfig`` under ``"config"``; the defaults otherwise."""
+    direct = setup.extras.get(CONNECTOR_SECTION.path)
+    if isinstance(direct, ConnectorConfig):
+        return direct
+    platform = setup.extras.get("config")
+    if isinstance(platform, PlatformConfig):
+        return platform.get(CONNECTOR_SECTION)
+    return ConnectorConfig()
+
+
+async def load_connector_plugin(setup: SetupContext) -> ConnectorPlugin:
+    """The entry's loader: build the plugin and run its first discovery (the poller keeps it current)."""
+    plugin = ConnectorPlugin(config_from_setup(setup), clock=setup.clock)
+    await plugin.start()
+    return plugin
+
+
+def plugin_entries() -> list[WebApiPluginEntry]:
+    """The entry-point hook. The registered task types are the default ``supportedTaskTypes``; the live set
+    (what discovery found) is answered by :meth:`ConnectorPlugin.handles_task_type`."""
+    return [
+        WebApiPluginEntry(
+            id=ID,
+            supported_task_types=ConnectorConfig().supported_task_types,
+            plugin_loader=load_connector_plugin,
+            config_sections=(CONNECTOR_SECTION,),
+        )
+    ]
