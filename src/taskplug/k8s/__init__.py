@@ -34,6 +34,7 @@ from taskplug.k8s._plugin import (
     PluginAbortOverride,
     PluginContext,
     PluginState,
+    StaticPluginContext,
     maybe_update_phase_version,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "PluginState",
     "PluginsRootConfig",
     "ResourceType",
+    "StaticPluginContext",
     "TemplateLogPluginConfig",
     "Toleration",
     "WatchEvent",

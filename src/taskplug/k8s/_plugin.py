@@ -45,6 +45,7 @@ __all__ = [
     "PluginAbortOverride",
     "PluginContext",
     "PluginState",
+    "StaticPluginContext",
     "maybe_update_phase_version",
 ]
 
@@ -110,6 +111,18 @@ class PluginContext(Protocol):
     def now(self) -> Any:
         """The current time (a timezone-aware datetime from the injected clock)."""
         ...
+
+
+@dataclass(frozen=True)
+class StaticPluginContext:
+    """A PluginContext over values already at hand (the plugin manager and ``taskplug status`` build one)."""
+
+    metadata: TaskExecutionMetadata
+    task_reader: TaskReader
+    input_reader: InputReader
+    output_writer: OutputWriter
+    plugin_state: PluginState = field(default_factory=lambda: PluginState())
+    now: Any = None
 
 
 @runtime_checkable

@@ -1,0 +1,64 @@
+"""Where an execution's inputs, outputs, raw data and checkpoints live in the data store.
+
+Follows the layout flytepropeller gives a node execution (metadata prefix per node and attempt, raw output
+data prefix per attempt, checkpoints under the raw prefix). The data store is any fsspec URL; the default is
+a local folder, which local processes and the embedded cluster read directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from taskplug.core import TaskExecutionMetadata
+
+__all__ = ["ExecutionPaths", "normalize_root"]
+
+
+def normalize_root(root: str) -> str:
+    """A data root as a URL-ish prefix: local paths become absolute, URLs are kept as they are."""
+    if "://" in root:
+        return root.rstrip("/")
+    return str(Path(root).expanduser().resolve())
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionPaths:
+    input_prefix: str
+    output_prefix: str
+    raw_output_prefix: str
+    checkpoint_prefix: str
+    prev_checkpoint_prefix: str
+
+    @property
+    def input_path(self) -> str:
+        return f"{self.input_prefix}/inputs.pb"
+
+    @property
+    def outputs_path(self) -> str:
+        return f"{self.output_prefix}/outputs.pb"
+
+    @property
+    def error_path(self) -> str:
+        return f"{self.output_prefix}/error.pb"
+
+    @classmethod
+    def for_attempt(cls, root: str, meta: TaskExecutionMetadata) -> ExecutionPaths:
+        tid = meta.task_execution_id.id
+        execution = tid.node_execution_id.execution_id
+        node = tid.node_execution_id.node_id or "n0"
+        base = f"{normalize_root(root)}/metadata/{execution.project}/{execution.domain}/{execution.name}/{node}"
+        attempt = tid.retry_attempt
+        raw = f"{normalize_root(root)}/raw/{meta.task_execution_id.generated_name}"
+        prev = ""
+        if attempt > 0:
+            # The previous attempt's raw prefix: the generated name ends with the attempt number.
+            previous_name = meta.task_execution_id.generated_name.rsplit("-", 1)[0] + f"-{attempt - 1}"
+            prev = f"{normalize_root(root)}/raw/{previous_name}/_flytecheckpoints"
+        return cls(
+            input_prefix=base,
+            output_prefix=f"{base}/{attempt}",
+            raw_output_prefix=raw,
+            checkpoint_prefix=f"{raw}/_flytecheckpoints",
+            prev_checkpoint_prefix=prev,
+        )

@@ -1,0 +1,211 @@
+"""Resource requirements: platform defaults, clamping, GPU renaming, and flyteidl → Kubernetes conversion.
+
+Follows flyteplugins/go/tasks/pluginmachinery/flytek8s/container_helper.go and utils.go. Requirements are
+handled as ``{"requests": {name: Quantity}, "limits": {name: Quantity}}`` while they are being computed and
+written back into the container as canonical strings at the end.
+
+The three customization modes (container_helper.go):
+
+* ``ASSIGN``: task overrides alone, with platform defaults filled in and clamped;
+* ``MERGE_EXISTING`` (primary and init containers): overrides > the container's own > pod template > platform
+  defaults, then clamped;
+* ``ENSURE_IN_RANGE`` (other containers): only capped at the platform limits with request ≤ limit — which
+  writes explicit ``0`` cpu/memory entries where there were none, as Flyte does.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flyteidl.core import tasks_pb2
+
+from taskplug.core import BadTaskSpecification, Quantity, QuantityError, ResourceRequirements
+
+__all__ = [
+    "GPU_KEY",
+    "RESOURCE_NVIDIA_GPU",
+    "ResourceCustomizationMode",
+    "Resources",
+    "adjust_or_default_resource",
+    "apply_resource_overrides",
+    "ensure_resource_range",
+    "merge_resources",
+    "merge_resources_if_missing",
+    "resources_from_container",
+    "resources_from_requirements",
+    "resources_to_k8s",
+    "sanitize_gpu_resource_requirements",
+    "to_k8s_resource_list",
+    "to_k8s_resource_requirements",
+]
+
+GPU_KEY = "gpu"
+RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
+
+Resources = dict[str, dict[str, Quantity]]
+_ZERO = Quantity(0)
+
+_FLYTE_RESOURCE_NAMES = {
+    tasks_pb2.Resources.CPU: "cpu",
+    tasks_pb2.Resources.MEMORY: "memory",
+    tasks_pb2.Resources.GPU: RESOURCE_NVIDIA_GPU,  # hard-coded in Flyte, not the configured GPU name
+    tasks_pb2.Resources.EPHEMERAL_STORAGE: "ephemeral-storage",
+}
+
+
+class ResourceCustomizationMode(enum.IntEnum):
+    ASSIGN = 0
+    MERGE_EXISTING = 1
+    ENSURE_IN_RANGE = 2
+
+
+def to_k8s_resource_list(entries: Iterable[tasks_pb2.Resources.ResourceEntry]) -> dict[str, Quantity]:
+    """flyteidl resource entries → a Kubernetes resource list; zero values dropped, STORAGE ignored."""
+    out: dict[str, Quantity] = {}
+    for entry in entries:
+        name = _FLYTE_RESOURCE_NAMES.get(entry.name)
+        if name is None:
+            continue
+        try:
+            quantity = Quantity(entry.value)
+        except QuantityError as e:
+            raise BadTaskSpecification(
+                f"Failed to parse resource as a valid quantity. [{tasks_pb2.Resources.ResourceName.Name(entry.name)}: "
+                f"{entry.value!r}]",
+                cause=e,
+            ) from e
+        if quantity.is_zero():
+            continue
+        out[name] = quantity
+    return out
+
+
+def to_k8s_resource_requirements(resources: tasks_pb2.Resources | None) -> Resources:
+    if resources is None:
+        return {"requests": {}, "limits": {}}
+    return {"requests": to_k8s_resource_list(resources.requests), "limits": to_k8s_resource_list(resources.limits)}
+
+
+def resources_from_requirements(req: ResourceRequirements | None) -> Resources:
+    if req is None:
+        return {"requests": {}, "limits": {}}
+    return {"requests": dict(req.requests), "limits": dict(req.limits)}
+
+
+def resources_from_container(container: Mapping[str, Any], path: str = "resources") -> Resources:
+    """Parse a container's ``resources`` block; a bad quantity names the container and the key."""
+    raw = container.get("resources") or {}
+    out: Resources = {"requests": {}, "limits": {}}
+    for kind in ("requests", "limits"):
+        for name, value in (raw.get(kind) or {}).items():
+            try:
+                out[kind][name] = Quantity(value)
+            except QuantityError as e:
+                raise BadTaskSpecification(
+                    f"container [{container.get('name', '')}] {path}.{kind}.{name}: {e}", cause=e
+                ) from e
+    return out
+
+
+def resources_to_k8s(resources: Resources) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    limits = resources.get("limits")
+    if limits:
+        out["limits"] = {k: str(v) for k, v in limits.items()}
+    requests = resources.get("requests")
+    if requests:
+        out["requests"] = {k: str(v) for k, v in requests.items()}
+    return out
+
+
+def merge_resources(src: Resources, dst: Resources) -> None:
+    """Copy every limit and request of ``src`` over ``dst`` (src wins)."""
+    for kind in ("limits", "requests"):
+        incoming = src.get(kind) or {}
+        if not dst.get(kind):
+            dst[kind] = dict(incoming)
+        else:
+            dst[kind].update(incoming)
+
+
+def merge_resources_if_missing(src: Resources, dst: Resources) -> None:
+    """Copy only the keys ``dst`` lacks (dst wins)."""
+    for kind in ("limits", "requests"):
+        target = dst.setdefault(kind, {})
+        for name, value in (src.get(kind) or {}).items():
+            target.setdefault(name, value)
+
+
+def _min(a: Quantity, b: Quantity) -> Quantity:
+    # Each min is skipped when either side is zero (unset).
+    if a.is_zero() or b.is_zero():
+        return a
+    return b if b < a else a
+
+
+def ensure_resource_range(request: Quantity, limit: Quantity, platform_limit: Quantity) -> tuple[Quantity, Quantity]:
+    """Cap both at the platform limit, then pull the request down to the limit."""
+    request = _min(request, platform_limit)
+    limit = _min(limit, platform_limit)
+    request = _min(request, limit)
+    return request, limit
+
+
+def adjust_or_default_resource(
+    request: Quantity, limit: Quantity, platform_default: Quantity, platform_limit: Quantity
+) -> tuple[Quantity, Quantity]:
+    """An unset request takes the limit (else the platform default); an unset limit copies the request."""
+    if request.is_zero():
+        request = limit if not limit.is_zero() else platform_default
+    if limit.is_zero():
+        limit = request
+    return ensure_resource_range(request, limit, platform_limit)
+
+
+def _adjust(name: str, resources: Resources, platform: Resources, assign_if_unset: bool) -> None:
+    requests, limits = resources["requests"], resources["limits"]
+    request, limit = requests.get(name, _ZERO), limits.get(name, _ZERO)
+    platform_limit = platform["limits"].get(name, _ZERO)
+    if assign_if_unset:
+        request, limit = adjust_or_default_resource(request, limit, platform["requests"].get(name, _ZERO), platform_limit)
+    else:
+        request, limit = ensure_resource_range(request, limit, platform_limit)
+    # Both keys are written back even when zero, as Flyte does.
+    requests[name] = request
+    limits[name] = limit
+
+
+def apply_resource_overrides(
+    resources: Resources,
+    platform: Resources,
+    *,
+    assign_if_unset: bool,
+    default_cpu: Quantity,
+    default_memory: Quantity,
+    gpu_resource_name: str,
+) -> Resources:
+    """Flyte's ApplyResourceOverrides (with resolvePlatformDefaults)."""
+    resources.setdefault("requests", {})
+    resources.setdefault("limits", {})
+    platform_requests = dict(platform.get("requests") or {})
+    # Config defaults apply only when the platform request *key* is absent.
+    platform_requests.setdefault("cpu", default_cpu)
+    platform_requests.setdefault("memory", default_memory)
+    resolved: Resources = {"requests": platform_requests, "limits": dict(platform.get("limits") or {})}
+
+    _adjust("cpu", resources, resolved, assign_if_unset)
+    _adjust("memory", resources, resolved, assign_if_unset)
+    for optional in ("ephemeral-storage", gpu_resource_name):
+        if optional in resources["requests"] or optional in resources["limits"]:
+            _adjust(optional, resources, resolved, assign_if_unset)
+    return resources
+
+
+def sanitize_gpu_resource_requirements(resources: Resources, gpu_resource_name: str) -> None:
+    """Rename the generic ``gpu`` key to the configured GPU resource name (overwriting)."""
+    for kind in ("requests", "limits"):
+        values = resources.get(kind)
+        if values and GPU_KEY in values:
+            values[gpu_resource_name] = values.pop(GPU_KEY)

@@ -1,0 +1,150 @@
+"""The pod plugin: container, python-task, raw-container and sidecar tasks as Kubernetes Pods.
+
+Follows flyteplugins/go/tasks/plugins/k8s/pod/plugin.go. Building goes through the full pod pipeline
+(``taskplug.k8s``); status goes through the shared pod status mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format
+
+from taskplug.core import BadTaskSpecification, PhaseInfo, TaskExecutionContext, TaskExecutionMetadata
+from taskplug.k8s import LOGS_SECTION, POD, K8sPluginEntry, K8sPluginProperties, K8sPluginSetup, PluginContext
+from taskplug.k8s._pod_builder import (
+    PRIMARY_CONTAINER_KEY,
+    PlatformPodConfig,
+    RawPod,
+    apply_flyte_pod_configuration,
+    build_identity_pod,
+    build_raw_pod,
+    pod_spec_from_struct,
+    service_account_name,
+)
+from taskplug.k8s._pod_status import get_task_phase_with_logs
+
+__all__ = ["PodPlugin", "plugin_entries"]
+
+CONTAINER_TASK_TYPE = "container"
+PYTHON_TASK_TYPE = "python-task"
+RAW_CONTAINER_TASK_TYPE = "raw-container"
+SIDECAR_TASK_TYPE = "sidecar"
+
+KubeObject = dict[str, Any]
+
+
+class PodPlugin:
+    """Builds a Pod for a task and reports the Pod's phase."""
+
+    def __init__(self, platform: PlatformPodConfig, setup: K8sPluginSetup | None = None) -> None:
+        self.platform = platform
+        self._log_config = setup.config.get(LOGS_SECTION) if setup is not None else LOGS_SECTION.model()
+        self._clock = setup.clock if setup is not None else None
+
+    def get_properties(self) -> K8sPluginProperties:
+        return K8sPluginProperties()
+
+    def build_identity_resource(self, meta: TaskExecutionMetadata) -> KubeObject:
+        return build_identity_pod()
+
+    def build_resource(self, tctx: TaskExecutionContext) -> KubeObject:
+        template = tctx.task_reader.read()
+        if template.type == SIDECAR_TASK_TYPE and template.task_type_version == 0:
+            raw = _sidecar_v0(template.custom)
+        elif template.type == SIDECAR_TASK_TYPE and template.task_type_version == 1:
+            raw = _sidecar_v1(template)
+        else:
+            raw = build_raw_pod(tctx, self.platform)
+        raw = apply_flyte_pod_configuration(tctx, raw, self.platform)
+        spec, meta = raw.spec, raw.meta
+        # Flyte marks the primary container for sidecar tasks and, as an optimisation, for single-container
+        # pods (so a task completes when its container does, before e.g. an injected Istio sidecar).
+        if template.type == SIDECAR_TASK_TYPE or (
+            len(spec.get("containers") or []) == 1 and template.type != RAW_CONTAINER_TASK_TYPE
+        ):
+            meta.setdefault("annotations", {})[PRIMARY_CONTAINER_KEY] = raw.primary
+        if not spec.get("serviceAccountName"):
+            account = service_account_name(tctx.metadata)
+            if account:
+                spec["serviceAccountName"] = account
+        pod = build_identity_pod()
+        pod["metadata"] = {k: v for k, v in meta.items() if v or k in ("annotations", "labels")}
+        pod["spec"] = spec
+        return pod
+
+    def get_task_phase(self, pctx: PluginContext, resource: KubeObject) -> PhaseInfo:
+        return get_task_phase_with_logs(pctx, resource, config=self.platform.k8s, log_config=self._log_config)
+
+
+def _field(data: Mapping[str, Any], name: str) -> Any:
+    """Go's JSON decoding matches field names case-insensitively (``podSpec`` or ``PodSpec``)."""
+    for key, value in data.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def _sidecar_v0(custom: Any) -> RawPod:
+    try:
+        job = json_format.MessageToDict(custom)
+    except Exception as e:
+        raise BadTaskSpecification(f"invalid TaskSpecification [{custom}], Err: [{e}]") from e
+    pod_spec = _field(job, "podSpec")
+    if pod_spec is None:
+        raise BadTaskSpecification(f"invalid TaskSpecification, nil PodSpec [{job}]")
+    if not isinstance(pod_spec, dict):
+        raise BadTaskSpecification(f"invalid TaskSpecification [{job}], Err: [podSpec must be a mapping]")
+    annotations = _field(job, "annotations") or {}
+    labels = _field(job, "labels") or {}
+    if not isinstance(annotations, dict) or not isinstance(labels, dict):
+        raise BadTaskSpecification(f"invalid TaskSpecification [{job}], Err: [annotations and labels must be mappings]")
+    primary = _field(job, "primaryContainerName") or ""
+    return RawPod(pod_spec, {"annotations": dict(annotations), "labels": dict(labels)}, str(primary))
+
+
+def _sidecar_v1(template: Any) -> RawPod:
+    if not template.config:
+        raise BadTaskSpecification(
+            f"invalid TaskSpecification, config needs to be non-empty and include missing [{PRIMARY_CONTAINER_KEY}] key"
+        )
+    if PRIMARY_CONTAINER_KEY not in template.config:
+        config = "map[" + " ".join(f"{k}:{v}" for k, v in sorted(template.config.items())) + "]"
+        raise BadTaskSpecification(f"invalid TaskSpecification, config missing [{PRIMARY_CONTAINER_KEY}] key in [{config}]")
+    spec = pod_spec_from_struct(template.custom, "sidecar pod spec")
+    meta: KubeObject = {"annotations": {}, "labels": {}}
+    if template.HasField("k8s_pod"):
+        meta["annotations"].update(template.k8s_pod.metadata.annotations)
+        meta["labels"].update(template.k8s_pod.metadata.labels)
+    return RawPod(spec, meta, template.config[PRIMARY_CONTAINER_KEY])
+
+
+def _load(setup: K8sPluginSetup) -> PodPlugin:
+    return PodPlugin(PlatformPodConfig.from_config(setup.config, setup.pod_templates, setup.environ), setup)
+
+
+def plugin_entries() -> list[K8sPluginEntry]:
+    """The pod plugin's three registrations, as Flyte makes them (one plugin, three ids)."""
+    return [
+        K8sPluginEntry(
+            id="container",
+            registered_task_types=(CONTAINER_TASK_TYPE, PYTHON_TASK_TYPE, RAW_CONTAINER_TASK_TYPE),
+            resource_to_watch=POD,
+            load_plugin=_load,
+            is_default=True,
+        ),
+        K8sPluginEntry(
+            id="sidecar",
+            registered_task_types=(SIDECAR_TASK_TYPE,),
+            resource_to_watch=POD,
+            load_plugin=_load,
+        ),
+        K8sPluginEntry(
+            id="pod",
+            registered_task_types=(CONTAINER_TASK_TYPE, PYTHON_TASK_TYPE, RAW_CONTAINER_TASK_TYPE, SIDECAR_TASK_TYPE),
+            resource_to_watch=POD,
+            load_plugin=_load,
+            is_default=True,
+        ),
+    ]
