@@ -332,6 +332,8 @@ class ConnectorPlugin:
             return
         await self.refresh()
         self._poller = asyncio.create_task(self._poll(), name=f"{ID}-discovery")
+        # Let the poller reach its first sleep, so the interval counts from the end of start().
+        await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Stop rediscovering and close every channel."""
