@@ -8,7 +8,6 @@ connectors (``scripted_connectors.py``); ready once a ListAgents call answers; a
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,19 +17,13 @@ from pathlib import Path
 
 import grpc
 import pytest
+from connector_helpers import free_port
 from flyteidl.admin import agent_pb2
 from flyteidl.service import agent_pb2_grpc
 
 HERE = Path(__file__).resolve().parent
 
 # -- the real connector server ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
