@@ -49,7 +49,12 @@ from taskplug.core._errors import (
     SpecError,
     TaskplugError,
 )
-from taskplug.core._literals import literal_map_from_plain, literal_map_to_plain, literal_to_plain, plain_to_literal
+from taskplug.core._literals import (
+    literal_map_from_plain,
+    literal_map_to_plain,
+    literal_to_plain,
+    plain_to_literal,
+)
 from taskplug.core._phase import (
     DEFAULT_PHASE_VERSION,
     PHASE_INFO_UNDEFINED,

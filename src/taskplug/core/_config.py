@@ -47,7 +47,11 @@ class StrictModel(BaseModel):
     """Frozen, unknown keys rejected, fields known by their Flyte key (kebab-case unless aliased)."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, alias_generator=kebab, arbitrary_types_allowed=True
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        alias_generator=kebab,
+        arbitrary_types_allowed=True,
     )
 
 
@@ -240,7 +244,9 @@ def merge_documents(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict
     return out
 
 
-def load_platform_config(document: Mapping[str, Any], sections: Iterable[ConfigSection[Any]]) -> PlatformConfig:
+def load_platform_config(
+    document: Mapping[str, Any], sections: Iterable[ConfigSection[Any]]
+) -> PlatformConfig:
     """Validate ``document`` against ``sections``; raise ConfigError naming the first bad key path."""
     by_path = {s.path: s for s in sections}
     _reject_unknown_keys(document, by_path, ())
@@ -256,7 +262,11 @@ def load_platform_config(document: Mapping[str, Any], sections: Iterable[ConfigS
             continue
         if not isinstance(node, Mapping):
             raise ConfigError(path, f"must be a mapping, got {type(node).__name__}")
-        own = {k: v for k, v in node.items() if f"{path}.{k}" not in by_path and not _is_parent(f"{path}.{k}", by_path)}
+        own = {
+            k: v
+            for k, v in node.items()
+            if f"{path}.{k}" not in by_path and not _is_parent(f"{path}.{k}", by_path)
+        }
         try:
             values[path] = section.model.model_validate(own)
         except ValidationError as e:
@@ -268,7 +278,9 @@ def _is_parent(path: str, by_path: Mapping[str, ConfigSection[Any]]) -> bool:
     return any(p.startswith(path + ".") for p in by_path)
 
 
-def _reject_unknown_keys(node: Mapping[str, Any], by_path: Mapping[str, ConfigSection[Any]], prefix: Sequence[str]) -> None:
+def _reject_unknown_keys(
+    node: Mapping[str, Any], by_path: Mapping[str, ConfigSection[Any]], prefix: Sequence[str]
+) -> None:
     for key in node:
         path = ".".join([*prefix, str(key)])
         if path in by_path:
@@ -284,7 +296,9 @@ def _reject_unknown_keys(node: Mapping[str, Any], by_path: Mapping[str, ConfigSe
         parent = ".".join(prefix)
         if parent in by_path:
             continue  # a key of a section's own model; the model decides
-        known = sorted({p.split(".")[len(prefix)] for p in by_path if p.startswith(parent + ".") or not parent})
+        known = sorted(
+            {p.split(".")[len(prefix)] for p in by_path if p.startswith(parent + ".") or not parent}
+        )
         raise ConfigError(path, f"unknown key (known here: {', '.join(known)})")
 
 

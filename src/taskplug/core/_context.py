@@ -223,7 +223,9 @@ class AllocationStatus(enum.IntEnum):
     NAMESPACE_QUOTA_EXCEEDED = 3
 
     def __str__(self) -> str:
-        return {0: "AllocationUndefined", 1: "Granted", 2: "Exhausted", 3: "NamespaceQuotaExceeded"}[self.value]
+        return {0: "AllocationUndefined", 1: "Granted", 2: "Exhausted", 3: "NamespaceQuotaExceeded"}[
+            self.value
+        ]
 
 
 @dataclass(frozen=True, slots=True)

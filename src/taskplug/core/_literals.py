@@ -23,7 +23,9 @@ __all__ = ["literal_map_from_plain", "literal_map_to_plain", "literal_to_plain",
 _Simple = types_pb2.SimpleType
 
 
-def plain_to_literal(value: Any, literal_type: types_pb2.LiteralType | None, path: str) -> literals_pb2.Literal:
+def plain_to_literal(
+    value: Any, literal_type: types_pb2.LiteralType | None, path: str
+) -> literals_pb2.Literal:
     """Convert a plain value (or a Literal given as JSON) into a Literal; ``path`` names it in errors."""
     if isinstance(value, Mapping) and ("scalar" in value or "collection" in value or "map" in value):
         if literal_type is None or literal_type.WhichOneof("type") not in ("map_value_type", "simple"):
@@ -63,7 +65,9 @@ def plain_to_literal(value: Any, literal_type: types_pb2.LiteralType | None, pat
 
 
 def _primitive(value: Any, simple: int | None, path: str) -> literals_pb2.Primitive:
-    if simple == _Simple.INTEGER or (simple is None and isinstance(value, int) and not isinstance(value, bool)):
+    if simple == _Simple.INTEGER or (
+        simple is None and isinstance(value, int) and not isinstance(value, bool)
+    ):
         if isinstance(value, bool) or not isinstance(value, int | str):
             raise SpecError(path, f"expected an integer, got {value!r}")
         try:
@@ -107,8 +111,12 @@ def literal_map_from_plain(
     for name, value in values.items():
         variable = declared.get(name)
         if declared and variable is None:
-            raise SpecError(f"{path}.{name}", f"the task declares no input named {name!r} (it has {sorted(declared)})")
-        out.literals[name].CopyFrom(plain_to_literal(value, variable.type if variable else None, f"{path}.{name}"))
+            raise SpecError(
+                f"{path}.{name}", f"the task declares no input named {name!r} (it has {sorted(declared)})"
+            )
+        out.literals[name].CopyFrom(
+            plain_to_literal(value, variable.type if variable else None, f"{path}.{name}")
+        )
     return out
 
 

@@ -277,7 +277,9 @@ class PhaseInfo:
         return cls._failure(Phase.RETRYABLE_FAILURE, code, message, ErrorKind.USER, info, False)
 
     @classmethod
-    def retryable_failure_with_cleanup(cls, code: str, message: str, info: TaskInfo | None = None) -> PhaseInfo:
+    def retryable_failure_with_cleanup(
+        cls, code: str, message: str, info: TaskInfo | None = None
+    ) -> PhaseInfo:
         return cls._failure(Phase.RETRYABLE_FAILURE, code, message, ErrorKind.USER, info, True)
 
     @classmethod
@@ -309,7 +311,8 @@ class PhaseInfo:
                 "logs": [log.to_json() for log in info.logs],
                 "customInfo": dict(info.custom_info) if info.custom_info is not None else None,
                 "additionalReasons": [
-                    {"reason": r.reason, "occurredAt": _rfc3339(r.occurred_at)} for r in info.additional_reasons
+                    {"reason": r.reason, "occurredAt": _rfc3339(r.occurred_at)}
+                    for r in info.additional_reasons
                 ],
             },
         }

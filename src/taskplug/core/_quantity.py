@@ -29,9 +29,22 @@ class QuantityFormat(enum.Enum):
 
 # Kubernetes' regular expression for the whole quantity, written out: sign, digits with at most one
 # point, then a suffix (binary, decimal SI, or an exponent).
-_QUANTITY_RE = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+|)$")
+_QUANTITY_RE = re.compile(
+    r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+|)$"
+)
 
-_DECIMAL_SUFFIX_EXPONENT: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_SUFFIX_EXPONENT: Final = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
 _EXPONENT_DECIMAL_SUFFIX: Final = {e: s for s, e in _DECIMAL_SUFFIX_EXPONENT.items()}
 _BINARY_SUFFIX_POWER: Final = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _POWER_BINARY_SUFFIX: Final = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -47,6 +60,8 @@ class Quantity:
     _canonical: str | None
 
     def __new__(cls, text: str | int | Quantity = 0) -> Quantity:
+        if type(text) is str:  # the common case first: parsing is cached per text
+            return _parse(text)
         if isinstance(text, Quantity):
             return text
         if isinstance(text, bool):

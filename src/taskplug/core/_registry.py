@@ -92,7 +92,8 @@ class PluginRegistry:
         entry.validate()
         if any(e.id == entry.id and e.kind == entry.kind for e in self.entries):
             raise PluginError(
-                ErrorCode.PLUGIN_INITIALIZATION_FAILED, f"a {entry.kind} plugin with id [{entry.id}] is already registered"
+                ErrorCode.PLUGIN_INITIALIZATION_FAILED,
+                f"a {entry.kind} plugin with id [{entry.id}] is already registered",
             )
         self.entries.append(entry)
         for section in getattr(entry, "config_sections", ()):
@@ -112,7 +113,8 @@ class PluginRegistry:
                 produced = target() if callable(target) and not hasattr(target, "kind") else target
             except Exception as e:
                 raise PluginError(
-                    ErrorCode.PLUGIN_INITIALIZATION_FAILED, f"plugin entry point [{ep.name} = {ep.value}] failed to load: {e}"
+                    ErrorCode.PLUGIN_INITIALIZATION_FAILED,
+                    f"plugin entry point [{ep.name} = {ep.value}] failed to load: {e}",
                 ) from e
             items = produced if isinstance(produced, Iterable) else [produced]
             for item in items:
@@ -160,7 +162,8 @@ def wrangle_plugins(
         wrapper = wrappers.get(entry.kind)
         if wrapper is None:
             raise PluginError(
-                ErrorCode.PLUGIN_INITIALIZATION_FAILED, f"no machinery to load {entry.kind} plugin [{entry.id}]"
+                ErrorCode.PLUGIN_INITIALIZATION_FAILED,
+                f"no machinery to load {entry.kind} plugin [{entry.id}]",
             )
         final.append(wrapper(entry))
     return final, defaults
@@ -203,7 +206,9 @@ class PluginResolver:
                 if self._global_default is None:
                     self._global_default = plugin
                 else:
-                    log.error("plugin [%s] is also marked default; the first default plugin is kept", entry.id)
+                    log.error(
+                        "plugin [%s] is also marked default; the first default plugin is kept", entry.id
+                    )
         for task_type, candidates in registered.items():
             self.plugin_ids_by_type[task_type] = [pid for pid, _ in candidates]
             if task_type in self._by_type:

@@ -185,7 +185,11 @@ def _go_v(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + " ".join(_go_v(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "map[" + " ".join(f"{_go_v(k)}:{_go_v(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "]"
+        return (
+            "map["
+            + " ".join(f"{_go_v(k)}:{_go_v(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0])))
+            + "]"
+        )
     if value is None:
         return "<nil>"
     return str(value)

@@ -47,7 +47,9 @@ class ExecutionPaths:
         tid = meta.task_execution_id.id
         execution = tid.node_execution_id.execution_id
         node = tid.node_execution_id.node_id or "n0"
-        base = f"{normalize_root(root)}/metadata/{execution.project}/{execution.domain}/{execution.name}/{node}"
+        base = (
+            f"{normalize_root(root)}/metadata/{execution.project}/{execution.domain}/{execution.name}/{node}"
+        )
         attempt = tid.retry_attempt
         raw = f"{normalize_root(root)}/raw/{meta.task_execution_id.generated_name}"
         prev = ""

@@ -6,7 +6,6 @@ It is loaded into the real Flyte IDL (``flyteidl.core.TaskTemplate``, literals) 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ from taskplug.core import (
     TaskOverrides,
     literal_map_from_plain,
 )
+from taskplug.k8s._secrets import sanitize_label_value
 
 __all__ = ["ExecutionSpec", "load_spec", "parse_spec"]
 
@@ -50,7 +50,6 @@ _EXECUTION_KEYS = {
 }
 _ID_KEYS = {"project", "domain", "name", "nodeId", "retryAttempt"}
 _OVERRIDE_KEYS = {"resources", "extendedResources", "containerImage", "podTemplate"}
-_LABEL_SAFE = re.compile(r"[^-a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,9 @@ def _parse_error_text(e: Exception) -> str:
 def _load_template(document: Mapping[str, Any], base_dir: Path) -> tasks_pb2.TaskTemplate:
     has_inline, has_file = "template" in document, "templateFile" in document
     if has_inline == has_file:
-        raise SpecError("template", "give exactly one of `template` (inline) or `templateFile` (binary TaskTemplate)")
+        raise SpecError(
+            "template", "give exactly one of `template` (inline) or `templateFile` (binary TaskTemplate)"
+        )
     if has_inline:
         template = _parse_message(document["template"], tasks_pb2.TaskTemplate(), "template")
     else:
@@ -223,10 +224,6 @@ def _bool(value: Any, path: str, default: bool) -> bool:
     return value
 
 
-def _label_value(text: str) -> str:
-    return _LABEL_SAFE.sub("-", text.lower()).strip("-")[:63].strip("-")
-
-
 def _load_metadata(execution: Mapping[str, Any], template: tasks_pb2.TaskTemplate) -> TaskExecutionMetadata:
     raw_id = execution.get("id") or {}
     _expect_mapping(raw_id, "execution.id")
@@ -244,7 +241,9 @@ def _load_metadata(execution: Mapping[str, Any], template: tasks_pb2.TaskTemplat
     tid = identifier_pb2.TaskExecutionIdentifier(
         node_execution_id=identifier_pb2.NodeExecutionIdentifier(
             node_id=node_id,
-            execution_id=identifier_pb2.WorkflowExecutionIdentifier(project=project, domain=domain, name=name),
+            execution_id=identifier_pb2.WorkflowExecutionIdentifier(
+                project=project, domain=domain, name=name
+            ),
         ),
         retry_attempt=attempt,
     )
@@ -257,7 +256,9 @@ def _load_metadata(execution: Mapping[str, Any], template: tasks_pb2.TaskTemplat
     max_attempts = execution.get("maxAttempts", 1)
     if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
         raise SpecError("execution.maxAttempts", f"must be an integer ≥ 1, got {max_attempts!r}")
-    interruptible = _bool(execution.get("interruptible"), "execution.interruptible", template.metadata.interruptible)
+    interruptible = _bool(
+        execution.get("interruptible"), "execution.interruptible", template.metadata.interruptible
+    )
 
     namespace = execution.get("namespace") or f"{project}-{domain}"
     if not isinstance(namespace, str):
@@ -265,17 +266,19 @@ def _load_metadata(execution: Mapping[str, Any], template: tasks_pb2.TaskTemplat
 
     # The labels propeller puts on every task object; the informer finds the owning execution by execution-id.
     labels = {
-        "execution-id": _label_value(name),
-        "node-id": _label_value(node_id),
+        "execution-id": sanitize_label_value(name),
+        "node-id": sanitize_label_value(node_id),
         "interruptible": "true" if interruptible else "false",
     }
     if template.id.name:
-        labels["task-name"] = _label_value(template.id.name)
+        labels["task-name"] = sanitize_label_value(template.id.name)
     labels.update(_str_map(execution.get("labels"), "execution.labels"))
 
     security = security_pb2.SecurityContext()
     if execution.get("securityContext"):
-        security = _parse_message(execution["securityContext"], security_pb2.SecurityContext(), "execution.securityContext")
+        security = _parse_message(
+            execution["securityContext"], security_pb2.SecurityContext(), "execution.securityContext"
+        )
     owner = execution.get("ownerReference")
     if owner is not None:
         _expect_mapping(owner, "execution.ownerReference")
@@ -320,7 +323,9 @@ def _load_overrides(value: Any) -> TaskOverrides:
         )
     pod_template = None
     if value.get("podTemplate"):
-        pod_template = _parse_message(value["podTemplate"], tasks_pb2.K8sPod(), "execution.overrides.podTemplate")
+        pod_template = _parse_message(
+            value["podTemplate"], tasks_pb2.K8sPod(), "execution.overrides.podTemplate"
+        )
     image = value.get("containerImage") or ""
     if not isinstance(image, str):
         raise SpecError("execution.overrides.containerImage", "must be a string")

@@ -119,9 +119,9 @@ class K8sPluginConfig(StrictModel):
     interruptible_node_selector: StrMap = Field(default_factory=dict)
     interruptible_node_selector_requirement: NodeSelectorRequirement | None = None
     non_interruptible_node_selector_requirement: NodeSelectorRequirement | None = None
-    resource_tolerations: Annotated[
-        dict[str, TolerationList], BeforeValidator(list_of_maps_to_map)
-    ] = Field(default_factory=dict)
+    resource_tolerations: Annotated[dict[str, TolerationList], BeforeValidator(list_of_maps_to_map)] = Field(
+        default_factory=dict
+    )
     co_pilot: CoPilotConfig = Field(default_factory=CoPilotConfig)
     delete_resource_on_finalize: bool = False
     create_container_error_grace_period: GoDuration = timedelta(minutes=3)
@@ -168,7 +168,9 @@ class TemplateLogPluginConfig(StrictModel):
 
     display_name: str = Field(default="", alias="displayName")
     template_uris: list[str] = Field(default_factory=list, alias="templateUris")
-    message_format: Literal["UNKNOWN", "CSV", "JSON", 0, 1, 2] = Field(default="UNKNOWN", alias="messageFormat")
+    message_format: Literal["UNKNOWN", "CSV", "JSON", 0, 1, 2] = Field(
+        default="UNKNOWN", alias="messageFormat"
+    )
     scheme: str = ""
     show_while_pending: bool = Field(default=False, alias="showWhilePending")
     hide_once_finished: bool = Field(default=False, alias="hideOnceFinished")
@@ -190,8 +192,8 @@ class LogConfig(StrictModel):
     gcp_project: str = ""
     stackdriver_logresourcename: str = ""
     stackdriver_template_uri: str = ""
-    dynamic_log_links: Annotated[dict[str, TemplateLogPluginConfig], BeforeValidator(list_of_maps_to_map)] = Field(
-        default_factory=dict
+    dynamic_log_links: Annotated[dict[str, TemplateLogPluginConfig], BeforeValidator(list_of_maps_to_map)] = (
+        Field(default_factory=dict)
     )
     templates: list[TemplateLogPluginConfig] = Field(default_factory=list)
 

@@ -84,7 +84,9 @@ class PluginState:
     def from_json(cls, data: Mapping[str, Any] | None) -> PluginState:
         if not data:
             return cls()
-        return cls(Phase(int(data.get("phase", 0))), int(data.get("phaseVersion", 0)), str(data.get("reason", "")))
+        return cls(
+            Phase(int(data.get("phase", 0))), int(data.get("phaseVersion", 0)), str(data.get("reason", ""))
+        )
 
 
 class PluginContext(Protocol):
@@ -157,7 +159,9 @@ class AbortBehavior:
         return cls(resource=resource, delete_resource=True)
 
     @classmethod
-    def patching(cls, patch: Mapping[str, Any], *, delete_on_err: bool, resource: KubeObject | None = None) -> AbortBehavior:
+    def patching(
+        cls, patch: Mapping[str, Any], *, delete_on_err: bool, resource: KubeObject | None = None
+    ) -> AbortBehavior:
         return cls(resource=resource, patch=patch, delete_on_err=delete_on_err)
 
     @classmethod

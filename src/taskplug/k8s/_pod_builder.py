@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from taskplug.core import (
     render_command,
 )
 from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
+from taskplug.k8s._names import is_dns1123_label
 from taskplug.k8s._pod_template import (
     PRIMARY_CONTAINER_TEMPLATE,
     PRIMARY_INIT_CONTAINER_TEMPLATE,
@@ -76,7 +76,6 @@ __all__ = [
     "extract_container_resources_from_pod_template",
     "get_container",
     "get_pod_tolerations",
-    "is_dns1123_label",
     "pod_spec_from_struct",
     "service_account_name",
     "to_k8s_pod_spec",
@@ -87,12 +86,6 @@ PRIMARY_CONTAINER_KEY = "primary_container_name"
 POD_KIND = "pod"
 
 KubeObject = dict[str, Any]
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def is_dns1123_label(name: str) -> bool:
-    return len(name) <= 63 and _DNS1123_LABEL.match(name) is not None
 
 
 @dataclass(frozen=True)
@@ -105,7 +98,10 @@ class PlatformPodConfig:
 
     @classmethod
     def from_config(
-        cls, config: PlatformConfig, pod_templates: PodTemplateStore | None = None, environ: Mapping[str, str] | None = None
+        cls,
+        config: PlatformConfig,
+        pod_templates: PodTemplateStore | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> PlatformPodConfig:
         return cls(
             config.get(K8S_SECTION),
@@ -116,7 +112,10 @@ class PlatformPodConfig:
     @cached_property
     def default_env(self) -> tuple[dict[str, str], ...]:
         env = [{"name": k, "value": v} for k, v in self.k8s.default_env_vars.items()]
-        env += [{"name": k, "value": self.environ.get(v, "")} for k, v in self.k8s.default_env_vars_from_env.items()]
+        env += [
+            {"name": k, "value": self.environ.get(v, "")}
+            for k, v in self.k8s.default_env_vars_from_env.items()
+        ]
         return tuple(env)
 
     @cached_property
@@ -124,7 +123,9 @@ class PlatformPodConfig:
         refs: list[dict[str, Any]] = [
             {"secretRef": {"name": n, "optional": True}} for n in self.k8s.default_env_from_secrets
         ]
-        refs += [{"configMapRef": {"name": n, "optional": True}} for n in self.k8s.default_env_from_configmaps]
+        refs += [
+            {"configMapRef": {"name": n, "optional": True}} for n in self.k8s.default_env_from_configmaps
+        ]
         return tuple(refs)
 
     @cached_property
@@ -223,7 +224,9 @@ def decorate_env_vars(
     if env:
         container["env"] = env
     if platform.default_env_from:
-        container["envFrom"] = list(container.get("envFrom") or ()) + deep_copy(list(platform.default_env_from))
+        container["envFrom"] = list(container.get("envFrom") or ()) + deep_copy(
+            list(platform.default_env_from)
+        )
 
 
 def extract_container_resources_from_pod_template(
@@ -396,7 +399,9 @@ def get_pod_tolerations(
     return tolerations
 
 
-def add_required_node_selector_requirements(affinity: KubeObject, requirements: Iterable[Mapping[str, Any]]) -> None:
+def add_required_node_selector_requirements(
+    affinity: KubeObject, requirements: Iterable[Mapping[str, Any]]
+) -> None:
     """Add requirements to every existing required node selector term (terms are OR-ed), or make one term."""
     reqs = [dict(r) for r in requirements]
     if not reqs:
@@ -419,7 +424,9 @@ def update_pod(
     k8s = platform.k8s
     if not spec.get("restartPolicy"):
         spec["restartPolicy"] = "Never"
-    tolerations = get_pod_tolerations(meta.interruptible, platform, requirements) + list(spec.get("tolerations") or [])
+    tolerations = get_pod_tolerations(meta.interruptible, platform, requirements) + list(
+        spec.get("tolerations") or []
+    )
     if tolerations:
         spec["tolerations"] = tolerations
     if not spec.get("serviceAccountName") and meta.k8s_service_account:
@@ -450,7 +457,9 @@ def update_pod(
         add_required_node_selector_requirements(affinity, [requirement.k8s])
 
 
-def apply_gpu_node_selectors(spec: KubeObject, accelerator: tasks_pb2.GPUAccelerator, platform: PlatformPodConfig) -> None:
+def apply_gpu_node_selectors(
+    spec: KubeObject, accelerator: tasks_pb2.GPUAccelerator, platform: PlatformPodConfig
+) -> None:
     """Node affinity and tolerations for a GPU device and MIG partition (only when a container asks for GPUs)."""
     k8s = platform.k8s
     gpu = k8s.gpu_resource_name
@@ -460,15 +469,24 @@ def apply_gpu_node_selectors(spec: KubeObject, accelerator: tasks_pb2.GPUAcceler
     requirements: list[dict[str, Any]] = []
     tolerations: list[dict[str, Any]] = []
     if accelerator.device:
-        requirements.append({"key": k8s.gpu_device_node_label, "operator": "In", "values": [accelerator.device]})
+        requirements.append(
+            {"key": k8s.gpu_device_node_label, "operator": "In", "values": [accelerator.device]}
+        )
         tolerations.append(
-            {"key": k8s.gpu_device_node_label, "operator": "Equal", "value": accelerator.device, "effect": "NoSchedule"}
+            {
+                "key": k8s.gpu_device_node_label,
+                "operator": "Equal",
+                "value": accelerator.device,
+                "effect": "NoSchedule",
+            }
         )
     partition = accelerator.WhichOneof("partition_size_value")
     if partition == "unpartitioned" and accelerator.unpartitioned:
         requirement = k8s.gpu_unpartitioned_node_selector_requirement
         requirements.append(
-            requirement.k8s if requirement is not None else {"key": k8s.gpu_partition_size_node_label, "operator": "DoesNotExist"}
+            requirement.k8s
+            if requirement is not None
+            else {"key": k8s.gpu_partition_size_node_label, "operator": "DoesNotExist"}
         )
         if k8s.gpu_unpartitioned_toleration is not None:
             tolerations.append(dict(k8s.gpu_unpartitioned_toleration.k8s))
@@ -476,7 +494,12 @@ def apply_gpu_node_selectors(spec: KubeObject, accelerator: tasks_pb2.GPUAcceler
         size = accelerator.partition_size
         requirements.append({"key": k8s.gpu_partition_size_node_label, "operator": "In", "values": [size]})
         tolerations.append(
-            {"key": k8s.gpu_partition_size_node_label, "operator": "Equal", "value": size, "effect": "NoSchedule"}
+            {
+                "key": k8s.gpu_partition_size_node_label,
+                "operator": "Equal",
+                "value": size,
+                "effect": "NoSchedule",
+            }
         )
     add_required_node_selector_requirements(affinity, requirements)
     if tolerations:
@@ -553,7 +576,9 @@ def get_container(spec: Mapping[str, Any], name: str) -> KubeObject:
     raise BadTaskSpecification(f"invalid TaskSpecification, container [{name}] not defined")
 
 
-def _base_pod_template(tctx: TaskExecutionContext, template: tasks_pb2.TaskTemplate, platform: PlatformPodConfig) -> KubeObject | None:
+def _base_pod_template(
+    tctx: TaskExecutionContext, template: tasks_pb2.TaskTemplate, platform: PlatformPodConfig
+) -> KubeObject | None:
     namespace = tctx.metadata.namespace
     name = template.metadata.pod_template_name
     if name:
@@ -599,20 +624,28 @@ def apply_flyte_pod_configuration(
     primary_container: KubeObject | None = None
     for container in spec.get("containers") or []:
         is_primary = container.get("name") == raw.primary
-        mode = ResourceCustomizationMode.MERGE_EXISTING if is_primary else ResourceCustomizationMode.ENSURE_IN_RANGE
+        mode = (
+            ResourceCustomizationMode.MERGE_EXISTING
+            if is_primary
+            else ResourceCustomizationMode.ENSURE_IN_RANGE
+        )
         requirements.append(
             add_flyte_customizations_to_container(
                 container,
                 params,
                 mode,
                 platform,
-                extract_container_resources_from_pod_template(base_template, container.get("name", ""), init=False),
+                extract_container_resources_from_pod_template(
+                    base_template, container.get("name", ""), init=False
+                ),
             )
         )
         if is_primary:
             primary_container = container
     if primary_container is None:
-        raise BadTaskSpecification(f"invalid TaskSpecification, primary container [{raw.primary}] not defined")
+        raise BadTaskSpecification(
+            f"invalid TaskSpecification, primary container [{raw.primary}] not defined"
+        )
 
     primary_init = ""
     data_config = _data_loading_config(template)
@@ -635,16 +668,18 @@ def apply_flyte_pod_configuration(
             spec = merge_base_pod_spec_onto_template(template_spec, spec, raw.primary, primary_init)
         except ValueError as e:
             raise BadTaskSpecification(str(e)) from e
-        template_meta = deep_copy((base_template.get("template") or {}).get("metadata") or {})
+        template_meta = (base_template.get("template") or {}).get("metadata") or {}
         meta = deep_merge(template_meta, meta)
         meta.setdefault("annotations", {})
         meta.setdefault("labels", {})
 
-    extended = _merged_extended_resources(template.extended_resources, tctx.metadata.overrides.extended_resources)
-    if extended.HasField("gpu_accelerator"):
-        apply_gpu_node_selectors(spec, extended.gpu_accelerator, platform)
-    if extended.HasField("shared_memory"):
-        apply_shared_memory(spec, raw.primary, extended.shared_memory)
+    override_extended = tctx.metadata.overrides.extended_resources
+    if template.HasField("extended_resources") or override_extended is not None:
+        extended = _merged_extended_resources(template.extended_resources, override_extended)
+        if extended.HasField("gpu_accelerator"):
+            apply_gpu_node_selectors(spec, extended.gpu_accelerator, platform)
+        if extended.HasField("shared_memory"):
+            apply_shared_memory(spec, raw.primary, extended.shared_memory)
 
     image = tctx.metadata.overrides.container_image
     if image:
@@ -671,5 +706,3 @@ def service_account_name(meta: TaskExecutionMetadata) -> str:
     """The security context's service account if set, else the execution's (Flyte's helper of that name)."""
     run_as = meta.security_context.run_as
     return run_as.k8s_service_account or meta.k8s_service_account
-
-

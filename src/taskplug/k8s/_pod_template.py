@@ -46,22 +46,22 @@ def deep_copy(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value))
 
 
-def _is_empty(value: Any) -> bool:
-    return value is None or value == "" or value is False or value == 0 or value == [] or value == {}
-
-
 def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    """mergo.Merge(base, overlay, WithOverride, WithAppendSlice) on JSON data, in place; returns ``base``."""
+    """mergo.Merge(base, overlay, WithOverride, WithAppendSlice) on JSON data, in place; returns ``base``.
+
+    Empty overlay values (None, "", 0, false, [], {}) never override, as in mergo. The result may share
+    nested values with ``overlay``: pass a copy when ``overlay`` is used again afterwards.
+    """
     for key, value in overlay.items():
-        if _is_empty(value):
+        if not value:
             continue
         current = base.get(key)
         if isinstance(current, dict) and isinstance(value, Mapping):
             deep_merge(current, value)
         elif isinstance(current, list) and isinstance(value, list):
-            base[key] = current + deep_copy(value)
+            base[key] = current + value
         else:
-            base[key] = deep_copy(value) if isinstance(value, dict | list) else value
+            base[key] = value
     return base
 
 
@@ -77,14 +77,20 @@ def _merge_containers(
     primary_template = by_name.get(primary_name)
     merged_list: list[KubeObject] = []
     for container in containers:
-        merged: KubeObject | None = deep_copy(default_template) if default_template is not None else None
         name = container.get("name")
+        layers = [default_template] if default_template is not None else []
         if name == primary and primary_template is not None:
-            merged = deep_merge(merged, primary_template) if merged is not None else deep_copy(primary_template)
+            layers.append(primary_template)
         if name != primary and name != default_name and name in by_name:
-            same_name = by_name[name]
-            merged = deep_merge(merged, same_name) if merged is not None else deep_copy(same_name)
-        merged_list.append(deep_merge(merged, container) if merged is not None else container)
+            layers.append(by_name[name])
+        if not layers:
+            merged_list.append(container)
+            continue
+        # Each template container may serve several task containers, so every merge starts from a copy.
+        merged: KubeObject = deep_copy(layers[0])
+        for layer in layers[1:]:
+            deep_merge(merged, deep_copy(layer))
+        merged_list.append(deep_merge(merged, container))
     return merged_list
 
 
@@ -94,13 +100,15 @@ def merge_base_pod_spec_onto_template(
     primary: str,
     primary_init: str = "",
 ) -> KubeObject:
-    """Flyte's MergeBasePodSpecOntoTemplate: the task's pod spec (base) merged over a template's spec."""
+    """Flyte's MergeBasePodSpecOntoTemplate: the task's pod spec (base) merged over a template's spec.
+
+    Both arguments are consumed: the result shares their values (the pipeline passes fresh copies).
+    """
     if template_spec is None or base_spec is None:
         raise ValueError("neither the templatePodSpec or the basePodSpec can be nil")
     template_containers = list(template_spec.get("containers") or [])
     template_inits = list(template_spec.get("initContainers") or [])
-    pod_level = {k: v for k, v in template_spec.items() if k not in ("containers", "initContainers")}
-    merged: KubeObject = deep_copy(pod_level)
+    merged: KubeObject = {k: v for k, v in template_spec.items() if k not in ("containers", "initContainers")}
     deep_merge(merged, {k: v for k, v in base_spec.items() if k not in ("containers", "initContainers")})
     merged["containers"] = _merge_containers(
         list(base_spec.get("containers") or []),
@@ -126,15 +134,19 @@ def merge_base_pod_spec_onto_template(
 def merge_overlay_pod_spec_onto_base(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> KubeObject:
     """Flyte's MergeOverlayPodSpecOntoBase (Spark driver/executor pods): the overlay wins, lists append,
     containers are the base's with same-named overlay containers merged in (unmatched overlay ones dropped)."""
-    merged: KubeObject = deep_copy({k: v for k, v in base.items() if k not in ("containers", "initContainers")})
-    deep_merge(merged, {k: v for k, v in overlay.items() if k not in ("containers", "initContainers")})
+    merged: KubeObject = deep_copy(
+        {k: v for k, v in base.items() if k not in ("containers", "initContainers")}
+    )
+    deep_merge(
+        merged, deep_copy({k: v for k, v in overlay.items() if k not in ("containers", "initContainers")})
+    )
     for key in ("containers", "initContainers"):
         overlay_by_name = {c.get("name"): c for c in overlay.get(key) or []}
         out = []
         for container in base.get(key) or []:
             copy = deep_copy(container)
             if container.get("name") in overlay_by_name:
-                deep_merge(copy, overlay_by_name[container.get("name")])
+                deep_merge(copy, deep_copy(overlay_by_name[container.get("name")]))
             out.append(copy)
         if out:
             merged[key] = out
@@ -183,7 +195,11 @@ class PodTemplateStore:
         store = cls(default_namespace)
         for path in paths:
             p = Path(path)
-            files = sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml", ".json")) if p.is_dir() else [p]
+            files = (
+                sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml", ".json"))
+                if p.is_dir()
+                else [p]
+            )
             if p.is_dir() and not files:
                 raise ConfigError(str(p), "no .yaml, .yml or .json PodTemplate manifests in this folder")
             for file in files:
@@ -200,7 +216,11 @@ class PodTemplateStore:
         for index, document in enumerate(documents):
             if document is None:
                 continue
-            items = document.get("items", []) if isinstance(document, dict) and document.get("kind") == "List" else [document]
+            items = (
+                document.get("items", [])
+                if isinstance(document, dict) and document.get("kind") == "List"
+                else [document]
+            )
             for item in items:
                 where = f"{file}[{index}]"
                 if not isinstance(item, dict) or item.get("kind") != "PodTemplate":
@@ -208,5 +228,7 @@ class PodTemplateStore:
                     raise ConfigError(where, f"expected a PodTemplate manifest, got kind {kind!r}")
                 template = item.get("template")
                 if not isinstance(template, dict) or not isinstance(template.get("spec", {}), dict):
-                    raise ConfigError(f"{where}.template", "a PodTemplate needs a template with a spec mapping")
+                    raise ConfigError(
+                        f"{where}.template", "a PodTemplate needs a template with a spec mapping"
+                    )
                 self.store(item)

@@ -16,6 +16,7 @@ The three customization modes (container_helper.go):
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -85,7 +86,15 @@ def to_k8s_resource_list(entries: Iterable[tasks_pb2.Resources.ResourceEntry]) -
 def to_k8s_resource_requirements(resources: tasks_pb2.Resources | None) -> Resources:
     if resources is None:
         return {"requests": {}, "limits": {}}
-    return {"requests": to_k8s_resource_list(resources.requests), "limits": to_k8s_resource_list(resources.limits)}
+    # Every execution of a task converts the same message: remember the answer by its wire bytes.
+    cached = _converted(resources.SerializeToString(deterministic=True))
+    return {"requests": dict(cached[0]), "limits": dict(cached[1])}
+
+
+@functools.lru_cache(maxsize=1024)
+def _converted(wire: bytes) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
+    resources = tasks_pb2.Resources.FromString(wire)
+    return to_k8s_resource_list(resources.requests), to_k8s_resource_list(resources.limits)
 
 
 def resources_from_requirements(req: ResourceRequirements | None) -> Resources:
@@ -145,7 +154,9 @@ def _min(a: Quantity, b: Quantity) -> Quantity:
     return b if b < a else a
 
 
-def ensure_resource_range(request: Quantity, limit: Quantity, platform_limit: Quantity) -> tuple[Quantity, Quantity]:
+def ensure_resource_range(
+    request: Quantity, limit: Quantity, platform_limit: Quantity
+) -> tuple[Quantity, Quantity]:
     """Cap both at the platform limit, then pull the request down to the limit."""
     request = _min(request, platform_limit)
     limit = _min(limit, platform_limit)
@@ -169,7 +180,9 @@ def _adjust(name: str, resources: Resources, platform: Resources, assign_if_unse
     request, limit = requests.get(name, _ZERO), limits.get(name, _ZERO)
     platform_limit = platform["limits"].get(name, _ZERO)
     if assign_if_unset:
-        request, limit = adjust_or_default_resource(request, limit, platform["requests"].get(name, _ZERO), platform_limit)
+        request, limit = adjust_or_default_resource(
+            request, limit, platform["requests"].get(name, _ZERO), platform_limit
+        )
     else:
         request, limit = ensure_resource_range(request, limit, platform_limit)
     # Both keys are written back even when zero, as Flyte does.

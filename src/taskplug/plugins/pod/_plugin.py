@@ -99,7 +99,9 @@ def _sidecar_v0(custom: Any) -> RawPod:
     annotations = _field(job, "annotations") or {}
     labels = _field(job, "labels") or {}
     if not isinstance(annotations, dict) or not isinstance(labels, dict):
-        raise BadTaskSpecification(f"invalid TaskSpecification [{job}], Err: [annotations and labels must be mappings]")
+        raise BadTaskSpecification(
+            f"invalid TaskSpecification [{job}], Err: [annotations and labels must be mappings]"
+        )
     primary = _field(job, "primaryContainerName") or ""
     return RawPod(pod_spec, {"annotations": dict(annotations), "labels": dict(labels)}, str(primary))
 
@@ -111,7 +113,9 @@ def _sidecar_v1(template: Any) -> RawPod:
         )
     if PRIMARY_CONTAINER_KEY not in template.config:
         config = "map[" + " ".join(f"{k}:{v}" for k, v in sorted(template.config.items())) + "]"
-        raise BadTaskSpecification(f"invalid TaskSpecification, config missing [{PRIMARY_CONTAINER_KEY}] key in [{config}]")
+        raise BadTaskSpecification(
+            f"invalid TaskSpecification, config missing [{PRIMARY_CONTAINER_KEY}] key in [{config}]"
+        )
     spec = pod_spec_from_struct(template.custom, "sidecar pod spec")
     meta: KubeObject = {"annotations": {}, "labels": {}}
     if template.HasField("k8s_pod"):
@@ -142,7 +146,12 @@ def plugin_entries() -> list[K8sPluginEntry]:
         ),
         K8sPluginEntry(
             id="pod",
-            registered_task_types=(CONTAINER_TASK_TYPE, PYTHON_TASK_TYPE, RAW_CONTAINER_TASK_TYPE, SIDECAR_TASK_TYPE),
+            registered_task_types=(
+                CONTAINER_TASK_TYPE,
+                PYTHON_TASK_TYPE,
+                RAW_CONTAINER_TASK_TYPE,
+                SIDECAR_TASK_TYPE,
+            ),
             resource_to_watch=POD,
             load_plugin=_load,
             is_default=True,

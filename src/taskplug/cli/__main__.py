@@ -1,0 +1,3 @@
+from taskplug.cli import main
+
+main()

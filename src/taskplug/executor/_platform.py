@@ -1,0 +1,177 @@
+"""The platform: the registry of plugins, the parsed config, the pod templates, and plugin resolution.
+
+This is where the layers meet. It gathers every config section (core ``tasks``, ``plugins.k8s``,
+``plugins.logs``, the executor's own, and the sections each registered plugin declares), loads the config
+file over the platform defaults, and resolves a task type to its plugin entry exactly as the task handler
+would (enabled plugins, ``default-for-task-types``, Flyte's errors).
+
+Platform defaults: like Flyte's Helm chart values, taskplug ships a default document that enables the
+built-in plugins and picks the pod plugin's ``container`` / ``sidecar`` ids for their task types (Flyte's
+code defaults would otherwise fail with "Multiple plugins registered to handle task type"). A config file is
+merged over it, so a file that sets only ``plugins.k8s`` still works.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from taskplug.core import (
+    TASKS_SECTION,
+    Clock,
+    ConfigSection,
+    EntryLike,
+    GoDuration,
+    PlatformConfig,
+    PluginError,
+    PluginKind,
+    PluginRegistry,
+    PluginResolver,
+    StrictModel,
+    SystemClock,
+    enabled_plugins,
+    load_config_file,
+    load_platform_config,
+    merge_documents,
+)
+from taskplug.core import ErrorCode as _ErrorCode
+from taskplug.k8s import K8S_SECTION, LOGS_SECTION, PLUGINS_ROOT_SECTION, K8sPluginEntry, K8sPluginSetup
+from taskplug.k8s._pod_template import PodTemplateStore
+
+__all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ExecutorConfig", "Platform"]
+
+
+class ExecutorConfig(StrictModel):
+    """``executor``: taskplug's own settings for running tasks (no Flyte equivalent)."""
+
+    data_root: str = ".taskplug/data"
+    state_db: str = ".taskplug/state.db"
+    workers: int = Field(default=64, ge=1)
+    resync_period: GoDuration = timedelta(seconds=10)
+    pod_template_namespace: str = "flyte"
+
+
+EXECUTOR_SECTION = ConfigSection("executor", ExecutorConfig)
+
+PLATFORM_DEFAULTS: Mapping[str, Any] = {
+    "tasks": {
+        "task-plugins": {
+            "enabled-plugins": ["container", "sidecar", "spark", "connector-service"],
+            "default-for-task-types": {
+                "container": "container",
+                "python-task": "container",
+                "raw-container": "container",
+                "sidecar": "sidecar",
+            },
+        }
+    }
+}
+
+
+def _core_sections() -> list[ConfigSection[Any]]:
+    return [TASKS_SECTION, PLUGINS_ROOT_SECTION, K8S_SECTION, LOGS_SECTION, EXECUTOR_SECTION]
+
+
+@dataclass
+class Platform:
+    registry: PluginRegistry
+    config: PlatformConfig
+    pod_templates: PodTemplateStore
+    clock: Clock = field(default_factory=SystemClock)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    extra_sections: Sequence[ConfigSection[Any]] = ()
+
+    @classmethod
+    def load(
+        cls,
+        config_path: str | Path | None = None,
+        *,
+        pod_template_paths: Iterable[str | Path] = (),
+        registry: PluginRegistry | None = None,
+        document: Mapping[str, Any] | None = None,
+        extra_sections: Sequence[ConfigSection[Any]] = (),
+        clock: Clock | None = None,
+    ) -> Platform:
+        """Discover plugins, load the config over the platform defaults, load pod templates."""
+        registry = registry if registry is not None else PluginRegistry.discover()
+        user = dict(document or {})
+        if config_path is not None:
+            user = merge_documents(user, load_config_file(config_path))
+        merged = merge_documents(PLATFORM_DEFAULTS, user)
+        sections = cls.sections_for(registry, extra_sections)
+        config = load_platform_config(merged, sections)
+        namespace = config.get(EXECUTOR_SECTION).pod_template_namespace
+        templates = (
+            PodTemplateStore.from_paths(pod_template_paths, namespace)
+            if pod_template_paths
+            else PodTemplateStore(namespace)
+        )
+        return cls(
+            registry, config, templates, clock or SystemClock(), dict(os.environ), tuple(extra_sections)
+        )
+
+    @staticmethod
+    def sections_for(
+        registry: PluginRegistry, extra: Sequence[ConfigSection[Any]] = ()
+    ) -> list[ConfigSection[Any]]:
+        sections = _core_sections() + list(registry.config_sections) + list(extra)
+        unique: dict[str, ConfigSection[Any]] = {}
+        for section in sections:
+            unique.setdefault(section.path, section)
+        return list(unique.values())
+
+    # -- resolution ---------------------------------------------------------------------------------------
+    def enabled_entries(self) -> list[EntryLike]:
+        cfg = self.config.get(TASKS_SECTION).task_plugins
+        enabled, _ = enabled_plugins(cfg)
+        return [e for e in self.registry.entries if not enabled or e.id.lower() in enabled]
+
+    def resolver(self) -> PluginResolver:
+        """A resolver over plugin *entries* (no plugin loaded), with the same rules as the executor's."""
+        cfg = self.config.get(TASKS_SECTION).task_plugins
+        _, defaults = enabled_plugins(cfg)
+        pairs: list[Any] = [(_EntryView(e), e) for e in self.enabled_entries()]
+        return PluginResolver(pairs, defaults, fallback_to_default=cfg.fallback_to_default_plugin)
+
+    def entry_for(self, task_type: str) -> EntryLike:
+        resolved = self.resolver().resolve(task_type)
+        return resolved  # type: ignore[no-any-return]
+
+    def k8s_entry_for(self, task_type: str) -> K8sPluginEntry:
+        entry = self.entry_for(task_type)
+        if entry.kind != PluginKind.K8S or not isinstance(entry, K8sPluginEntry):
+            raise PluginError(
+                _ErrorCode.UNSUPPORTED_TASK_TYPE,
+                f"task type [{task_type}] is handled by the {entry.kind} plugin [{entry.id}], "
+                "which creates no Kubernetes object",
+            )
+        return entry
+
+    def k8s_setup(self) -> K8sPluginSetup:
+        return K8sPluginSetup(self.config, self.pod_templates, self.clock, self.environ)
+
+
+@dataclass(frozen=True)
+class _EntryView:
+    """Lets the resolver work on entries: it only needs id, task types and the default flag."""
+
+    entry: EntryLike
+
+    @property
+    def id(self) -> str:
+        # Flyte lower-cases the ids of wrapped (k8s, web-API) plugins.
+        return self.entry.id if self.entry.kind == PluginKind.CORE else self.entry.id.lower()
+
+    @property
+    def registered_task_types(self) -> tuple[str, ...]:
+        return tuple(self.entry.registered_task_types)
+
+    @property
+    def is_default(self) -> bool:
+        return self.entry.is_default
