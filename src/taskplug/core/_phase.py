@@ -253,7 +253,8 @@ class PhaseInfo:
         info: TaskInfo | None,
         cleanup: bool,
     ) -> PhaseInfo:
-        err = ExecutionError(code or "Unknown", message or "Unknown error message", kind)
+        # Flyte substitutes "Unknown" only for a nil error, never for an empty code or message.
+        err = ExecutionError(code, message, kind)
         return cls(phase, DEFAULT_PHASE_VERSION, _with_occurred_at(info), err, "", cleanup)
 
     @classmethod
