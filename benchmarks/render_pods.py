@@ -122,7 +122,14 @@ def main(n: int) -> None:
 
     def build(tctx: object) -> bytes:
         pod = plugin.build_resource(tctx)  # type: ignore[arg-type]
-        pod = add_object_metadata(tctx.metadata, pod, k8s_config, spec.template, properties)  # type: ignore[attr-defined]
+        pod = add_object_metadata(
+            tctx.metadata,  # type: ignore[attr-defined]
+            pod,
+            k8s_config,
+            spec.template,
+            inject_owner_references=not properties.disable_inject_owner_references,
+            inject_finalizer=not properties.disable_inject_finalizer,
+        )
         return orjson.dumps(pod)
 
     for tctx in contexts[:200]:  # warm-up
