@@ -29,5 +29,6 @@ from taskplug.core._phase import PhaseInfo as PhaseInfo
 from taskplug.core._phase import TaskInfo as TaskInfo
 from taskplug.core._phase import Transition as Transition
 from taskplug.core._plugin import Plugin as Plugin
+from taskplug.core._plugin import PluginEntry as PluginEntry
 from taskplug.core._plugin import PluginKind as PluginKind
 from taskplug.core._plugin import PluginProperties as PluginProperties
