@@ -205,3 +205,24 @@ async def test_an_unknown_task_type_is_a_clear_not_found_error(plugin: Connector
         "failed to create task from connector with rpc error: code = NotFound "
         "desc = Cannot find connector for task type: nope."
     )
+
+
+async def test_a_sync_call_for_an_unknown_type_fails_with_not_found(
+    connector_server: ConnectorServer,
+) -> None:
+    from flyteidl.admin import agent_pb2
+
+    from taskplug.plugins.connector import ConnectorRpcError, Deployment, GrpcConnectorClient
+
+    client = GrpcConnectorClient()
+    header = agent_pb2.CreateRequestHeader(template=container_template("nope"), output_prefix="/o")
+    inputs = agent_pb2.ExecuteTaskSyncRequest(inputs=int_literals(x=1))
+    try:
+        with pytest.raises(ConnectorRpcError) as e:
+            await client.execute_task_sync(
+                Deployment(endpoint=connector_server.endpoint, insecure=True), header, inputs, 30
+            )
+    finally:
+        await client.close()
+    assert e.value.status == "NotFound"
+    assert e.value.details == "Cannot find connector for task type: nope."

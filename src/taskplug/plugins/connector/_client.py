@@ -8,6 +8,7 @@ answers from memory for tests. Every failure leaves this module as a :class:`Con
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Literal, Protocol
 
@@ -106,6 +107,13 @@ def dial(deployment: Deployment) -> grpc.aio.Channel:
     if deployment.insecure:
         return grpc.aio.insecure_channel(deployment.endpoint, options=options)
     return grpc.aio.secure_channel(deployment.endpoint, grpc.ssl_channel_credentials(), options=options)
+
+
+async def _final_status(call: grpc.aio.StreamStreamCall, *, stage: SyncStage) -> ConnectorRpcError:
+    code = await call.code()
+    details = await call.details()
+    status = "Unknown" if code == grpc.StatusCode.OK else go_status_name(code)
+    return ConnectorRpcError(status, details or "stream closed without a response", stage=stage)
 
 
 class _Stubs:
@@ -207,17 +215,16 @@ class GrpcConnectorClient:
                 await call.done_writing()
             except grpc.aio.AioRpcError as e:
                 raise ConnectorRpcError.from_grpc(e, stage="send") from e
+            except asyncio.InvalidStateError as e:
+                # The server already ended the call (e.g. NOT_FOUND after reading the header): its status
+                # says why, not the refused write.
+                raise await _final_status(call, stage="send") from e
             try:
                 response = await call.read()
             except grpc.aio.AioRpcError as e:
                 raise ConnectorRpcError.from_grpc(e, stage="receive") from e
             if response is grpc.aio.EOF:
-                code = await call.code()
-                details = await call.details()
-                status = "Unknown" if code == grpc.StatusCode.OK else go_status_name(code)
-                raise ConnectorRpcError(
-                    status, details or "stream closed without a response", stage="receive"
-                )
+                raise await _final_status(call, stage="receive")
             assert isinstance(response, agent_pb2.ExecuteTaskSyncResponse)
             return response
         finally:

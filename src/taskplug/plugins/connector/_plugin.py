@@ -14,7 +14,6 @@ import base64
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Final
 
 from flyteidl.admin import agent_pb2
@@ -139,11 +138,10 @@ class ResourceWrapper:
             outputs=resource.outputs if resource.HasField("outputs") else None,
             message=resource.message,
             log_links=tuple(_task_log(link) for link in resource.log_links),
-            custom_info=(
-                MappingProxyType(json_format.MessageToDict(resource.custom_info))
-                if resource.HasField("custom_info")
-                else None
-            ),
+            # A plain dict (not a read-only proxy) so the status cache can copy or pickle the resource.
+            custom_info=json_format.MessageToDict(resource.custom_info)
+            if resource.HasField("custom_info")
+            else None,
             error_code=resource.agent_error.code if resource.HasField("agent_error") else "",
         )
 
