@@ -9,8 +9,8 @@ answers from memory for tests. Every failure leaves this module as a :class:`Con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Literal, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
 
 import grpc
 import grpc.aio
@@ -109,6 +109,13 @@ def dial(deployment: Deployment) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(deployment.endpoint, grpc.ssl_channel_credentials(), options=options)
 
 
+async def _unary(method: Callable[..., Awaitable[Any]], request: Any, deadline: float | None) -> Any:
+    try:
+        return await method(request, timeout=deadline)
+    except grpc.aio.AioRpcError as e:
+        raise ConnectorRpcError.from_grpc(e) from e
+
+
 async def _final_status(call: grpc.aio.StreamStreamCall, *, stage: SyncStage) -> ConnectorRpcError:
     code = await call.code()
     details = await call.details()
@@ -158,42 +165,30 @@ class GrpcConnectorClient:
         self, deployment: Deployment, deadline: float | None
     ) -> agent_pb2.ListAgentsResponse:
         stub = self._for(deployment).metadata
-        try:
-            response: agent_pb2.ListAgentsResponse = await stub.ListAgents(
-                agent_pb2.ListAgentsRequest(), timeout=deadline
-            )
-        except grpc.aio.AioRpcError as e:
-            raise ConnectorRpcError.from_grpc(e) from e
+        response: agent_pb2.ListAgentsResponse = await _unary(
+            stub.ListAgents, agent_pb2.ListAgentsRequest(), deadline
+        )
         return response
 
     async def create_task(
         self, deployment: Deployment, request: agent_pb2.CreateTaskRequest, deadline: float | None
     ) -> agent_pb2.CreateTaskResponse:
         stub = self._for(deployment).async_service
-        try:
-            response: agent_pb2.CreateTaskResponse = await stub.CreateTask(request, timeout=deadline)
-        except grpc.aio.AioRpcError as e:
-            raise ConnectorRpcError.from_grpc(e) from e
+        response: agent_pb2.CreateTaskResponse = await _unary(stub.CreateTask, request, deadline)
         return response
 
     async def get_task(
         self, deployment: Deployment, request: agent_pb2.GetTaskRequest, deadline: float | None
     ) -> agent_pb2.GetTaskResponse:
         stub = self._for(deployment).async_service
-        try:
-            response: agent_pb2.GetTaskResponse = await stub.GetTask(request, timeout=deadline)
-        except grpc.aio.AioRpcError as e:
-            raise ConnectorRpcError.from_grpc(e) from e
+        response: agent_pb2.GetTaskResponse = await _unary(stub.GetTask, request, deadline)
         return response
 
     async def delete_task(
         self, deployment: Deployment, request: agent_pb2.DeleteTaskRequest, deadline: float | None
     ) -> agent_pb2.DeleteTaskResponse:
         stub = self._for(deployment).async_service
-        try:
-            response: agent_pb2.DeleteTaskResponse = await stub.DeleteTask(request, timeout=deadline)
-        except grpc.aio.AioRpcError as e:
-            raise ConnectorRpcError.from_grpc(e) from e
+        response: agent_pb2.DeleteTaskResponse = await _unary(stub.DeleteTask, request, deadline)
         return response
 
     async def execute_task_sync(
