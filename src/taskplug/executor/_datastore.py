@@ -1,0 +1,86 @@
+"""The data store: inputs written, outputs and error documents read, through fsspec.
+
+Flyte's storage layer (flytestdlib/storage) over S3/GCS/local; here any fsspec URL, a local folder by
+default. Local files are read and written directly (they are small and fast); other file systems go through a
+worker thread so the event loop never blocks on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import fsspec
+from flyteidl.core import errors_pb2, literals_pb2
+from google.protobuf.message import DecodeError
+
+from taskplug.core import ErrorKind, ExecutionError
+
+__all__ = ["DataStore"]
+
+
+class DataStore:
+    def __init__(self) -> None:
+        self._fs_cache: dict[str, Any] = {}
+
+    def _fs(self, path: str) -> tuple[Any, str]:
+        protocol = path.split("://", 1)[0] if "://" in path else "file"
+        fs = self._fs_cache.get(protocol)
+        if fs is None:
+            fs = fsspec.filesystem(protocol)
+            self._fs_cache[protocol] = fs
+        return fs, path
+
+    def _is_local(self, path: str) -> bool:
+        return "://" not in path or path.startswith("file://")
+
+    async def write(self, path: str, data: bytes) -> None:
+        if self._is_local(path):
+            self._write_sync(path, data)
+        else:
+            await asyncio.to_thread(self._write_sync, path, data)
+
+    def _write_sync(self, path: str, data: bytes) -> None:
+        fs, p = self._fs(path)
+        parent = p.rsplit("/", 1)[0]
+        fs.makedirs(parent, exist_ok=True)
+        with fs.open(p, "wb") as f:
+            f.write(data)
+
+    async def read(self, path: str) -> bytes | None:
+        if self._is_local(path):
+            return self._read_sync(path)
+        return await asyncio.to_thread(self._read_sync, path)
+
+    def _read_sync(self, path: str) -> bytes | None:
+        fs, p = self._fs(path)
+        try:
+            with fs.open(p, "rb") as f:
+                data: bytes = f.read()
+                return data
+        except FileNotFoundError:
+            return None
+
+    async def read_outputs(self, path: str) -> literals_pb2.LiteralMap | None:
+        """``outputs.pb`` as a LiteralMap; None when the task wrote none. Bad bytes raise ValueError."""
+        data = await self.read(path)
+        if data is None:
+            return None
+        try:
+            return literals_pb2.LiteralMap.FromString(data)
+        except DecodeError as e:
+            raise ValueError(f"{path} is not a flyteidl LiteralMap: {e}") from e
+
+    async def read_error(self, path: str) -> ExecutionError | None:
+        """``error.pb`` (an ErrorDocument written by flytekit on failure), as an ExecutionError."""
+        data = await self.read(path)
+        if data is None:
+            return None
+        try:
+            document = errors_pb2.ErrorDocument.FromString(data)
+        except DecodeError:
+            return None
+        kind = (
+            ErrorKind.SYSTEM if document.error.origin == errors_pb2.ContainerError.SYSTEM else ErrorKind.USER
+        )
+        return ExecutionError(document.error.code, document.error.message, kind)

@@ -1,0 +1,464 @@
+"""The executor: drives many task executions at once, one round at a time, through their plugins.
+
+Follows the task-node part of flytepropeller (nodes/task/handler.go and the node executor): each round calls
+the plugin's ``handle``; the plugin state it writes is persisted; every new phase or version becomes an event;
+a success reads the outputs and finalizes; a retryable failure starts the next attempt while the budget lasts
+(user failures spend ``maxAttempts - 1`` retries, system failures their own budget, as Flyte does);
+``cleanupOnFailure`` makes a failed attempt abort its resource before finalizing; an abort request aborts
+and finalizes.
+
+Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
+executions at once; a resync timer re-runs every live execution every ``executor.resync-period`` so plugins
+without events (web-API caches, back-off waits) still progress. One execution is never in two rounds at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+from taskplug.core import (
+    Clock,
+    ErrorCode,
+    ErrorKind,
+    ExecutionError,
+    Phase,
+    PhaseInfo,
+    Plugin,
+    PluginError,
+    PluginResolver,
+    ResourceManager,
+    SystemClock,
+    literal_map_to_plain,
+)
+from taskplug.executor._datastore import DataStore
+from taskplug.executor._paths import ExecutionPaths
+from taskplug.executor._spec import ExecutionSpec
+from taskplug.executor._store import Event, ExecutionRecord, StateStore
+from taskplug.executor._tasks import task_context_for
+from taskplug.k8s._secrets import sanitize_label_value
+
+__all__ = ["ExecutionResult", "Executor", "ExecutorSettings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    data_root: str = ".taskplug/data"
+    workers: int = 64
+    resync_period: float = 10.0
+    max_system_failures: int = 3  # flytepropeller's max-node-retries-system-failures
+    max_round_errors: int = 10  # consecutive rounds a plugin may fail to decide before the attempt fails
+    max_plugin_phase_versions: int = 100000
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionResult:
+    key: str
+    phase: str
+    attempts: int
+    error: dict[str, Any] | None
+    outputs: dict[str, Any] | None
+    events: list[dict[str, Any]]
+
+    @property
+    def succeeded(self) -> bool:
+        return self.phase == str(Phase.SUCCESS)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "attempts": self.attempts,
+            "error": self.error,
+            "outputs": self.outputs,
+            "events": self.events,
+        }
+
+
+@dataclass(eq=False)
+class _Execution:
+    spec: ExecutionSpec
+    record: ExecutionRecord
+    plugin: Plugin
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    round_errors: int = 0
+    inputs_written: bool = False
+
+
+def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
+    if err is None:
+        return None
+    return {"code": err.code, "message": err.message, "kind": str(err.kind)}
+
+
+class Executor:
+    """Runs executions to a terminal phase. Use as ``async with Executor(...) as ex: await ex.run(spec)``."""
+
+    def __init__(
+        self,
+        *,
+        resolver: PluginResolver,
+        store: StateStore,
+        data_store: DataStore | None = None,
+        settings: ExecutorSettings | None = None,
+        clock: Clock | None = None,
+        resource_manager: ResourceManager | None = None,
+        on_event: Callable[[str, Event], None] | None = None,
+    ) -> None:
+        self.resolver = resolver
+        self.store = store
+        self.data = data_store or DataStore()
+        self.settings = settings or ExecutorSettings()
+        self.clock: Clock = clock or SystemClock()
+        self.resource_manager = resource_manager
+        self.on_event = on_event
+        self._executions: dict[str, _Execution] = {}
+        self._owners: dict[tuple[str, str], set[str]] = {}
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._running: set[str] = set()
+        self._dirty: set[str] = set()
+        self._timers: list[tuple[float, int, str]] = []
+        self._timer_seq = itertools.count()
+        self._timer_wake = asyncio.Event()
+        self._group: asyncio.TaskGroup | None = None
+        self._stopping = False
+        self.rounds = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    async def __aenter__(self) -> Executor:
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        for _ in range(self.settings.workers):
+            self._group.create_task(self._worker())
+        self._group.create_task(self._timer_loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stopping = True
+        group, self._group = self._group, None
+        if group is not None:
+            for task in list(group._tasks):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await group.__aexit__(None, None, None)
+        self.store.flush()
+
+    # -- the owner hook plugins use to wake executions -------------------------------------------------------
+    def enqueue_owner(self, namespace: str, name: str) -> None:
+        for key in self._owners.get((namespace, name), ()):
+            self.wake(key)
+
+    def wake(self, key: str) -> None:
+        if key in self._running:
+            self._dirty.add(key)
+            return
+        if key in self._queued or key not in self._executions:
+            return
+        self._queued.add(key)
+        self._queue.put_nowait(key)
+
+    def _wake_after(self, key: str, seconds: float) -> None:
+        heapq.heappush(self._timers, (self.clock.monotonic() + seconds, next(self._timer_seq), key))
+        self._timer_wake.set()
+
+    # -- submitting and waiting ------------------------------------------------------------------------------
+    async def submit(self, spec: ExecutionSpec) -> str:
+        """Start (or resume, when the store knows it) an execution; returns its key."""
+        key = spec.execution_key
+        if key in self._executions:
+            return key
+        record = self.store.load(key) or ExecutionRecord(
+            key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt
+        )
+        plugin = self.resolver.resolve(spec.template.type)
+        execution = _Execution(spec, record, plugin)
+        self._executions[key] = execution
+        meta = spec.metadata
+        owner = (meta.namespace, meta.labels.get("execution-id") or sanitize_label_value(meta.owner_name))
+        self._owners.setdefault(owner, set()).add(key)
+        if record.terminal:
+            execution.done.set()
+            return key
+        self.store.save(record)
+        self.wake(key)
+        return key
+
+    async def wait(self, key: str) -> ExecutionResult:
+        execution = self._executions[key]
+        await execution.done.wait()
+        return self.result(key)
+
+    async def run(self, spec: ExecutionSpec) -> ExecutionResult:
+        return await self.wait(await self.submit(spec))
+
+    def abort(self, key: str) -> None:
+        execution = self._executions.get(key)
+        if execution is None or execution.record.terminal:
+            return
+        execution.record.abort_requested = True
+        self.wake(key)
+
+    def result(self, key: str) -> ExecutionResult:
+        execution = self._executions[key]
+        record = execution.record
+        return ExecutionResult(
+            key=key,
+            phase=record.outcome or str(Phase(record.phase)),
+            attempts=record.attempt + 1,
+            error=record.error,
+            outputs=record.outputs,
+            events=[e.to_json() for e in self.store.events(key)],
+        )
+
+    def status(self, key: str) -> ExecutionRecord:
+        return self._executions[key].record
+
+    @property
+    def keys(self) -> Iterable[str]:
+        return self._executions.keys()
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            execution = self._executions.get(key)
+            if execution is None or execution.record.terminal:
+                continue
+            self._running.add(key)
+            try:
+                await self._round(execution)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug in a round must not kill a worker
+                log.exception("round of %s failed", key)
+                self._wake_after(key, self.settings.resync_period)
+            finally:
+                self._running.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                self.wake(key)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            now = self.clock.monotonic()
+            while self._timers and self._timers[0][0] <= now:
+                _, _, key = heapq.heappop(self._timers)
+                self.wake(key)
+            if self._timers:
+                delay = self._timers[0][0] - now
+                self._timer_wake.clear()
+                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
+                waker = asyncio.ensure_future(self._timer_wake.wait())
+                try:
+                    await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleeper.cancel()
+                    waker.cancel()
+            else:
+                self._timer_wake.clear()
+                await self._timer_wake.wait()
+
+    # -- one round of one execution -----------------------------------------------------------------------
+    def _context(self, execution: _Execution) -> Any:
+        record = execution.record
+        spec = execution.spec.for_attempt(record.attempt)
+        return task_context_for(
+            spec,
+            self.settings.data_root,
+            state_version=record.state_version,
+            state=record.plugin_state,
+            resource_manager=self.resource_manager,
+        )
+
+    async def _ensure_inputs(self, execution: _Execution, paths: ExecutionPaths) -> None:
+        if execution.inputs_written:
+            return
+        await self.data.write(paths.input_path, execution.spec.inputs.SerializeToString())
+        await self.data.write(f"{paths.input_prefix}/task.pb", execution.spec.template.SerializeToString())
+        execution.inputs_written = True
+
+    async def _round(self, execution: _Execution) -> None:
+        self.rounds += 1
+        record = execution.record
+        tctx = self._context(execution)
+        if record.abort_requested:
+            await self._abort_and_finalize(execution, tctx, reason="aborted by request")
+            return
+        paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
+        await self._ensure_inputs(execution, paths)
+        try:
+            transition = await execution.plugin.handle(tctx)
+        except Exception as e:  # the plugin could not decide this round
+            execution.round_errors += 1
+            log.warning("%s: round error %d: %s", record.key, execution.round_errors, e)
+            if execution.round_errors >= self.settings.max_round_errors:
+                code = e.code if isinstance(e, PluginError) else ErrorCode.SYSTEM_ERROR
+                info = PhaseInfo.system_retryable_failure(
+                    str(code), f"the plugin failed {execution.round_errors} rounds in a row: {e}"
+                )
+                execution.round_errors = 0
+                await self._failed(execution, tctx, info, paths)
+                self._save(record)
+                return
+            self._wake_after(record.key, min(2.0**execution.round_errors * 0.05, self.settings.resync_period))
+            return
+        execution.round_errors = 0
+        info = transition.info
+
+        changed, version, state = tctx.plugin_state.written
+        if changed:
+            record.state_version, record.plugin_state = version, dict(state) if state is not None else None
+        if info.phase == Phase(record.phase) and info.version > self.settings.max_plugin_phase_versions:
+            info = PhaseInfo.system_failure(
+                ErrorCode.TOO_MANY_PLUGIN_PHASE_VERSIONS,
+                f"plugin phase version {info.version} exceeds tasks.max-plugin-phase-versions "
+                f"({self.settings.max_plugin_phase_versions})",
+            )
+        self._record_phase(execution, info)
+        record.cleanup_on_failure = record.cleanup_on_failure or info.cleanup_on_failure
+
+        if info.phase is Phase.SUCCESS:
+            await self._succeeded(execution, tctx, paths)
+        elif info.phase.is_failure or info.phase is Phase.ABORTED:
+            await self._failed(execution, tctx, info, paths)
+        else:
+            self._wake_after(record.key, self.settings.resync_period)
+        self._save(record)
+
+    def _save(self, record: ExecutionRecord) -> None:
+        self.store.save(record)
+
+    def _record_phase(self, execution: _Execution, info: PhaseInfo) -> None:
+        record = execution.record
+        if (
+            info.phase == record.phase
+            and info.version == record.phase_version
+            and info.phase is not Phase.UNDEFINED
+        ):
+            return  # same phase and version as last round: no event (as Flyte)
+        record.phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
+        occurred = info.info.occurred_at if info.info is not None else None
+        event = Event(
+            attempt=record.attempt,
+            phase=str(info.phase),
+            version=info.version,
+            reason=info.reason or (info.err.message if info.err else ""),
+            occurred_at=(occurred.astimezone(UTC).isoformat().replace("+00:00", "Z") if occurred else None),
+            error=_error_json(info.err),
+        )
+        self.store.append_event(record.key, event)
+        if self.on_event is not None:
+            self.on_event(record.key, event)
+
+    async def _read_outputs(
+        self, tctx: Any, paths: ExecutionPaths
+    ) -> tuple[dict[str, Any] | None, ExecutionError | None]:
+        writer = tctx.output_writer
+        declared = execution_outputs_declared(tctx.task_reader.read())
+        if writer.reader is not None:
+            literal_map = await writer.reader.read()
+        else:
+            try:
+                literal_map = await self.data.read_outputs(paths.outputs_path)
+            except ValueError as e:
+                return None, ExecutionError("OutputsNotFound", str(e), ErrorKind.USER)
+        if literal_map is None:
+            if declared:
+                return None, ExecutionError(
+                    "OutputsNotFound",
+                    f"Outputs not generated by task execution (expected {paths.outputs_path})",
+                    ErrorKind.USER,
+                )
+            return {}, None
+        return literal_map_to_plain(literal_map), None
+
+    async def _succeeded(self, execution: _Execution, tctx: Any, paths: ExecutionPaths) -> None:
+        record = execution.record
+        outputs, err = await self._read_outputs(tctx, paths)
+        await self._finalize(execution, tctx)
+        if err is not None:
+            record.error = _error_json(err)
+            record.outcome = str(Phase.PERMANENT_FAILURE)
+            self._record_phase(execution, PhaseInfo.failure(err.code, err.message))
+        else:
+            record.outputs = outputs
+            record.outcome = str(Phase.SUCCESS)
+        self._terminal(execution)
+
+    async def _failed(self, execution: _Execution, tctx: Any, info: PhaseInfo, paths: ExecutionPaths) -> None:
+        record = execution.record
+        err = info.err or ExecutionError(
+            ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
+        )
+        document = await self.data.read_error(paths.error_path)
+        if document is not None and err.kind is ErrorKind.USER:
+            # flytekit writes the user's exception here; it says more than the pod's exit code.
+            err = ExecutionError(document.code or err.code, document.message, document.kind)
+        if record.cleanup_on_failure:
+            await self._abort(execution, tctx)
+        await self._finalize(execution, tctx)
+        retryable = info.phase is Phase.RETRYABLE_FAILURE
+        if retryable and err.kind is ErrorKind.SYSTEM:
+            record.system_failures += 1
+            retryable = record.system_failures <= self.settings.max_system_failures
+        elif retryable:
+            record.user_failures += 1
+            retryable = record.user_failures < execution.spec.metadata.max_attempts
+        if retryable:
+            self._next_attempt(execution)
+            return
+        record.error = _error_json(err)
+        record.outcome = str(info.phase)
+        self._terminal(execution)
+
+    def _next_attempt(self, execution: _Execution) -> None:
+        record = execution.record
+        record.attempt += 1
+        record.phase, record.phase_version, record.reason = int(Phase.UNDEFINED), 0, ""
+        record.state_version, record.plugin_state = 0, None
+        record.cleanup_on_failure = False
+        self.store.save(record)
+        self.wake(record.key)
+
+    def _terminal(self, execution: _Execution) -> None:
+        execution.record.terminal = True
+        self.store.save(execution.record)
+        self.store.flush()
+        execution.done.set()
+
+    async def _abort(self, execution: _Execution, tctx: Any) -> None:
+        try:
+            await execution.plugin.abort(tctx)
+        except Exception as e:
+            log.warning("%s: abort failed: %s", execution.record.key, e)
+            raise
+
+    async def _finalize(self, execution: _Execution, tctx: Any) -> None:
+        try:
+            await execution.plugin.finalize(tctx)
+        except Exception as e:
+            log.warning("%s: finalize failed: %s", execution.record.key, e)
+            raise
+
+    async def _abort_and_finalize(self, execution: _Execution, tctx: Any, *, reason: str) -> None:
+        record = execution.record
+        await self._abort(execution, tctx)
+        await self._finalize(execution, tctx)
+        self._record_phase(execution, PhaseInfo(Phase.ABORTED, 0, None, None, reason))
+        record.outcome = str(Phase.ABORTED)
+        record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
+        self._terminal(execution)
+
+
+def execution_outputs_declared(template: Any) -> bool:
+    return bool(template.HasField("interface") and template.interface.outputs.variables)

@@ -1,0 +1,171 @@
+"""Durable execution state: where each execution is (attempt, plugin state, failure budgets, outcome) and
+the phase events it went through.
+
+Follows what flytepropeller keeps in the FlyteWorkflow CR's node status for a task node: the plugin state
+(versioned bytes), the last phase and version, the attempt counters and the cleanup flag. SQLite is the
+default store; writes are committed in small batches (a killed executor loses at most the last batch, and
+every plugin call is idempotent, so replaying it creates nothing twice).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+__all__ = ["Event", "ExecutionRecord", "MemoryStateStore", "SQLiteStateStore", "StateStore"]
+
+
+@dataclass(slots=True)
+class Event:
+    """One phase transition as reported to users (Flyte's TaskExecutionEvent, reduced)."""
+
+    attempt: int
+    phase: str
+    version: int
+    reason: str
+    occurred_at: str | None
+    error: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "phase": self.phase,
+            "version": self.version,
+            "reason": self.reason,
+            "occurredAt": self.occurred_at,
+            "attempt": self.attempt,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(slots=True)
+class ExecutionRecord:
+    key: str
+    attempt: int = 0
+    phase: int = 0  # the Phase last reported this attempt
+    phase_version: int = 0
+    reason: str = ""
+    state_version: int = 0
+    plugin_state: dict[str, Any] | None = None
+    user_failures: int = 0
+    system_failures: int = 0
+    cleanup_on_failure: bool = False
+    terminal: bool = False
+    outcome: str = ""  # the final phase name once terminal
+    error: dict[str, Any] | None = None
+    outputs: dict[str, Any] | None = None
+    abort_requested: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_row(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def from_row(cls, data: bytes) -> ExecutionRecord:
+        return cls(**orjson.loads(data))
+
+
+class StateStore(Protocol):
+    def load(self, key: str) -> ExecutionRecord | None: ...
+
+    def save(self, record: ExecutionRecord) -> None: ...
+
+    def append_event(self, key: str, event: Event) -> None: ...
+
+    def events(self, key: str) -> list[Event]: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryStateStore:
+    """An in-process store, for benchmarks and tests that do not restart the executor."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, bytes] = {}
+        self._events: dict[str, list[Event]] = {}
+
+    def load(self, key: str) -> ExecutionRecord | None:
+        row = self._records.get(key)
+        return ExecutionRecord.from_row(row) if row is not None else None
+
+    def save(self, record: ExecutionRecord) -> None:
+        self._records[record.key] = record.to_row()
+
+    def append_event(self, key: str, event: Event) -> None:
+        self._events.setdefault(key, []).append(event)
+
+    def events(self, key: str) -> list[Event]:
+        return list(self._events.get(key, []))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class SQLiteStateStore:
+    """Records and events in one SQLite file (WAL mode); commits every ``commit_interval`` seconds."""
+
+    def __init__(self, path: str | Path, *, commit_interval: float = 0.05) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS executions (key TEXT PRIMARY KEY, record BLOB NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS events (key TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, event BLOB NOT NULL)"
+        )
+        self._db.execute("CREATE INDEX IF NOT EXISTS events_by_key ON events (key, seq)")
+        self._commit_interval = commit_interval
+        self._in_tx = False
+        self._last_commit = time.monotonic()
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self._db.execute("BEGIN")
+            self._in_tx = True
+
+    def _maybe_commit(self) -> None:
+        if self._in_tx and time.monotonic() - self._last_commit >= self._commit_interval:
+            self.flush()
+
+    def load(self, key: str) -> ExecutionRecord | None:
+        row = self._db.execute("SELECT record FROM executions WHERE key = ?", (key,)).fetchone()
+        return ExecutionRecord.from_row(row[0]) if row is not None else None
+
+    def save(self, record: ExecutionRecord) -> None:
+        self._begin()
+        self._db.execute(
+            "INSERT INTO executions (key, record) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET record = excluded.record",
+            (record.key, record.to_row()),
+        )
+        self._maybe_commit()
+
+    def append_event(self, key: str, event: Event) -> None:
+        self._begin()
+        self._db.execute("INSERT INTO events (key, event) VALUES (?, ?)", (key, orjson.dumps(asdict(event))))
+        self._maybe_commit()
+
+    def events(self, key: str) -> list[Event]:
+        rows = self._db.execute("SELECT event FROM events WHERE key = ? ORDER BY seq", (key,)).fetchall()
+        return [Event(**orjson.loads(r[0])) for r in rows]
+
+    def flush(self) -> None:
+        if self._in_tx:
+            self._db.execute("COMMIT")
+            self._in_tx = False
+        self._last_commit = time.monotonic()
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()
