@@ -72,6 +72,8 @@ class Quantity:
             raise QuantityError(
                 f"quantity {text!r} is a float; write it as a string such as '{text}' to keep it exact"
             )
+        if not isinstance(text, str):
+            raise QuantityError(f"quantity must be a string or an integer, not {type(text).__name__}")
         return _parse(text)
 
     @classmethod
@@ -94,18 +96,19 @@ class Quantity:
         return self.nanos == 0
 
     def value(self) -> int:
-        """Whole units, rounded up (Kubernetes' ``Value()``)."""
-        return -((-self.nanos) // _NANO)
+        """Whole units, rounded up (Kubernetes' ``Value()``: away from zero, so ``-1.5`` gives ``-2``)."""
+        return _scaled(self.nanos, _NANO)
 
     def milli_value(self) -> int:
-        """Milli-units, rounded up (Kubernetes' ``MilliValue()``)."""
-        return -((-self.nanos) // 10**6)
+        """Milli-units, rounded up (Kubernetes' ``MilliValue()``, away from zero)."""
+        return _scaled(self.nanos, 10**6)
 
+    # Kubernetes' Add and Sub: a zero quantity takes the other's format (so sums started at 0 keep "Gi").
     def __add__(self, other: Quantity) -> Quantity:
-        return Quantity.from_nanos(self.nanos + other.nanos, self.format)
+        return Quantity.from_nanos(self.nanos + other.nanos, other.format if self.nanos == 0 else self.format)
 
     def __sub__(self, other: Quantity) -> Quantity:
-        return Quantity.from_nanos(self.nanos - other.nanos, self.format)
+        return Quantity.from_nanos(self.nanos - other.nanos, other.format if self.nanos == 0 else self.format)
 
     def __neg__(self) -> Quantity:
         return Quantity.from_nanos(-self.nanos, self.format)
@@ -157,6 +160,12 @@ class Quantity:
 
     def __copy__(self) -> Quantity:
         return self
+
+
+def _scaled(nanos: int, unit: int) -> int:
+    """``nanos / unit`` rounded away from zero (apimachinery's negativeScaleInt64)."""
+    magnitude = -(-abs(nanos) // unit)
+    return -magnitude if nanos < 0 else magnitude
 
 
 @functools.lru_cache(maxsize=4096)
