@@ -8,6 +8,7 @@ from taskplug import __version__
 from taskplug.cli._config_cmd import config
 from taskplug.cli._plugins_cmd import plugins
 from taskplug.cli._render import render
+from taskplug.cli._run import run
 from taskplug.cli._status import status
 
 __all__ = ["cli", "main"]
@@ -19,6 +20,7 @@ def cli() -> None:
     """taskplug: run typed Flyte tasks on Kubernetes and on remote services, through plugins."""
 
 
+cli.add_command(run)
 cli.add_command(render)
 cli.add_command(status)
 cli.add_command(plugins)

@@ -43,6 +43,7 @@ from taskplug.core import (
 from taskplug.core import ErrorCode as _ErrorCode
 from taskplug.k8s import K8S_SECTION, LOGS_SECTION, PLUGINS_ROOT_SECTION, K8sPluginEntry, K8sPluginSetup
 from taskplug.k8s._pod_template import PodTemplateStore
+from taskplug.webapi._resourcemanager import RESOURCE_MANAGER_SECTION
 
 __all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ExecutorConfig", "Platform"]
 
@@ -54,6 +55,8 @@ class ExecutorConfig(StrictModel):
     state_db: str = ".taskplug/state.db"
     workers: int = Field(default=64, ge=1)
     resync_period: GoDuration = timedelta(seconds=10)
+    max_system_failures: int = Field(default=3, ge=0)
+    max_round_errors: int = Field(default=10, ge=1)
     pod_template_namespace: str = "flyte"
 
 
@@ -75,7 +78,14 @@ PLATFORM_DEFAULTS: Mapping[str, Any] = {
 
 
 def _core_sections() -> list[ConfigSection[Any]]:
-    return [TASKS_SECTION, PLUGINS_ROOT_SECTION, K8S_SECTION, LOGS_SECTION, EXECUTOR_SECTION]
+    return [
+        TASKS_SECTION,
+        PLUGINS_ROOT_SECTION,
+        K8S_SECTION,
+        LOGS_SECTION,
+        EXECUTOR_SECTION,
+        RESOURCE_MANAGER_SECTION,
+    ]
 
 
 @dataclass

@@ -1,0 +1,186 @@
+"""``taskplug run``: execute a task to a terminal phase, on the embedded local cluster or a real one.
+
+Shows live progress (phase, reason, elapsed); Ctrl-C aborts what was created and finalizes; ``-o json``
+prints one document at the end. Exit codes: 0 success, 1 the task failed or was aborted, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from taskplug.cli._output import EXIT_TASK_FAILED, dump, handles_bad_input
+from taskplug.executor import EXECUTOR_SECTION, Platform, load_spec
+from taskplug.executor._executor import ExecutionResult, Executor
+from taskplug.executor._runtime import open_executor
+from taskplug.executor._store import Event, SQLiteStateStore
+from taskplug.k8s import KubeClient
+
+__all__ = ["run"]
+
+
+@contextlib.asynccontextmanager
+async def _kube_client(kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
+    if kubeconfig is not None:
+        from taskplug.k8s._lightkube import LightkubeClient
+
+        client = LightkubeClient.from_kubeconfig(str(kubeconfig))
+        try:
+            yield client
+        finally:
+            await client.close()
+        return
+    from taskplug.localcluster import LocalCluster
+
+    async with LocalCluster(mode=mode) as cluster:
+        yield cluster.client()
+
+
+class _Progress:
+    """The live view: one line per phase event, and a status line that ticks."""
+
+    def __init__(self, console: Console, key: str) -> None:
+        self.console = console
+        self.key = key
+        self.started = time.monotonic()
+        self.events: list[Event] = []
+
+    def on_event(self, key: str, event: Event) -> None:
+        if key == self.key:
+            self.events.append(event)
+
+    def render(self) -> Table:
+        table = Table(box=None, show_header=True, header_style="bold")
+        for column in ("attempt", "phase", "version", "reason", "elapsed"):
+            table.add_column(column)
+        for event in self.events[-15:]:
+            table.add_row(
+                str(event.attempt), _phase_text(event.phase), str(event.version), event.reason[:100], ""
+            )
+        elapsed = f"{time.monotonic() - self.started:5.1f}s"
+        current = self.events[-1].phase if self.events else "Submitting"
+        table.add_row("", _phase_text(current), "", "", elapsed)
+        return table
+
+
+def _phase_text(phase: str) -> Text:
+    style = {
+        "Success": "green",
+        "RetryableFailure": "yellow",
+        "PermanentFailure": "red",
+        "Aborted": "red",
+    }.get(phase, "cyan")
+    return Text(phase, style=style)
+
+
+async def _run(
+    spec_path: Path,
+    config_path: Path | None,
+    kubeconfig: Path | None,
+    state_db: Path | None,
+    pod_templates: tuple[Path, ...],
+    mode: str,
+    as_json: bool,
+) -> ExecutionResult:
+    platform = Platform.load(config_path, pod_template_paths=pod_templates)
+    spec = load_spec(spec_path)
+    store = SQLiteStateStore(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
+    console = Console(stderr=True)
+    progress = _Progress(console, spec.execution_key)
+    try:
+        async with (
+            _kube_client(kubeconfig, mode) as client,
+            open_executor(platform, kube_client=client, store=store) as ex,
+        ):
+            ex.on_event = progress.on_event
+            key = await ex.submit(spec)
+            _abort_on_interrupt(ex, key, console)
+            if as_json:
+                return await ex.wait(key)
+            with Live(progress.render(), console=console, refresh_per_second=8, transient=False) as live:
+                waiter = asyncio.ensure_future(ex.wait(key))
+                while not waiter.done():
+                    live.update(progress.render())
+                    await asyncio.wait({waiter}, timeout=0.125)
+                live.update(progress.render())
+                return waiter.result()
+    finally:
+        store.close()
+
+
+def _abort_on_interrupt(ex: Executor, key: str, console: Console) -> None:
+    loop = asyncio.get_running_loop()
+
+    def interrupted() -> None:
+        console.print("[yellow]interrupted: aborting the execution (deleting what it created)…[/yellow]")
+        ex.abort(key)
+
+    with contextlib.suppress(NotImplementedError):  # not on every platform
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+        loop.add_signal_handler(signal.SIGTERM, interrupted)
+
+
+def _print_outcome(result: ExecutionResult) -> None:
+    console = Console()
+    style = "green" if result.succeeded else "red"
+    console.print(f"[bold {style}]{result.phase}[/bold {style}] after {result.attempts} attempt(s)")
+    if result.error:
+        console.print(f"error [{result.error['code']}] ({result.error['kind']}): {result.error['message']}")
+    if result.outputs:
+        console.print("outputs:")
+        console.print_json(data=result.outputs)
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Run on this cluster instead of the embedded one.",
+)
+@click.option(
+    "--state-db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="SQLite file for execution state (resume).",
+)
+@click.option("--pod-templates", multiple=True, type=click.Path(path_type=Path))
+@click.option(
+    "--cluster-mode",
+    type=click.Choice(["process", "simulated"]),
+    default="process",
+    show_default=True,
+    help="The embedded cluster: run containers as local processes, or simulate them.",
+)
+@click.option("-o", "--output", "fmt", type=click.Choice(["live", "json"]), default="live", show_default=True)
+@handles_bad_input
+def run(
+    spec: Path,
+    config_path: Path | None,
+    kubeconfig: Path | None,
+    state_db: Path | None,
+    pod_templates: tuple[Path, ...],
+    cluster_mode: str,
+    fmt: str,
+) -> None:
+    """Run a task execution to a terminal phase and print its timeline and outputs."""
+    result = asyncio.run(
+        _run(spec, config_path, kubeconfig, state_db, pod_templates, cluster_mode, fmt == "json")
+    )
+    if fmt == "json":
+        click.echo(dump(result.to_json()), nl=False)
+    else:
+        _print_outcome(result)
+    if not result.succeeded:
+        sys.exit(EXIT_TASK_FAILED)
