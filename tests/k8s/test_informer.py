@@ -8,21 +8,23 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from taskplug.core import FakeClock
-from taskplug.k8s._client import POD
+from taskplug.k8s._client import ResourceType
 from taskplug.k8s._informer import Informer, InformerFactory
 
 if TYPE_CHECKING:
     from conftest import CountingKubeClient
 
 NS = "default"
+# PodTemplates: a built-in type no controller of the local cluster touches, so every event is the test's.
+POD = ResourceType("v1", "PodTemplate", "podtemplates")
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
-        "kind": "Pod",
+        "kind": "PodTemplate",
         "metadata": {"name": name, "namespace": NS, "labels": dict(labels)},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
     }
 
 
