@@ -100,6 +100,15 @@ async def open_executor(
             await _close(resource_manager)
 
 
+def _dynamic_task_types(plugin: Plugin) -> Any:
+    """A plugin whose task types are discovered at run time (the connector service) answers for them."""
+    for candidate in (plugin, getattr(plugin, "plugin", None)):
+        handles = getattr(candidate, "handles_task_type", None)
+        if callable(handles):
+            return handles
+    return None
+
+
 async def _close(thing: Any) -> None:
     close = getattr(thing, "aclose", None) or getattr(thing, "close", None)
     if close is None:
