@@ -2,7 +2,7 @@
 
 Follows flyteplugins/go/tasks/pluginmachinery/core/template/template.go: placeholders are
 case-insensitive, take ``.`` or ``$`` before the name and allow spaces inside the braces; the namespace is
-replaced last, so it also expands inside values substituted earlier.
+replaced after the paths, so it also expands inside them, and before the inputs, whose values stay verbatim.
 """
 
 from __future__ import annotations
@@ -82,12 +82,15 @@ def _render_one(text: str, params: TemplateParameters, per_retry_key: str) -> st
     if params.task is not None and _TASK_TEMPLATE_PATH.search(val):
         path = params.task.path
         val = _TASK_TEMPLATE_PATH.sub(lambda _: path, val)
+    # The namespace goes last among the paths (it may be embedded in them) but before the inputs, as in
+    # Go: an input's value is the user's data and is never rewritten.
+    namespace = params.metadata.namespace
+    val = _NAMESPACE.sub(lambda _: namespace, val)
     if _INPUT_VAR.search(val):
         literals = inputs.get()
         if literals is not None and literals.literals:
             val = _INPUT_VAR.sub(lambda m: _input_value(m.group("name"), literals, text), val)
-    namespace = params.metadata.namespace
-    return _NAMESPACE.sub(lambda _: namespace, val)
+    return val
 
 
 def _input_value(name: str, literals: literals_pb2.LiteralMap, template: str) -> str:
