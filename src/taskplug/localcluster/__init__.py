@@ -1,0 +1,36 @@
+"""taskplug's embedded Kubernetes API (in the spirit of kwok): store, quota, scheduler, kubelet, HTTP façade.
+
+``async with LocalCluster(mode="process" | "simulated") as cluster:`` then ``cluster.client()`` (an
+in-process :class:`taskplug.k8s.KubeClient`) or ``await cluster.serve_http()`` for kubectl and lightkube.
+"""
+
+from taskplug.localcluster._client import LocalKubeClient
+from taskplug.localcluster._cluster import LocalCluster, Operator
+from taskplug.localcluster._faults import Faults
+from taskplug.localcluster._http import CONTEXT_NAME
+from taskplug.localcluster._nodes import DEFAULT_NODE, NodeConfig
+from taskplug.localcluster._resources import NAMESPACE, NODE, POD_TEMPLATE, RESOURCE_QUOTA
+from taskplug.localcluster._simulated import (
+    ANNOTATION_DURATION,
+    ANNOTATION_EXIT_CODE,
+    ANNOTATION_LOGS,
+    ANNOTATION_OOM,
+)
+
+__all__ = [
+    "ANNOTATION_DURATION",
+    "ANNOTATION_EXIT_CODE",
+    "ANNOTATION_LOGS",
+    "ANNOTATION_OOM",
+    "CONTEXT_NAME",
+    "DEFAULT_NODE",
+    "NAMESPACE",
+    "NODE",
+    "POD_TEMPLATE",
+    "RESOURCE_QUOTA",
+    "Faults",
+    "LocalCluster",
+    "LocalKubeClient",
+    "NodeConfig",
+    "Operator",
+]

@@ -1,0 +1,395 @@
+"""The HTTP façade: the REST paths kubectl and lightkube use, on 127.0.0.1, over the same store.
+
+Follows the API server's URL layout and wire behaviour (k8s.io/apiserver/pkg/endpoints): legacy discovery
+(``/api`` APIVersions, ``/apis`` APIGroupList, ``/api/v1`` and ``/apis/{g}/{v}`` APIResourceList with
+verbs, ``/apis/{g}`` APIGroup), ``/version``; collections and items for namespaced
+(``/namespaces/{ns}/{plural}[/{name}[/{sub}]]``) and cluster-scoped resources; ``kind: PodList`` on lists
+with the list ``resourceVersion``; 201 on create; 200 with the object on delete; ``Status`` errors with
+``Content-Type: application/json`` exactly (lightkube only maps that); ``?watch=true|1`` streams
+newline-delimited ``{"type", "object"}`` events, with an in-stream ``ERROR`` event carrying the 410 Status
+for an expired version, ``timeoutSeconds``, ``allowWatchBookmarks``; ``pods/{name}/log`` and the
+``status`` subresource. Scripted faults apply as for the in-process client (429 carries ``Retry-After``).
+
+Deviation: ``limit``/``continue`` are ignored (one page), ``dryRun`` is ignored, there are no OpenAPI
+documents (kubectl needs ``--validate=false``), no aggregated discovery, no Table rendering, no
+authentication, and no ``deletecollection``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+import yaml
+from aiohttp import web
+
+from taskplug.k8s import KubeApiError, ResourceType
+from taskplug.localcluster._errors import bad_request, method_not_allowed, unsupported_media_type
+from taskplug.localcluster._patch import apply_patch
+from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
+from taskplug.localcluster._selectors import FieldSelector, LabelSelector
+
+if TYPE_CHECKING:
+    from taskplug.localcluster._cluster import LocalCluster
+
+__all__ = ["CONTEXT_NAME", "start_server", "write_kubeconfig"]
+
+CONTEXT_NAME: Final = "taskplug-local"
+_VERBS: Final = ["create", "delete", "get", "list", "patch", "update", "watch"]
+_PATCH_TYPES: Final = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+}
+_NO_ROUTE: Final = KubeApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    # Exactly "application/json": lightkube maps a Status to ApiError only for that content type.
+    return web.Response(body=orjson.dumps(obj), status=status, headers={"Content-Type": "application/json"})
+
+
+def _error(err: KubeApiError) -> web.Response:
+    response = _json(err.to_status(), err.status)
+    retry = err.details.get("retryAfterSeconds")
+    if retry is not None and err.status in (429, 500, 503, 504):
+        response.headers["Retry-After"] = str(retry)
+    return response
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").lower() in ("true", "1")
+
+
+def _resource_entries(types: TypeRegistry, api_version: str) -> list[dict[str, Any]]:
+    entries = []
+    for rtype in sorted(types.in_group_version(api_version), key=lambda t: t.plural):
+        entry: dict[str, Any] = {
+            "name": rtype.plural,
+            "singularName": rtype.kind.lower(),
+            "namespaced": rtype.namespaced,
+            "kind": rtype.kind,
+            "verbs": _VERBS,
+        }
+        if short := types.short_names(rtype):
+            entry["shortNames"] = short
+        if rtype == POD:
+            entry["categories"] = ["all"]
+        entries.append(entry)
+        status_verbs = ["get", "patch", "update"]
+        entries.append(
+            {
+                "name": f"{rtype.plural}/status",
+                "singularName": "",
+                "namespaced": rtype.namespaced,
+                "kind": rtype.kind,
+                "verbs": status_verbs,
+            }
+        )
+        if rtype == POD:
+            entries.append(
+                {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}
+            )
+    return entries
+
+
+class _Api:
+    def __init__(self, cluster: LocalCluster, address: str) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.types = cluster.types
+        self.address = address
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except KubeApiError as err:
+            return _error(err)
+
+    # -- routing -----------------------------------------------------------------------------------------
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if parts in (["version"], ["version", ""]):
+            return _json(
+                {
+                    "major": "1",
+                    "minor": "37",
+                    "gitVersion": "v1.37.0-taskplug",
+                    "gitCommit": "",
+                    "gitTreeState": "clean",
+                    "buildDate": "2026-01-01T00:00:00Z",
+                    "goVersion": "python",
+                    "compiler": "taskplug",
+                    "platform": "linux/amd64",
+                }
+            )
+        if parts and parts[0] in ("healthz", "livez", "readyz"):
+            return web.Response(text="ok", content_type="text/plain")
+        if parts == ["api"]:
+            return _json(
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}
+                    ],
+                }
+            )
+        if parts == ["apis"]:
+            groups = [self._group(g, vs) for g, vs in sorted(self.types.group_versions().items()) if g]
+            return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            api_version, rest = parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) == 2:
+            versions = self.types.group_versions().get(parts[1])
+            if not versions:
+                raise _NO_ROUTE
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1], versions)})
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            raise _NO_ROUTE
+        if not rest:
+            if not self.types.in_group_version(api_version):
+                raise _NO_ROUTE
+            return _json(
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": api_version,
+                    "resources": _resource_entries(self.types, api_version),
+                }
+            )
+        watch = False
+        if rest[0] == "watch":  # the deprecated /watch/ prefix
+            watch, rest = True, rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        rtype = self.types.get(api_version, rest[0])
+        if rtype is None or len(rest) > 3:
+            raise _NO_ROUTE
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if rtype.namespaced and name is not None and namespace is None:
+            raise _NO_ROUTE
+        return await self._resource(request, rtype, namespace, name, sub, watch)
+
+    def _group(self, group: str, versions: list[str]) -> dict[str, Any]:
+        listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"name": group, "versions": listed, "preferredVersion": listed[0]}
+
+    # -- resources ---------------------------------------------------------------------------------------
+    async def _resource(
+        self,
+        request: web.Request,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+        watch: bool,
+    ) -> web.StreamResponse:
+        method, query, faults = request.method, request.query, self.cluster.faults
+        if name is None:
+            if method == "GET":
+                watching = watch or _truthy(query.get("watch"))
+                await faults.check("watch" if watching else "list", rtype.plural)
+                if watching:
+                    return await self._watch(request, rtype, namespace)
+                items, rv = self.store.list(
+                    rtype,
+                    namespace,
+                    labels=LabelSelector.parse(query.get("labelSelector")),
+                    fields=FieldSelector.parse(query.get("fieldSelector")),
+                )
+                body = {
+                    "kind": f"{rtype.kind}List",
+                    "apiVersion": rtype.api_version,
+                    "metadata": {"resourceVersion": str(rv)},
+                    "items": items,
+                }
+                return web.Response(body=orjson.dumps(body), headers={"Content-Type": "application/json"})
+            if method == "POST":
+                await faults.check("create", rtype.plural)
+                obj = await self._body(request)
+                meta = obj.setdefault("metadata", {})
+                if rtype.namespaced:
+                    if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                        raise bad_request(
+                            "the namespace of the provided object does not match the namespace sent on "
+                            "the request"
+                        )
+                    meta["namespace"] = meta.get("namespace") or namespace
+                return _json(self.store.create(rtype, obj), 201)
+            raise method_not_allowed(
+                f"the server does not allow this method on the requested resource ({method})"
+            )
+        if sub == "log" and rtype == POD:
+            return self._log(rtype, namespace, name, query.get("container"), query.get("tailLines"))
+        if sub not in (None, "status"):
+            raise _NO_ROUTE
+        if method == "GET":
+            await faults.check("get", rtype.plural)
+            return _json(self.store.get(rtype, namespace, name))
+        if method == "PUT":
+            await faults.check("replace", rtype.plural)
+            obj = await self._body(request)
+            meta = obj.setdefault("metadata", {})
+            if meta.get("name") and meta["name"] != name:
+                raise bad_request(
+                    f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+                )
+            meta["name"], meta["namespace"] = name, namespace
+            if sub == "status":
+                current = deep_copy(self.store.get(rtype, namespace, name))
+                current["status"] = obj.get("status") or {}
+                current["metadata"]["resourceVersion"] = meta.get("resourceVersion", "")
+                obj = current
+            return _json(self.store.replace(rtype, obj))
+        if method == "PATCH":
+            await faults.check("patch", rtype.plural)
+            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            patch_type = _PATCH_TYPES.get(content_type)
+            if patch_type is None:
+                raise unsupported_media_type(content_type)
+            patch = await self._raw_body(request)
+            if sub == "status":
+                current = self.store.get(rtype, namespace, name)
+                patched = apply_patch(current, patch, patch_type)
+                replacement = deep_copy(current)
+                replacement["status"] = deep_copy(patched.get("status") or {})
+                return _json(self.store.replace(rtype, replacement))
+            return _json(self.store.patch(rtype, namespace, name, patch, patch_type))
+        if method == "DELETE":
+            await faults.check("delete", rtype.plural)
+            return _json(self.store.delete(rtype, namespace, name))
+        raise method_not_allowed(
+            f"the server does not allow this method on the requested resource ({method})"
+        )
+
+    def _log(
+        self, rtype: ResourceType, namespace: str | None, name: str, container: str | None, tail: str | None
+    ) -> web.Response:
+        pod = self.store.get(rtype, namespace, name)
+        names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        init = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
+        if container is None and len(names) > 1:
+            raise bad_request(
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+                + (f" or one of the init containers: [{' '.join(init)}]" if init else "")
+            )
+        if container is not None and container not in names + init:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        text = self.cluster.logs(namespace or "default", name, container)
+        if tail is not None and tail.isdigit():
+            text = "".join(text.splitlines(keepends=True)[-int(tail) :]) if int(tail) else ""
+        return web.Response(text=text, content_type="text/plain")
+
+    async def _raw_body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as err:
+                raise bad_request(f"the body of the request was in an unknown format: {err}") from None
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        body = await self._raw_body(request)
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request was in an unknown format: expected an object")
+        return body
+
+    async def _watch(
+        self, request: web.Request, rtype: ResourceType, namespace: str | None
+    ) -> web.StreamResponse:
+        query = request.query
+        watcher = self.store.watch(
+            rtype,
+            namespace,
+            resource_version=query.get("resourceVersion"),
+            labels=LabelSelector.parse(query.get("labelSelector")),
+            fields=FieldSelector.parse(query.get("fieldSelector")),
+            bookmarks=_truthy(query.get("allowWatchBookmarks")),
+        )
+        timeout = query.get("timeoutSeconds")
+        deadline = (
+            self.cluster.timers.call_later(float(timeout), watcher.close)
+            if timeout and timeout.isdigit()
+            else None
+        )
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            ended = False
+            while not ended:
+                chunks: list[bytes] = []
+                try:
+                    item = await watcher.next()
+                    while item is not None:
+                        type_, event = item
+                        chunks.append(
+                            b'{"type":"' + type_.encode() + b'","object":' + event.raw_object() + b"}\n"
+                        )
+                        if len(chunks) >= 256:
+                            break
+                        try:
+                            item = watcher.next_nowait()
+                        except asyncio.QueueEmpty:
+                            break
+                    ended = item is None
+                except KubeApiError as err:
+                    chunks.append(b'{"type":"ERROR","object":' + orjson.dumps(err.to_status()) + b"}\n")
+                    ended = True
+                if chunks:
+                    await response.write(b"".join(chunks))
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass  # the client went away
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            watcher.close()
+        return response
+
+
+async def start_server(cluster: LocalCluster, *, host: str, port: int) -> tuple[web.AppRunner, str]:
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    holder: dict[str, _Api] = {}
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await holder["api"].handle(request)
+
+    app.router.add_route("*", "/{tail:.*}", handle)
+    # handler_cancellation: a watch whose client hung up must end, not wait for its next event.
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound_host, bound_port = runner.addresses[0][:2]
+    holder["api"] = _Api(cluster, f"{bound_host}:{bound_port}")
+    return runner, f"http://{bound_host}:{bound_port}"
+
+
+def write_kubeconfig(path: Path, url: str, *, namespace: str = "default") -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
+        "users": [{"name": CONTEXT_NAME, "user": {}}],
+        "contexts": [
+            {
+                "name": CONTEXT_NAME,
+                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace},
+            }
+        ],
+        "current-context": CONTEXT_NAME,
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path

@@ -1,0 +1,439 @@
+"""The process kubelet: runs a pod's containers as local processes and reports them like the kubelet.
+
+Follows pkg/kubelet/kuberuntime at the level the API shows:
+
+* init containers run one after another, then the regular containers (primary and sidecars) together;
+  the image is ignored (the command runs on this host), ``command`` + ``args`` are expanded with
+  ``$(VAR)`` from the container's env, which sits on a minimal host env (``PATH`` with this Python's
+  ``bin`` first, ``HOME``, ``HOSTNAME``) in a per-pod working directory;
+* container states ``waiting: ContainerCreating`` → ``running.startedAt`` → ``terminated{exitCode, reason
+  Completed|Error|OOMKilled, message, startedAt, finishedAt, containerID}``; a process killed by signal N
+  exits 128+N; a container with no command cannot run (``ContainerCannotRun``, exit 128), a missing
+  executable gives ``StartError`` (exit 128);
+* the termination message is read from the container's ``terminationMessagePath``, mapped to a file in
+  the pod directory whose path is in ``$TERMINATION_MESSAGE_PATH`` (at most 4096 bytes); with
+  ``FallbackToLogsOnError`` a failed container with no message reports the last 80 lines / 2048 bytes of
+  its log;
+* ``limits.memory`` is enforced by sampling the resident memory of the container's process group from
+  /proc; above the limit the group is SIGKILLed and the container is ``OOMKilled`` with exit code 137;
+* restartPolicy Never / OnFailure / Always with the CrashLoopBackOff delay (10 s doubling to 5 min, on the
+  cluster's clock);
+* deleting a pod sends SIGTERM, then SIGKILL after a short grace; leaving the cluster kills everything.
+
+Deviation: ``args`` without ``command`` is run as the command (there is no image entrypoint); a
+container's env ``valueFrom`` supports ``fieldRef`` and ``resourceFieldRef`` only (``secretKeyRef`` and
+``configMapKeyRef`` give ``CreateContainerConfigError``); ``envFrom``, volumes, probes and native sidecars
+(``restartPolicy: Always`` init containers) are not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from taskplug.core import Clock, Quantity, QuantityError
+from taskplug.localcluster._events import EventRecorder
+from taskplug.localcluster._kubeletbase import KubeletBase
+from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id
+from taskplug.localcluster._simulated import crash_loop_delay
+from taskplug.localcluster._store import Store
+
+__all__ = ["ProcessKubelet", "expand_vars", "process_tree_rss", "tail_for_termination_message"]
+
+_VAR_RE: Final = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
+_FIELD_RE: Final = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
+_PAGE: Final = os.sysconf("SC_PAGE_SIZE")
+_MESSAGE_LIMIT: Final = 4096
+_LOG_TAIL_LINES: Final = 80
+_LOG_TAIL_BYTES: Final = 2048
+
+
+def expand_vars(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion: defined variables are replaced, ``$$`` escapes, others stay."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _VAR_RE.sub(replace, text)
+
+
+def process_tree_rss(pgid: int) -> int:
+    """Resident bytes of every process in process group ``pgid`` (the container's session)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 21 and int(fields[2]) == pgid:
+            total += int(fields[21]) * _PAGE
+    return total
+
+
+def tail_for_termination_message(log: bytes) -> str:
+    """The last 80 lines of a log, then its last 2048 bytes (the kubelet's FallbackToLogsOnError)."""
+    lines = log.splitlines(keepends=True)[-_LOG_TAIL_LINES:]
+    return b"".join(lines)[-_LOG_TAIL_BYTES:].decode("utf-8", "replace")
+
+
+class _ConfigError(Exception):
+    pass
+
+
+class _PodWorker:
+    def __init__(self, kubelet: ProcessKubelet, runtime: PodRuntime) -> None:
+        self.kubelet = kubelet
+        self.rt = runtime
+        namespace, name = runtime.key
+        self.dir = kubelet.workdir / f"{namespace}_{name}_{runtime.uid[:8]}"
+        self.stopping: str | None = None  # "deleted", "deleting" or "shutdown"
+        self.stop_event = asyncio.Event()
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.containers = {
+            c["name"]: c
+            for c in (runtime.spec.get("initContainers") or []) + (runtime.spec.get("containers") or [])
+        }
+
+    def stop(self, how: str) -> None:
+        if self.stopping is None or how == "shutdown":
+            self.stopping = how
+        self.stop_event.set()
+        sig = signal.SIGKILL if how == "shutdown" else signal.SIGTERM
+        for proc in self.procs.values():
+            _signal_group(proc, sig)
+
+    def log_path(self, name: str) -> Path:
+        return self.dir / "logs" / f"{name}.log"
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            for proc in list(self.procs.values()):
+                _signal_group(proc, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    await proc.wait()
+            self.rt.finished = True
+            self.kubelet.runs.pop(self.rt.uid, None)
+
+    async def _run(self) -> None:
+        kubelet, rt = self.kubelet, self.rt
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        (self.dir / "termination").mkdir(exist_ok=True)
+        (self.dir / "work").mkdir(exist_ok=True)
+        if not kubelet.images_usable(rt):
+            await self.stop_event.wait()  # stays Pending (ImagePullBackOff, InvalidImageName) until stopped
+        else:
+            kubelet.publish(rt)
+            if not await self._run_init_containers():
+                return
+            if self.stopping is None:
+                kubelet.publish(rt)
+                async with asyncio.TaskGroup() as group:
+                    for name in rt.names:
+                        group.create_task(self._container_loop(name))
+        if self.stopping is not None:
+            self._report_stopped()
+        kubelet.publish(rt)
+
+    async def _run_init_containers(self) -> bool:
+        """Run init containers in order; False when one failed for good (the pod is Failed)."""
+        for name in self.rt.init_names:
+            while self.stopping is None:
+                code = await self._run_container(name)
+                if code == 0 or self.stopping is not None:
+                    break
+                if self.rt.restart_policy == "Never":
+                    self.kubelet.publish(self.rt)
+                    return False
+                await self._back_off(name)
+        return True
+
+    def _report_stopped(self) -> None:
+        for name in self.rt.init_names + self.rt.names:
+            if self.rt.state(name) == "waiting":
+                self.rt.terminated(
+                    name,
+                    137,
+                    reason="ContainerStatusUnknown",
+                    message="The container could not be located when the pod was terminated",
+                )
+
+    async def _container_loop(self, name: str) -> None:
+        while self.stopping is None:
+            code = await self._run_container(name)
+            policy = self.rt.restart_policy
+            if self.stopping is not None or policy == "Never" or (policy == "OnFailure" and code == 0):
+                return
+            await self._back_off(name)
+
+    async def _back_off(self, name: str) -> None:
+        rt = self.rt
+        delay = crash_loop_delay(rt.statuses[name]["restartCount"] + 1)
+        namespace, pod = rt.key
+        rt.restart(
+            name,
+            message=f"back-off {int(delay)}s restarting failed container={name} pod={pod}_{namespace}({rt.uid})",
+        )
+        self.kubelet.publish(rt)
+        self.kubelet.event(
+            rt,
+            "BackOff",
+            f"Back-off restarting failed container {name} in pod {pod}_{namespace}({rt.uid})",
+            warning=True,
+            container=name,
+        )
+        sleeper = asyncio.ensure_future(self.kubelet.clock.sleep(delay))
+        stopper = asyncio.ensure_future(self.stop_event.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            stopper.cancel()
+            await asyncio.gather(sleeper, stopper, return_exceptions=True)
+
+    def _env(self, container: dict[str, Any], term_path: Path) -> dict[str, str]:
+        pod = self.rt.pod
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", str(self.dir)),
+            "HOSTNAME": meta["name"],
+            "LANG": "C.UTF-8",
+            "TERMINATION_MESSAGE_PATH": str(term_path),
+        }
+        fields = {
+            "metadata.name": meta["name"],
+            "metadata.namespace": meta["namespace"],
+            "metadata.uid": meta["uid"],
+            "spec.nodeName": spec.get("nodeName", ""),
+            "spec.serviceAccountName": spec.get("serviceAccountName", ""),
+            "status.podIP": self.rt.pod_ip,
+            "status.hostIP": self.rt.host_ip,
+        }
+        for var in container.get("env") or []:
+            name = str(var.get("name"))
+            if "value" in var or "valueFrom" not in var:
+                env[name] = expand_vars(str(var.get("value") or ""), env)
+                continue
+            source = var["valueFrom"] or {}
+            if "fieldRef" in source:
+                path = str(source["fieldRef"].get("fieldPath", ""))
+                match = _FIELD_RE.match(path)
+                env[name] = (
+                    (meta.get(match.group(1)) or {}).get(match.group(2), "")
+                    if match
+                    else fields.get(path, "")
+                )
+            elif "resourceFieldRef" in source:
+                env[name] = self._resource_field(container, source["resourceFieldRef"])
+            else:
+                ref = source.get("secretKeyRef") or source.get("configMapKeyRef") or {}
+                if ref.get("optional"):
+                    continue
+                kind = "secret" if "secretKeyRef" in source else "configmap"
+                raise _ConfigError(f'{kind} "{ref.get("name", "")}" not found')
+        return env
+
+    @staticmethod
+    def _resource_field(container: dict[str, Any], ref: dict[str, Any]) -> str:
+        field, _, resource = str(ref.get("resource", "")).partition(".")
+        value = ((container.get("resources") or {}).get(field) or {}).get(resource)
+        if value is None:
+            return "0"
+        try:
+            quantity, divisor = Quantity(str(value)), Quantity(str(ref.get("divisor") or "1"))
+        except QuantityError:
+            return "0"
+        return str(-(-quantity.nanos // max(1, divisor.nanos)))  # rounded up, as the kubelet does
+
+    async def _run_container(self, name: str) -> int:
+        kubelet, rt = self.kubelet, self.rt
+        container = self.containers[name]
+        term_path = self.dir / "termination" / name
+        term_path.unlink(missing_ok=True)
+        try:
+            env = self._env(container, term_path)
+        except _ConfigError as err:
+            rt.waiting(name, "CreateContainerConfigError", str(err))
+            kubelet.publish(rt)
+            kubelet.event(rt, "Failed", f"Error: {err}", warning=True, container=name)
+            await self.stop_event.wait()
+            return 1
+        argv = [
+            expand_vars(str(a), env) for a in (container.get("command") or []) + (container.get("args") or [])
+        ]
+        cid = container_id(f"{rt.uid}-{name}-{rt.statuses[name]['restartCount']}")
+        if not argv:
+            rt.running(name, cid)
+            rt.terminated(name, 128, reason="ContainerCannotRun", message="no command specified")
+            kubelet.publish(rt)
+            kubelet.event(rt, "Failed", "Error: no command specified", warning=True, container=name)
+            return 128
+        image = rt.images[name]
+        kubelet.event(rt, "Pulled", f'Container image "{image}" already present on machine', container=name)
+        kubelet.event(rt, "Created", f"Created container: {name}", container=name)
+        with open(self.log_path(name), "ab") as log:  # noqa: ASYNC230 - a local file opens at once
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=self.dir / "work",
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as err:
+                message = (
+                    "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+                    f'unable to start container process: exec: "{argv[0]}": {err.strerror}: unknown'
+                )
+                rt.running(name, cid)
+                rt.terminated(name, 128, reason="StartError", message=message)
+                kubelet.publish(rt)
+                kubelet.event(rt, "Failed", f"Error: {message}", warning=True, container=name)
+                return 128
+        self.procs[name] = proc
+        try:
+            rt.running(name, cid)
+            kubelet.publish(rt)
+            kubelet.event(rt, "Started", f"Started container {name}", container=name)
+            code, oom = await self._supervise(proc, self._memory_limit(container))
+        finally:
+            self.procs.pop(name, None)
+        message = self._termination_message(container, term_path, name, code)
+        rt.terminated(name, code, reason="OOMKilled" if oom else None, message=message)
+        kubelet.publish(rt)
+        return code
+
+    @staticmethod
+    def _memory_limit(container: dict[str, Any]) -> int | None:
+        value = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if value is None:
+            return None
+        try:
+            return Quantity(str(value)).value()
+        except QuantityError:
+            return None
+
+    async def _supervise(
+        self, proc: asyncio.subprocess.Process, memory_limit: int | None
+    ) -> tuple[int, bool]:
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.ensure_future(proc.wait())
+        oom = False
+        term_sent: float | None = None
+        try:
+            while True:
+                done, _ = await asyncio.wait({waiter}, timeout=self.kubelet.poll_interval)
+                if done:
+                    break
+                if memory_limit is not None and not oom and process_tree_rss(proc.pid) > memory_limit:
+                    oom = True
+                    _signal_group(proc, signal.SIGKILL)
+                if self.stopping is not None and term_sent is None:
+                    _signal_group(proc, signal.SIGKILL if self.stopping == "shutdown" else signal.SIGTERM)
+                    term_sent = loop.time()
+                elif term_sent is not None and loop.time() - term_sent > self.kubelet.kill_grace:
+                    _signal_group(proc, signal.SIGKILL)
+        finally:
+            if not waiter.done():
+                _signal_group(proc, signal.SIGKILL)
+                await asyncio.shield(waiter)
+        code = proc.returncode if proc.returncode is not None else 137
+        if code < 0:
+            code = 128 - code
+        return (137 if oom else code), oom
+
+    def _termination_message(self, container: dict[str, Any], term_path: Path, name: str, code: int) -> str:
+        try:
+            with open(term_path, "rb") as fh:
+                message = fh.read(_MESSAGE_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            message = ""
+        if not message and code != 0 and container.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            try:
+                message = tail_for_termination_message(self.log_path(name).read_bytes())
+            except OSError:
+                message = ""
+        return message
+
+
+def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+class ProcessKubelet(KubeletBase):
+    def __init__(
+        self,
+        store: Store,
+        recorder: EventRecorder,
+        images: ImagePolicy,
+        clock: Clock,
+        *,
+        workdir: Path,
+        poll_interval: float = 0.05,
+        kill_grace: float = 2.0,
+    ) -> None:
+        super().__init__(store, recorder, images, clock)
+        self.workdir = workdir
+        self.poll_interval = poll_interval
+        self.kill_grace = kill_grace
+        self._workers: dict[str, _PodWorker] = {}
+        self._dirs: dict[tuple[str, str], _PodWorker] = {}
+        self._group: asyncio.TaskGroup | None = None
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            try:
+                await super().run()
+            finally:
+                self._group = None
+                for worker in self._workers.values():
+                    worker.stop("deleted")
+
+    def start(self, runtime: PodRuntime) -> None:
+        assert self._group is not None, "the kubelet is not running"
+        worker = _PodWorker(self, runtime)
+        self._workers[runtime.uid] = worker
+        self._dirs[runtime.key] = worker
+        task = self._group.create_task(worker.run())
+        task.add_done_callback(lambda _t: self._workers.pop(runtime.uid, None))
+
+    def stop(self, runtime: PodRuntime, *, deleted: bool) -> None:
+        worker = self._workers.get(runtime.uid)
+        if worker is not None:
+            worker.stop("deleted" if deleted else "deleting")
+
+    def kill(self, runtime: PodRuntime) -> None:
+        worker = self._workers.get(runtime.uid)
+        if worker is not None:
+            worker.stop("shutdown")
+
+    def logs(self, namespace: str, name: str, container: str | None) -> str:
+        worker = self._dirs.get((namespace, name))
+        if worker is None:
+            return ""
+        names = worker.rt.names
+        path = worker.log_path(container or (names[0] if names else ""))
+        try:
+            return path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return ""
