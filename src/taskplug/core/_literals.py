@@ -93,6 +93,9 @@ def _primitive(value: Any, simple: int | None, path: str) -> literals_pb2.Primit
                 raise SpecError(path, f"expected an RFC 3339 time, got {value!r}") from e
         if not isinstance(value, datetime):
             raise SpecError(path, f"expected a time, got {value!r}")
+        if value.tzinfo is None:
+            # A time without a zone is UTC (as in YAML), never the machine's local time.
+            value = value.replace(tzinfo=UTC)
         primitive = literals_pb2.Primitive()
         primitive.datetime.FromDatetime(value.astimezone(UTC).replace(tzinfo=None))
         return primitive
@@ -110,7 +113,7 @@ def literal_map_from_plain(
     out = literals_pb2.LiteralMap()
     for name, value in values.items():
         variable = declared.get(name)
-        if declared and variable is None:
+        if interface is not None and variable is None:
             raise SpecError(
                 f"{path}.{name}", f"the task declares no input named {name!r} (it has {sorted(declared)})"
             )
