@@ -160,7 +160,7 @@ def build_raw_container(tctx: TaskExecutionContext, platform: PlatformPodConfig)
     if not template.HasField("container"):
         raise BadTaskSpecification("unable to create container with no definition in TaskTemplate")
     overrides = tctx.metadata.overrides
-    if overrides is None:
+    if overrides is None or overrides.resources is None:
         raise BadTaskSpecification("resource requirements not found for container task, required!")
     task_container = template.container
     name = tctx.metadata.task_execution_id.generated_name
@@ -403,7 +403,9 @@ def add_required_node_selector_requirements(
     affinity: KubeObject, requirements: Iterable[Mapping[str, Any]]
 ) -> None:
     """Add requirements to every existing required node selector term (terms are OR-ed), or make one term."""
-    reqs = [dict(r) for r in requirements]
+    # Copied: requirements often come from the (cached, shared) platform config, and a caller may later
+    # change the pod it gets.
+    reqs = deep_copy(list(requirements))
     if not reqs:
         return
     node_affinity = affinity.setdefault("nodeAffinity", {})
