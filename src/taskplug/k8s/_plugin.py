@@ -198,6 +198,9 @@ class K8sPluginEntry:
     custom_kube_client: Callable[[], KubeClient] | None = None
     config_sections: tuple[ConfigSection[Any], ...] = ()
     kind: PluginKind = PluginKind.K8S
+    local_operator: Callable[[], Any] | None = None
+    """Makes a simulated operator for the embedded local cluster (``taskplug run`` registers it for the
+    watched type with ``LocalCluster.register_operator``); None when the plugin needs none (Pods)."""
 
     def validate(self) -> None:
         problems = []
