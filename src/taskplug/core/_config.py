@@ -73,7 +73,7 @@ def parse_go_duration(value: Any) -> timedelta:
         raise ValueError(f"expected a duration such as '30s', got {value!r}")
     text = value.strip()
     sign = 1
-    if text[:1] in "+-":
+    if text[:1] in ("+", "-"):
         sign = -1 if text[0] == "-" else 1
         text = text[1:]
     if text == "0":
@@ -268,7 +268,8 @@ def load_platform_config(
             if f"{path}.{k}" not in by_path and not _is_parent(f"{path}.{k}", by_path)
         }
         try:
-            values[path] = section.model.model_validate(own)
+            # Keys are Flyte's (kebab-case) only: a Python field name in a file is an unknown key, as in Flyte.
+            values[path] = section.model.model_validate(own, by_alias=True, by_name=False)
         except ValidationError as e:
             raise _config_error(path, e) from None
     return PlatformConfig(values, document)
