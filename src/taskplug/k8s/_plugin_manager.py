@@ -385,7 +385,10 @@ class PluginManager:
 
     # -- informer ------------------------------------------------------------------------------------
     def _owned_by_owner_kind(self, obj: Mapping[str, Any]) -> bool:
-        if self.properties.disable_inject_owner_references:
+        # Deviation: propeller owns every object through its FlyteWorkflow. taskplug's executor creates no
+        # owner object (an owner reference to nothing would let Kubernetes' garbage collector delete the pod),
+        # so it passes an empty owner kind, which turns the filter off; the execution-id label still routes.
+        if self.properties.disable_inject_owner_references or not self.owner_kind:
             return True
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
             if ref.get("controller"):
