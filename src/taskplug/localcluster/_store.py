@@ -218,11 +218,15 @@ class Store:
         labels = labels or LabelSelector.parse(None)
         fields = fields or FieldSelector.parse(None)
         name = fields.pinned("metadata.name")
+        namespace = namespace or fields.pinned("metadata.namespace")
         if name is not None:
-            found = self.try_get(rtype, namespace or fields.pinned("metadata.namespace"), name)
-            candidates: list[Obj] = [found] if found is not None else []
+            # A pinned name is a dict lookup per namespace, not a scan.
+            rtype = self.types.resolve(rtype)
+            by_ns = self._objects.get(type_key(rtype), {})
+            spaces = [self._ns(rtype, namespace)] if namespace or not rtype.namespaced else list(by_ns)
+            candidates: list[Obj] = [o for ns in spaces if (o := by_ns.get(ns, {}).get(name)) is not None]
         else:
-            candidates = list(self.iter(rtype, namespace or fields.pinned("metadata.namespace")))
+            candidates = list(self.iter(rtype, namespace))
         items = [
             o
             for o in candidates
@@ -307,14 +311,15 @@ class Store:
     def update(
         self, rtype: ResourceType, namespace: str | None, name: str, mutate: Callable[[Obj], None]
     ) -> Obj | None:
-        """The controllers' write: ``mutate`` edits a private copy in place. None if the object is gone."""
+        """The controllers' write (status, binding): ``mutate`` edits a private copy in place; it does not
+        bump ``generation``. None if the object is gone."""
         rtype = self.types.resolve(rtype)
         old = self.try_get(rtype, namespace, name)
         if old is None:
             return None
         new = deep_copy(old)
         mutate(new)
-        return self._write(rtype, old, new)
+        return self._write(rtype, old, new, bump_generation=False)
 
     def delete(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
         rtype = self.types.resolve(rtype)
@@ -400,7 +405,13 @@ class Store:
         return (namespace or "default") if rtype.namespaced else ""
 
     def _write(
-        self, rtype: ResourceType, old: Obj, new: Obj, *, allow_deletion_timestamp: bool = False
+        self,
+        rtype: ResourceType,
+        old: Obj,
+        new: Obj,
+        *,
+        allow_deletion_timestamp: bool = False,
+        bump_generation: bool = True,
     ) -> Obj:
         old_meta, meta = old["metadata"], new.setdefault("metadata", {})
         # Identity and server-owned fields cannot be changed by a write.
@@ -418,8 +429,8 @@ class Store:
         meta["generation"] = old_meta.get("generation", 1)
         if new == old:
             return old  # a no-op write keeps its version and sends no event
-        if new.get("spec") != old.get("spec"):
-            meta["generation"] += 1
+        if bump_generation and new.get("spec") != old.get("spec"):
+            meta["generation"] += 1  # controllers' writes (binding, status) are not spec changes
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
             return self._remove(rtype, new)
         self._rv += 1
