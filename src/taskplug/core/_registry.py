@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -116,8 +116,13 @@ class PluginRegistry:
                     ErrorCode.PLUGIN_INITIALIZATION_FAILED,
                     f"plugin entry point [{ep.name} = {ep.value}] failed to load: {e}",
                 ) from e
-            items = produced if isinstance(produced, Iterable) else [produced]
+            items = produced if isinstance(produced, Iterable) and not isinstance(produced, str) else [produced]
             for item in items:
+                if not callable(getattr(item, "validate", None)):
+                    raise PluginError(
+                        ErrorCode.PLUGIN_INITIALIZATION_FAILED,
+                        f"plugin entry point [{ep.name} = {ep.value}] gave {item!r}, not a plugin entry",
+                    )
                 registry.register(item)
         return registry
 
@@ -165,7 +170,8 @@ def wrangle_plugins(
                 ErrorCode.PLUGIN_INITIALIZATION_FAILED,
                 f"no machinery to load {entry.kind} plugin [{entry.id}]",
             )
-        final.append(wrapper(entry))
+        wrapped = wrapper(entry)
+        final.append(wrapped if wrapped.id == wrapped.id.lower() else replace(wrapped, id=wrapped.id.lower()))
     return final, defaults
 
 
