@@ -286,7 +286,11 @@ def add_flyte_customizations_to_container(
         default_memory=k8s.default_memory,
         gpu_resource_name=k8s.gpu_resource_name,
     )
-    encoded = resources_to_k8s(result)
+    encoded: dict[str, Any] = dict(resources_to_k8s(result))
+    if mode is not ResourceCustomizationMode.ASSIGN:
+        # The container's other requirements (e.g. DRA `claims`) stay, as in Flyte, which edits them in place.
+        own_block = container.get("resources") or {}
+        encoded.update((k, v) for k, v in own_block.items() if k not in ("requests", "limits"))
     if encoded:
         container["resources"] = encoded
     else:
