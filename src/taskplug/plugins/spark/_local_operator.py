@@ -1,0 +1,147 @@
+"""A simulated spark-operator for the embedded local cluster.
+
+The real operator (kubeflow/spark-operator) runs ``spark-submit`` for each SparkApplication and reports
+the driver's progress in ``status``. This one runs nothing: it walks each application through the states
+the Spark plugin reads, one step per change it sees, so a ``spark`` task can be run end to end with no
+cluster at all::
+
+    ""  ->  SUBMITTED  ->  RUNNING  ->  COMPLETED
+                                   \\->  FAILED             (annotation taskplug.io/simulate-spark-failure)
+    ""  ->  SUBMISSION_FAILED                              (annotation taskplug.io/simulate-spark-submission-failure)
+
+* SUBMITTED sets ``submissionTime`` and ``driverInfo.podName`` (``<app>-driver``).
+* RUNNING sets ``sparkApplicationId`` (``spark-<uid hex>``) and ``driverInfo.webUIIngressAddress``.
+* COMPLETED / FAILED set ``terminationTime``; FAILED and SUBMISSION_FAILED set ``errorMessage`` to the
+  annotation's value.
+
+Knobs (annotations on the SparkApplication; a task gets them through the execution's ``annotations``,
+which the plugin manager puts on the object):
+
+* ``taskplug.io/simulate-spark-failure: "<message>"`` — the application fails after running, with
+  ``errorMessage`` = message (the plugin reports a retryable ``DownstreamSystemError``).
+* ``taskplug.io/simulate-spark-submission-failure: "<message>"`` — submission fails (``SUBMISSION_FAILED``).
+
+Deviation: no driver or executor pods are created and the application's code never runs; the driver pod
+name is reported so log links render, but there are no logs behind it.
+
+The state machine is the pure function :func:`next_status`; :class:`SparkLocalOperator` applies it with
+the cluster's in-process client (``LocalCluster.register_operator(SPARK_APPLICATION, SparkLocalOperator())``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from taskplug.core import Clock, SystemClock
+from taskplug.k8s import KubeClient, WatchEvent, is_not_found
+from taskplug.plugins.spark._plugin import (
+    COMPLETED_STATE,
+    FAILED_STATE,
+    FAILED_SUBMISSION_STATE,
+    NEW_STATE,
+    RUNNING_STATE,
+    SPARK_APPLICATION,
+    SUBMITTED_STATE,
+)
+
+__all__ = [
+    "ANNOTATION_SIMULATE_FAILURE",
+    "ANNOTATION_SIMULATE_SUBMISSION_FAILURE",
+    "SparkLocalOperator",
+    "next_status",
+]
+
+ANNOTATION_SIMULATE_FAILURE = "taskplug.io/simulate-spark-failure"
+ANNOTATION_SIMULATE_SUBMISSION_FAILURE = "taskplug.io/simulate-spark-submission-failure"
+
+_TERMINAL = frozenset({COMPLETED_STATE, FAILED_STATE, FAILED_SUBMISSION_STATE})
+
+
+def _rfc3339(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _app_id(meta: Mapping[str, Any]) -> str:
+    uid = str(meta.get("uid") or meta.get("name") or "")
+    return "spark-" + "".join(ch for ch in uid if ch.isalnum())[:32]
+
+
+def next_status(app: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
+    """The ``status`` merge patch that moves ``app`` one step on, or None when it stays where it is
+    (terminal, or being deleted)."""
+    meta = app.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return None
+    annotations = meta.get("annotations") or {}
+    status = app.get("status") or {}
+    state = str((status.get("applicationState") or {}).get("state") or NEW_STATE)
+    name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "")
+    at = _rfc3339(now)
+    if state == NEW_STATE:
+        if ANNOTATION_SIMULATE_SUBMISSION_FAILURE in annotations:
+            return {
+                "applicationState": {
+                    "state": FAILED_SUBMISSION_STATE,
+                    "errorMessage": str(annotations[ANNOTATION_SIMULATE_SUBMISSION_FAILURE]),
+                },
+                "submissionAttempts": 1,
+                "lastSubmissionAttemptTime": at,
+                "terminationTime": at,
+            }
+        return {
+            "applicationState": {"state": SUBMITTED_STATE},
+            "submissionAttempts": 1,
+            "lastSubmissionAttemptTime": at,
+            "submissionTime": at,
+            "driverInfo": {"podName": f"{name}-driver"},
+        }
+    if state == SUBMITTED_STATE:
+        return {
+            "applicationState": {"state": RUNNING_STATE},
+            "sparkApplicationId": _app_id(meta),
+            "executionAttempts": 1,
+            "driverInfo": {
+                "podName": f"{name}-driver",
+                "webUIIngressAddress": f"{name}-ui.{namespace}.spark.local",
+            },
+        }
+    if state in _TERMINAL:
+        return None
+    # RUNNING, or any state this operator does not produce itself (set by hand in a test): finish.
+    if ANNOTATION_SIMULATE_FAILURE in annotations:
+        return {
+            "applicationState": {
+                "state": FAILED_STATE,
+                "errorMessage": str(annotations[ANNOTATION_SIMULATE_FAILURE]),
+            },
+            "terminationTime": at,
+        }
+    return {"applicationState": {"state": COMPLETED_STATE}, "terminationTime": at}
+
+
+class SparkLocalOperator:
+    """Applies :func:`next_status` to each SparkApplication it is told about.
+
+    It reads the application again before deciding, so an old event can never move it backwards.
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+
+    async def __call__(self, event: WatchEvent, client: KubeClient) -> None:
+        if event.type not in ("ADDED", "MODIFIED"):
+            return
+        meta = event.object.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        try:
+            current = await client.get(SPARK_APPLICATION, namespace, name)
+            patch = next_status(current, self._clock.now())
+            if patch is not None:
+                await client.patch(SPARK_APPLICATION, namespace, name, {"status": patch})
+        except Exception as e:
+            if is_not_found(e):
+                return  # deleted meanwhile: nothing to report on
+            raise
