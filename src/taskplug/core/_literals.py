@@ -28,7 +28,9 @@ def plain_to_literal(
 ) -> literals_pb2.Literal:
     """Convert a plain value (or a Literal given as JSON) into a Literal; ``path`` names it in errors."""
     if isinstance(value, Mapping) and ("scalar" in value or "collection" in value or "map" in value):
-        if literal_type is None or literal_type.WhichOneof("type") not in ("map_value_type", "simple"):
+        # A map input may have a key named "scalar"; any other declared type cannot be a mapping, so the
+        # mapping is Literal JSON.
+        if literal_type is None or literal_type.WhichOneof("type") != "map_value_type":
             try:
                 return json_format.ParseDict(dict(value), literals_pb2.Literal())
             except json_format.ParseError as e:
