@@ -194,7 +194,7 @@ def _str_map(value: Any, path: str) -> dict[str, str]:
     _expect_mapping(value, path)
     out = {}
     for k, v in value.items():
-        if isinstance(v, Mapping | list):
+        if v is None or isinstance(v, Mapping | list):  # YAML `key:` with no value is not the string "None"
             raise SpecError(f"{path}.{k}", "must be a string")
         out[str(k)] = "true" if v is True else "false" if v is False else str(v)
     return out
