@@ -77,6 +77,25 @@ PLATFORM_DEFAULTS: Mapping[str, Any] = {
 }
 
 
+def _defaults_under(user: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The platform defaults to merge ``user`` over.
+
+    A merged mapping cannot lose a key, so when the user's config names its own enabled plugins, the default
+    task-type choices for plugins it leaves out are dropped here; otherwise enabling only ``container``
+    would fail with "cannot set default plugin [sidecar] ...", which Flyte itself would accept.
+    """
+    tasks = user.get("tasks")
+    task_plugins = tasks.get("task-plugins") if isinstance(tasks, Mapping) else None
+    enabled = task_plugins.get("enabled-plugins") if isinstance(task_plugins, Mapping) else None
+    if not isinstance(enabled, list) or not enabled:
+        return PLATFORM_DEFAULTS
+    names = {str(name).strip().lower() for name in enabled}
+    defaults = PLATFORM_DEFAULTS["tasks"]["task-plugins"]
+    kept = {t: p for t, p in defaults["default-for-task-types"].items() if p in names}
+    task_defaults = {**PLATFORM_DEFAULTS["tasks"], "task-plugins": {**defaults, "default-for-task-types": kept}}
+    return {**PLATFORM_DEFAULTS, "tasks": task_defaults}
+
+
 def _core_sections() -> list[ConfigSection[Any]]:
     return [
         TASKS_SECTION,
@@ -113,7 +132,7 @@ class Platform:
         user = dict(document or {})
         if config_path is not None:
             user = merge_documents(user, load_config_file(config_path))
-        merged = merge_documents(PLATFORM_DEFAULTS, user)
+        merged = merge_documents(_defaults_under(user), user)
         sections = cls.sections_for(registry, extra_sections)
         config = load_platform_config(merged, sections)
         namespace = config.get(EXECUTOR_SECTION).pod_template_namespace
