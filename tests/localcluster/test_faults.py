@@ -6,7 +6,7 @@ import pytest
 
 from taskplug.core import FakeClock
 from taskplug.k8s import POD, KubeApiError
-from taskplug.localcluster import LocalCluster
+from taskplug.localcluster import RESOURCE_QUOTA, LocalCluster
 
 from .conftest import pod_manifest, settle
 
@@ -27,8 +27,6 @@ async def test_a_fault_can_target_one_resource_plural(sim: LocalCluster) -> None
     client = sim.client()
     await client.list(POD)
     with pytest.raises(KubeApiError) as caught:
-        from taskplug.localcluster import RESOURCE_QUOTA
-
         await client.list(RESOURCE_QUOTA)
     assert (caught.value.status, caught.value.reason) == (429, "TooManyRequests")
     assert caught.value.details["retryAfterSeconds"] == 7

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from taskplug.core import FakeClock
 from taskplug.k8s import POD, KubeApiError
 from taskplug.localcluster import RESOURCE_QUOTA, LocalCluster
 
@@ -100,7 +101,7 @@ async def test_gpu_requests_are_charged_as_requests_dot_name(sim: LocalCluster) 
 
 
 async def test_status_used_follows_live_pods_and_frees_when_they_finish(
-    sim: LocalCluster, clock: object
+    sim: LocalCluster, clock: FakeClock
 ) -> None:
     client = sim.client()
     await client.create(RESOURCE_QUOTA, quota("q", {"limits.cpu": "2", "limits.memory": "2Gi", "pods": "5"}))
@@ -111,7 +112,8 @@ async def test_status_used_follows_live_pods_and_frees_when_they_finish(
     status = (await client.get(RESOURCE_QUOTA, "default", "q"))["status"]
     assert status["hard"] == {"limits.cpu": "2", "limits.memory": "2Gi", "pods": "5"}
     assert status["used"] == {"limits.cpu": "500m", "limits.memory": "512Mi", "pods": "1"}
-    await clock.advance(10)  # type: ignore[attr-defined]
+    await settle()
+    await clock.advance(10)
     await sim.wait_for(POD, "default", "a", phase_in("Succeeded"), within=5)
     await settle()
     used = (await client.get(RESOURCE_QUOTA, "default", "q"))["status"]["used"]

@@ -64,6 +64,7 @@ async def test_an_unschedulable_pod_is_retried_when_capacity_frees(clock: FakeCl
             POD, "default", "next", lambda o: condition(o, "PodScheduled") is not None, within=5
         )
         assert condition(waiting, "PodScheduled")["reason"] == "Unschedulable"  # type: ignore[index]
+        await settle()
         await clock.advance(60)
         bound = await cluster.wait_for(
             POD, "default", "next", lambda o: bool(o["spec"].get("nodeName")), within=5

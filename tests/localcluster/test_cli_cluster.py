@@ -1,0 +1,74 @@
+"""``taskplug cluster serve``: serves until SIGTERM, prints the URL and a kubeconfig kubectl accepts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from taskplug.cli._cluster import cluster
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_cluster_group_offers_serve_with_its_options() -> None:
+    result = CliRunner().invoke(cluster, ["serve", "--help"])
+    assert result.exit_code == 0
+    for option in ("--port", "--kubeconfig-out", "--mode"):
+        assert option in result.output
+
+
+def test_a_bad_mode_is_refused_naming_the_option() -> None:
+    result = CliRunner().invoke(cluster, ["serve", "--mode", "virtual"])
+    assert result.exit_code == 2
+    assert "--mode" in result.output
+
+
+async def test_serve_runs_until_sigterm_and_kubectl_can_use_it(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc.yaml"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "taskplug.cli._cluster",
+        "serve",
+        "--port",
+        "0",
+        "--kubeconfig-out",
+        str(kubeconfig),
+        "--mode",
+        "simulated",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        first = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        second = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert "serving at http://127.0.0.1:" in first
+        assert second.strip() == f"kubeconfig: {kubeconfig}"
+        kubectl = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "kubectl"),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "get",
+            "nodes",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(kubectl.communicate(), 30)
+        assert kubectl.returncode == 0
+        assert b"local-node" in out
+        os.kill(proc.pid, signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 30)
+        assert proc.returncode == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
