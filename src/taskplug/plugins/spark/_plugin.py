@@ -119,7 +119,7 @@ def _spark_job(template: tasks_pb2.TaskTemplate) -> spark_pb2.SparkJob:
             raise BadTaskSpecification(
                 f"invalid TaskSpecification [{_compact(custom)}], failed to unmarshal", cause=e
             ) from e
-    if not job.main_application_file and not job.main_class:
+    if not job.mainApplicationFile and not job.mainClass:
         # A task without a custom decodes to an empty job and fails here, as in Flyte.
         raise BadTaskSpecification(
             f"invalid TaskSpecification [{_compact(custom)}].",
@@ -165,10 +165,10 @@ def spark_conf(
     """The SparkApplication's ``sparkConf``: config defaults < executor path < the job's conf (with features),
     then core limits copied from requests, the executor pod name prefix and the driver's start time."""
     conf = dict(config.spark_config_default)
-    if job.executor_path:
-        conf["spark.pyspark.python"] = job.executor_path
-        conf["spark.pyspark.driver.python"] = job.executor_path
-    for key, value in job.spark_conf.items():
+    if job.executorPath:
+        conf["spark.pyspark.python"] = job.executorPath
+        conf["spark.pyspark.driver.python"] = job.executorPath
+    for key, value in job.sparkConf.items():
         if FEATURE_REGEX.fullmatch(key):
             _add_feature_config(conf, key, value, config)
         else:
@@ -319,26 +319,26 @@ def build_spark_application(
     # Spark driver pods always run non-interruptible: losing the driver loses the whole application.
     driver_ctx = PluginTaskExecutionContext(tctx, interruptible=False)
     driver, _ = _role_spec(
-        driver_ctx, platform, job.driver_pod if job.HasField("driver_pod") else None, "driver", conf
+        driver_ctx, platform, job.driverPod if job.HasField("driverPod") else None, "driver", conf
     )
     executor, executor_container = _role_spec(
-        tctx, platform, job.executor_pod if job.HasField("executor_pod") else None, "executor", conf
+        tctx, platform, job.executorPod if job.HasField("executorPod") else None, "executor", conf
     )
 
     spec: KubeObject = {
-        "type": _APPLICATION_TYPES.get(job.application_type, "Python"),
+        "type": _APPLICATION_TYPES.get(job.applicationType, "Python"),
         "mode": "cluster",
         "image": executor_container.get("image", ""),
     }
-    if job.main_class:
-        spec["mainClass"] = job.main_class
-    if job.main_application_file:
-        spec["mainApplicationFile"] = job.main_application_file
+    if job.mainClass:
+        spec["mainClass"] = job.mainClass
+    if job.mainApplicationFile:
+        spec["mainApplicationFile"] = job.mainApplicationFile
     if executor_container.get("args"):
         spec["arguments"] = list(executor_container["args"])
     spec["sparkConf"] = conf
-    if job.hadoop_conf:
-        spec["hadoopConf"] = dict(job.hadoop_conf)
+    if job.hadoopConf:
+        spec["hadoopConf"] = dict(job.hadoopConf)
     spec["driver"] = driver
     spec["executor"] = executor
     # Submission failures are retried by the operator (e.g. a quota hit); task failures by Flyte.
