@@ -439,6 +439,15 @@ def test_an_overlay_primary_container_name_picks_the_primary() -> None:
     assert spec["arguments"] == ["run"]
 
 
+def test_overlay_containers_that_match_no_base_container_are_dropped() -> None:
+    overlay = {
+        "primaryContainerName": "sidecar",
+        "podSpec": {"containers": [{"name": "sidecar", "image": "busybox"}]},
+    }
+    with pytest.raises(BadTaskSpecification, match=r"container \[sidecar\] not defined"):
+        build(spark_job(driver_pod=overlay))
+
+
 def test_an_overlay_primary_container_that_does_not_exist_is_a_bad_task_specification() -> None:
     with pytest.raises(BadTaskSpecification, match=r"container \[nope\] not defined"):
         build(spark_job(executor_pod={"primaryContainerName": "nope"}))

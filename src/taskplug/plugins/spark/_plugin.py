@@ -129,6 +129,7 @@ def _spark_job(template: tasks_pb2.TaskTemplate) -> spark_pb2.SparkJob:
 
 
 def _compact(custom: Any) -> str:
+    # Deviation: Flyte prints the Struct with Go's %v (its internal field dump); compact JSON is readable.
     if custom is None:
         return "<nil>"
     return str(json_format.MessageToJson(custom, indent=None, sort_keys=True))
@@ -244,7 +245,7 @@ def _spark_pod_spec(
     annotations: Mapping[str, str],
     labels: Mapping[str, str],
 ) -> KubeObject:
-    """A spark-operator ``SparkPodSpec`` (keys in the Go struct's order, empty optional fields left out)."""
+    """A spark-operator ``SparkPodSpec``; optional fields Go leaves out when empty (omitempty) are left out."""
     env = deep_copy(list(container.get("env") or []))
     env.append({"name": "FLYTE_MAX_ATTEMPTS", "value": str(meta.max_attempts)})
     out: KubeObject = {"image": container.get("image", ""), "env": env}
