@@ -259,6 +259,10 @@ async def test_deleting_a_pod_with_a_finalizer_stops_it_and_reports_the_containe
     stopped = await proc.wait_for(POD, "default", "held", DONE, within=30)
     assert stopped["metadata"]["deletionTimestamp"]
     assert terminated(stopped)["exitCode"] == 143  # SIGTERM
+    events, _ = await proc.client().list(
+        EVENT, "default", field_selector="regarding.name=held,reason=Killing"
+    )
+    assert [e["note"] for e in events] == ["Stopping container main"]
 
 
 async def test_leaving_the_cluster_kills_every_process() -> None:

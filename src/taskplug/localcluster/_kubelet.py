@@ -107,6 +107,9 @@ class _PodWorker:
         }
 
     def stop(self, how: str) -> None:
+        if self.stopping is None:
+            for name in self.procs:
+                self.kubelet.event(self.rt, "Killing", f"Stopping container {name}", container=name)
         if self.stopping is None or how == "shutdown":
             self.stopping = how
         self.stop_event.set()

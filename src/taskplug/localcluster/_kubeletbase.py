@@ -15,8 +15,7 @@ from typing import Any, Final
 from taskplug.core import Clock
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime
-from taskplug.localcluster._resources import NODE, POD, format_time
-from taskplug.localcluster._scheduler import set_condition
+from taskplug.localcluster._resources import NODE, POD, format_time, set_condition
 from taskplug.localcluster._store import Store
 
 __all__ = ["SHUTDOWN_MESSAGE", "SHUTDOWN_REASON", "KubeletBase"]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from taskplug.localcluster._scheduler import set_condition
+from taskplug.localcluster._resources import set_condition
 
 __all__ = ["ImagePolicy", "PodRuntime", "container_id"]
 

@@ -7,7 +7,7 @@ at run time, as a CRD would register it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Final
 
@@ -27,6 +27,7 @@ __all__ = [
     "deep_copy",
     "format_micro_time",
     "format_time",
+    "set_condition",
     "type_key",
 ]
 
@@ -103,7 +104,27 @@ class TypeRegistry:
         return list(_SHORT_NAMES.get(rtype.plural, []) if not rtype.group or rtype == EVENT else [])
 
 
-def object_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    metadata = obj.get("metadata") or {}
-    labels: Mapping[str, str] = metadata.get("labels") or {}
-    return labels
+def set_condition(
+    status: dict[str, Any],
+    type_: str,
+    value: str,
+    now: str,
+    reason: str | None = None,
+    message: str | None = None,
+) -> None:
+    """Set a status condition in place; ``lastTransitionTime`` moves only when the status flips."""
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    for cond in conditions:
+        if cond.get("type") == type_:
+            if cond.get("status") != value:
+                cond["lastTransitionTime"] = now
+            cond["status"] = value
+            break
+    else:
+        cond = {"type": type_, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
+        conditions.append(cond)
+    for key, text in (("reason", reason), ("message", message)):
+        if text:
+            cond[key] = text
+        else:
+            cond.pop(key, None)

@@ -13,42 +13,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from taskplug.core import Quantity
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._nodes import filter_node, fit_error_message
 from taskplug.localcluster._podres import ResourceList, add_resources, pod_requests
-from taskplug.localcluster._resources import NODE, POD, format_time
+from taskplug.localcluster._resources import NODE, POD, format_time, set_condition
 from taskplug.localcluster._store import Store, Watcher
 
-__all__ = ["Scheduler", "set_condition"]
+__all__ = ["Scheduler"]
 
 _TERMINAL: Final = frozenset({"Succeeded", "Failed"})
-
-
-def set_condition(
-    status: dict[str, Any],
-    type_: str,
-    value: str,
-    now: str,
-    reason: str | None = None,
-    message: str | None = None,
-) -> None:
-    """Set a pod condition in place; ``lastTransitionTime`` moves only when the status flips."""
-    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
-    for cond in conditions:
-        if cond.get("type") == type_:
-            if cond.get("status") != value:
-                cond["lastTransitionTime"] = now
-            cond["status"] = value
-            break
-    else:
-        cond = {"type": type_, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
-        conditions.append(cond)
-    for key, text in (("reason", reason), ("message", message)):
-        if text:
-            cond[key] = text
-        else:
-            cond.pop(key, None)
 
 
 class Scheduler:
@@ -179,6 +152,3 @@ class Scheduler:
             action="Binding",
             controller="default-scheduler",
         )
-
-    def node_usage(self, node: str) -> dict[str, Quantity]:
-        return dict(self._used.get(node, {}))
