@@ -40,8 +40,7 @@ from typing import Any, Final
 from taskplug.core import Clock, Quantity, QuantityError
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._kubeletbase import KubeletBase
-from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id
-from taskplug.localcluster._simulated import crash_loop_delay
+from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
 from taskplug.localcluster._store import Store
 
 __all__ = ["ProcessKubelet", "expand_vars", "process_tree_rss", "tail_for_termination_message"]
@@ -148,7 +147,7 @@ class _PodWorker:
                     for name in rt.names:
                         group.create_task(self._container_loop(name))
         if self.stopping is not None:
-            self._report_stopped()
+            self.rt.abandon_waiting()
         kubelet.publish(rt)
 
     async def _run_init_containers(self) -> bool:
@@ -163,16 +162,6 @@ class _PodWorker:
                     return False
                 await self._back_off(name)
         return True
-
-    def _report_stopped(self) -> None:
-        for name in self.rt.init_names + self.rt.names:
-            if self.rt.state(name) == "waiting":
-                self.rt.terminated(
-                    name,
-                    137,
-                    reason="ContainerStatusUnknown",
-                    message="The container could not be located when the pod was terminated",
-                )
 
     async def _container_loop(self, name: str) -> None:
         while self.stopping is None:

@@ -15,14 +15,13 @@ from typing import Any, Final
 from taskplug.core import Clock
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime
-from taskplug.localcluster._resources import NODE, POD, format_time, set_condition
+from taskplug.localcluster._resources import NODE, POD, TERMINAL_PHASES, format_time, set_condition
 from taskplug.localcluster._store import Store
 
 __all__ = ["SHUTDOWN_MESSAGE", "SHUTDOWN_REASON", "KubeletBase"]
 
 SHUTDOWN_REASON: Final = "NodeShutdown"
 SHUTDOWN_MESSAGE: Final = "Pod was terminated in response to imminent node shutdown."
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 
 class KubeletBase(abc.ABC):
@@ -57,7 +56,11 @@ class KubeletBase(abc.ABC):
                 self.stop(self.runs[uid], deleted=False)
             return
         node = (pod.get("spec") or {}).get("nodeName")
-        if not node or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in _TERMINAL:
+        if (
+            not node
+            or meta.get("deletionTimestamp")
+            or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+        ):
             return
         if self.store.try_get(NODE, None, node) is None:
             return  # not one of our nodes

@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from taskplug.localcluster._resources import set_condition
+from taskplug.localcluster._resources import TERMINAL_PHASES, set_condition
 
-__all__ = ["ImagePolicy", "PodRuntime", "container_id"]
+__all__ = ["ImagePolicy", "PodRuntime", "container_id", "crash_loop_delay"]
 
 _DOMAIN: Final = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?"
 _COMPONENT: Final = r"[a-z0-9]+(?:(?:[_.]|__|[-]*)[a-z0-9]+)*"
@@ -27,7 +27,6 @@ _REFERENCE_RE: Final = re.compile(
     rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 
 class ImagePolicy:
@@ -54,6 +53,11 @@ class ImagePolicy:
                 f"{image.rpartition(':')[0] or image}: not found",
             )
         return None
+
+
+def crash_loop_delay(restarts: int) -> float:
+    """The kubelet's container restart back-off: 10 s, doubling, capped at 5 min."""
+    return float(min(300, 10 * 2 ** max(0, restarts - 1)))
 
 
 def container_id(seed: str) -> str:
@@ -141,6 +145,17 @@ class PodRuntime:
         status["restartCount"] += 1
         self.waiting(name, reason, message)
 
+    def abandon_waiting(self) -> None:
+        """The pod stopped before these containers ever ran: the kubelet reports them as lost."""
+        for name in self.init_names + self.names:
+            if self.state(name) == "waiting":
+                self.terminated(
+                    name,
+                    137,
+                    reason="ContainerStatusUnknown",
+                    message="The container could not be located when the pod was terminated",
+                )
+
     def state(self, name: str) -> str:
         state: str = next(iter(self.statuses[name]["state"]))
         return state
@@ -212,7 +227,7 @@ class PodRuntime:
             set_condition(status, "Initialized", "True", now)
         unready = [n for n in self.names if not self.statuses[n]["ready"]]
         for cond in ("ContainersReady", "Ready"):
-            if phase in _TERMINAL:
+            if phase in TERMINAL_PHASES:
                 set_condition(status, cond, "False", now, "PodCompleted")
             elif unready:
                 set_condition(

@@ -27,7 +27,7 @@ from taskplug.localcluster._podres import (
     format_resources,
     pod_quota_usage,
 )
-from taskplug.localcluster._resources import POD, RESOURCE_QUOTA
+from taskplug.localcluster._resources import POD, RESOURCE_QUOTA, TERMINAL_PHASES
 from taskplug.localcluster._store import Store, StoredEvent
 
 __all__ = ["QuotaController"]
@@ -36,7 +36,6 @@ __all__ = ["QuotaController"]
 _MUST_SPECIFY: Final = frozenset(
     {"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
 )
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 
 def _hard(quota: dict[str, Any]) -> ResourceList:
@@ -111,7 +110,7 @@ class QuotaController:
     def _observe_pod(self, event: StoredEvent) -> None:
         obj = event.obj
         uid = obj["metadata"]["uid"]
-        counts = event.type != "DELETED" and (obj.get("status") or {}).get("phase") not in _TERMINAL
+        counts = event.type != "DELETED" and (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES
         if counts == (uid in self._counted):
             return
         namespace = obj["metadata"]["namespace"]

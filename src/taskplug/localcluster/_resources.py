@@ -23,6 +23,7 @@ __all__ = [
     "POD",
     "POD_TEMPLATE",
     "RESOURCE_QUOTA",
+    "TERMINAL_PHASES",
     "TypeRegistry",
     "deep_copy",
     "format_micro_time",
@@ -36,6 +37,7 @@ NAMESPACE: Final = ResourceType("v1", "Namespace", "namespaces", namespaced=Fals
 RESOURCE_QUOTA: Final = ResourceType("v1", "ResourceQuota", "resourcequotas")
 POD_TEMPLATE: Final = ResourceType("v1", "PodTemplate", "podtemplates")
 BUILTIN_TYPES: Final = (POD, NODE, NAMESPACE, RESOURCE_QUOTA, POD_TEMPLATE, EVENT)
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 _SHORT_NAMES: Final = {
     "pods": ["po"],

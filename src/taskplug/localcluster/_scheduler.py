@@ -11,17 +11,15 @@ The fit rules themselves are pure functions in :mod:`._nodes`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import Any
 
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._nodes import filter_node, fit_error_message
 from taskplug.localcluster._podres import ResourceList, add_resources, pod_requests
-from taskplug.localcluster._resources import NODE, POD, format_time, set_condition
+from taskplug.localcluster._resources import NODE, POD, TERMINAL_PHASES, format_time, set_condition
 from taskplug.localcluster._store import Store, Watcher
 
 __all__ = ["Scheduler"]
-
-_TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 
 class Scheduler:
@@ -53,7 +51,7 @@ class Scheduler:
     def _on_pod(self, type_: str, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         uid = meta["uid"]
-        gone = type_ == "DELETED" or (pod.get("status") or {}).get("phase") in _TERMINAL
+        gone = type_ == "DELETED" or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
         if gone:
             self._unschedulable.pop(uid, None)
             if self._release(uid):

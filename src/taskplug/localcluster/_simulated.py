@@ -15,7 +15,7 @@ from typing import Final
 from taskplug.core import Clock
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._kubeletbase import KubeletBase
-from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id
+from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
 from taskplug.localcluster._resources import POD
 from taskplug.localcluster._store import Store
 from taskplug.localcluster._timers import TimerHandle, Timers
@@ -32,11 +32,6 @@ ANNOTATION_DURATION: Final = "taskplug.io/simulate-duration"
 ANNOTATION_EXIT_CODE: Final = "taskplug.io/simulate-exit-code"
 ANNOTATION_OOM: Final = "taskplug.io/simulate-oom"
 ANNOTATION_LOGS: Final = "taskplug.io/simulate-logs"
-
-
-def crash_loop_delay(restarts: int) -> float:
-    """The kubelet's container restart back-off: 10 s, doubling, capped at 5 min."""
-    return float(min(300, 10 * 2 ** max(0, restarts - 1)))
 
 
 class SimulatedKubelet(KubeletBase):
@@ -115,13 +110,7 @@ class SimulatedKubelet(KubeletBase):
             if runtime.state(name) == "running":
                 self.event(runtime, "Killing", f"Stopping container {name}", container=name)
                 runtime.terminated(name, 143)  # SIGTERM honoured
-            elif runtime.state(name) == "waiting":
-                runtime.terminated(
-                    name,
-                    137,
-                    reason="ContainerStatusUnknown",
-                    message="The container could not be located when the pod was terminated",
-                )
+        runtime.abandon_waiting()
         self.publish(runtime)
 
     def kill(self, runtime: PodRuntime) -> None:
