@@ -16,6 +16,7 @@ from taskplug.webapi._ratelimit import (
     TokenBucketSpec,
     WorkQueueRateLimiter,
     reserve,
+    time_to_token,
     try_take,
 )
 
@@ -139,3 +140,31 @@ def test_work_queue_delay_follows_the_bucket_once_the_burst_is_spent() -> None:
     delays = [limiter.when() for _ in range(5)]
     assert delays[:2] == [0.005, 0.005]
     assert [round(d, 9) for d in delays[2:]] == [0.1, 0.2, 0.3]
+
+
+@settings(max_examples=30, deadline=None)
+@given(spec=specs, waiters=st.integers(min_value=1, max_value=40), lag=st.floats(min_value=0, max_value=3))
+async def test_concurrent_waiters_obey_the_bucket_law_even_after_a_stall(
+    spec: TokenBucketSpec, waiters: int, lag: float
+) -> None:
+    # Tokens are taken when wait() returns, so a stall before the waiters run cannot bunch them beyond the law.
+    clock = FakeClock()
+    bucket = TokenBucket(spec, clock)
+    times: list[float] = []
+
+    async def one() -> None:
+        await bucket.wait()
+        times.append(clock.monotonic())
+
+    await clock.advance(lag)
+    tasks = [asyncio.create_task(one()) for _ in range(waiters)]
+    while not all(t.done() for t in tasks):
+        await clock.advance(0.05)
+    _assert_bucket_law(spec, times)
+
+
+def test_time_to_token_is_zero_when_one_is_there_and_the_refill_time_otherwise() -> None:
+    spec = TokenBucketSpec(qps=4, burst=2)
+    assert time_to_token(spec, BucketState(1.0, 0.0), 0.0) == 0.0
+    assert time_to_token(spec, BucketState(0.5, 0.0), 0.0) == pytest.approx(0.125)
+    assert time_to_token(spec, BucketState(-1.0, 0.0), 0.0) == pytest.approx(0.5)

@@ -8,8 +8,8 @@ Follows flytestdlib/cache/{auto_refresh,in_memory_auto_refresh,sync_set}.go:
 * every ``resync_period`` one pass drops the items :meth:`delete_delayed` asked for and queues every item
   that is not terminal and not already processing; a "processing" mark older than 5 × the resync period is
   stale and ignored (the item is queued again);
-* ``workers`` tasks take batches in order, each after its rate-limited ready time (5 ms and a read-bucket
-  token, see ``_ratelimit``); an item gone from the LRU or now terminal is skipped; an ``UPDATE`` response
+* ``workers`` tasks take batches in order, each no earlier than 5 ms after it was queued and only with a
+  read-bucket token (taken just before the sync, see ``_ratelimit``); an item gone from the LRU or now terminal is skipped; an ``UPDATE`` response
   replaces the value only if the key is still cached (no resurrection of deleted items); then every id
   waiting for deletion is dropped.
 
@@ -245,7 +245,7 @@ class AutoRefreshCache(Generic[T]):
 
     def _add_rate_limited(self, batch: Batch[T]) -> None:
         now = self._clock.monotonic()
-        ready_at = now + self._limiter.when()
+        ready_at = now + self._limiter.base_delay
         for id, _ in batch:
             self._processing[id] = now
         self._queue.put_nowait((ready_at, batch))
@@ -274,14 +274,16 @@ class AutoRefreshCache(Generic[T]):
                 self._purge_deleted()
 
     async def _process(self, batch: Batch[T]) -> None:
-        live: list[tuple[str, T]] = []
         processing, lru = self._processing, self._lru
-        for id, item in batch:
+        live = [
+            (id, item) for id, item in batch if (now := lru.get(id)) is not None and not now.is_terminal()
+        ]
+        if live:
+            # A token only for a batch that will really be synced; the items stay marked "processing"
+            # while waiting for it, so a resync pass does not queue them twice.
+            await self._limiter.bucket.wait()
+        for id, _ in batch:
             processing.pop(id, None)
-            current = lru.get(id)
-            if current is None or current.is_terminal():
-                continue
-            live.append((id, item))
         if not live:
             return
         started = self._clock.monotonic()

@@ -5,8 +5,14 @@ AutoRefresh builds: ``MaxOf(ItemExponentialFailureRateLimiter(5ms, 1000s), Bucke
 Because every batch is a new object and is forgotten as soon as a worker takes it, the per-item exponential
 part never grows past its base, so the policy is: every item waits at least 5 ms **and** for a bucket token.
 
-The arithmetic is pure (:func:`refill`, :func:`try_take`, :func:`reserve` over a :class:`BucketState`);
-:class:`TokenBucket` holds the state and reads an injected :class:`~taskplug.core.Clock`.
+The arithmetic is pure (:func:`refill`, :func:`try_take`, :func:`reserve`, :func:`time_to_token` over a
+:class:`BucketState`); :class:`TokenBucket` holds the state and reads an injected :class:`~taskplug.core.Clock`.
+
+Deviation: client-go reserves the bucket token when an item is *queued* and the item waits for the
+reservation. If the event loop (or a worker) lags, reserved tokens are then used late and back to back, so
+the calls themselves can exceed ``burst + qps·t``. Here the 5 ms floor is applied when an item is queued and
+the token is taken (:meth:`TokenBucket.wait`: take one if available now, else sleep until one accrues) when a
+worker is about to call ``get``, so the law holds on the actual call times.
 
 Deviation: Flyte validates ``writeRateLimiter`` but never applies it; here the web-API adapter passes every
 create and delete through a write bucket built from it.
@@ -28,6 +34,7 @@ __all__ = [
     "WorkQueueRateLimiter",
     "refill",
     "reserve",
+    "time_to_token",
     "try_take",
 ]
 
@@ -102,6 +109,14 @@ def reserve(spec: TokenBucketSpec, state: BucketState, now: float) -> tuple[Buck
     return BucketState(tokens, current.at), delay
 
 
+def time_to_token(spec: TokenBucketSpec, state: BucketState, now: float) -> float:
+    """Seconds from ``now`` until one whole token is available (0 if one is)."""
+    current = refill(spec, state, now)
+    if spec.unlimited or current.tokens >= 1.0:
+        return 0.0
+    return (1.0 - current.tokens) / spec.qps
+
+
 class TokenBucket:
     """A token bucket over an injected clock; starts full."""
 
@@ -120,14 +135,23 @@ class TokenBucket:
         return delay
 
     async def wait(self) -> None:
-        """Wait (through the clock) until a token is ours. A cancelled waiter's token is not given back."""
-        delay = self.reserve()
-        if delay > 0:
-            await self._clock.sleep(delay)
+        """Take a token, sleeping through the clock until one accrues; the token is taken at return time."""
+        clock, spec = self._clock, self.spec
+        while True:
+            now = clock.monotonic()
+            self._state, granted = try_take(spec, self._state, now)
+            if granted:
+                return
+            # Waiters racing for the same token simply go round again.
+            await clock.sleep(max(time_to_token(spec, self._state, now), 1e-9))
 
 
 class WorkQueueRateLimiter:
-    """The status cache's read limit: ``max(5 ms, token-bucket delay)`` for every item added."""
+    """The status cache's read limit: every item waits 5 ms after it is queued and for a bucket token.
+
+    :meth:`when` is client-go's ``max(5 ms, reservation delay)`` (pure, kept for reference and tests); the
+    cache applies :attr:`base_delay` when queuing and :meth:`TokenBucket.wait` before each sync.
+    """
 
     def __init__(self, bucket: TokenBucket, base_delay: float = WORK_QUEUE_BASE_DELAY) -> None:
         self.bucket = bucket
