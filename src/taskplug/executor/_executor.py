@@ -284,7 +284,10 @@ class Executor:
         if execution.inputs_written:
             return
         await self.data.write(paths.input_path, execution.spec.inputs.SerializeToString())
-        await self.data.write(f"{paths.input_prefix}/task.pb", execution.spec.template.SerializeToString())
+        if _mentions_task_template_path(execution.spec.template):
+            await self.data.write(
+                f"{paths.input_prefix}/task.pb", execution.spec.template.SerializeToString()
+            )
         execution.inputs_written = True
 
     async def _round(self, execution: _Execution) -> None:
@@ -458,6 +461,12 @@ class Executor:
         record.outcome = str(Phase.ABORTED)
         record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
         self._terminal(execution)
+
+
+def _mentions_task_template_path(template: Any) -> bool:
+    """Only a task whose command line asks for ``{{.TaskTemplatePath}}`` needs the template in the store."""
+    text = str(template.container) + str(template.k8s_pod) if template.WhichOneof("target") else ""
+    return "tasktemplatepath" in text.lower()
 
 
 def execution_outputs_declared(template: Any) -> bool:

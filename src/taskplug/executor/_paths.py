@@ -7,6 +7,7 @@ a local folder, which local processes and the embedded cluster read directly.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from taskplug.core import TaskExecutionMetadata
 __all__ = ["ExecutionPaths", "normalize_root"]
 
 
+@functools.lru_cache(maxsize=64)
 def normalize_root(root: str) -> str:
     """A data root as a URL-ish prefix: local paths become absolute, URLs are kept as they are."""
     if "://" in root:

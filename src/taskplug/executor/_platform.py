@@ -92,7 +92,10 @@ def _defaults_under(user: Mapping[str, Any]) -> Mapping[str, Any]:
     names = {str(name).strip().lower() for name in enabled}
     defaults = PLATFORM_DEFAULTS["tasks"]["task-plugins"]
     kept = {t: p for t, p in defaults["default-for-task-types"].items() if p in names}
-    task_defaults = {**PLATFORM_DEFAULTS["tasks"], "task-plugins": {**defaults, "default-for-task-types": kept}}
+    task_defaults = {
+        **PLATFORM_DEFAULTS["tasks"],
+        "task-plugins": {**defaults, "default-for-task-types": kept},
+    }
     return {**PLATFORM_DEFAULTS, "tasks": task_defaults}
 
 

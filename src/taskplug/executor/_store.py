@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,11 +64,16 @@ class ExecutionRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_row(self) -> bytes:
-        return orjson.dumps(asdict(self))
+        # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.
+        return orjson.dumps({name: getattr(self, name) for name in _RECORD_FIELDS})
 
     @classmethod
     def from_row(cls, data: bytes) -> ExecutionRecord:
         return cls(**orjson.loads(data))
+
+
+_RECORD_FIELDS = tuple(ExecutionRecord.__dataclass_fields__)
+_EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 
 class StateStore(Protocol):
@@ -89,15 +94,14 @@ class MemoryStateStore:
     """An in-process store, for benchmarks and tests that do not restart the executor."""
 
     def __init__(self) -> None:
-        self._records: dict[str, bytes] = {}
+        self._records: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[Event]] = {}
 
     def load(self, key: str) -> ExecutionRecord | None:
-        row = self._records.get(key)
-        return ExecutionRecord.from_row(row) if row is not None else None
+        return self._records.get(key)
 
     def save(self, record: ExecutionRecord) -> None:
-        self._records[record.key] = record.to_row()
+        self._records[record.key] = record
 
     def append_event(self, key: str, event: Event) -> None:
         self._events.setdefault(key, []).append(event)
@@ -153,7 +157,10 @@ class SQLiteStateStore:
 
     def append_event(self, key: str, event: Event) -> None:
         self._begin()
-        self._db.execute("INSERT INTO events (key, event) VALUES (?, ?)", (key, orjson.dumps(asdict(event))))
+        self._db.execute(
+            "INSERT INTO events (key, event) VALUES (?, ?)",
+            (key, orjson.dumps({name: getattr(event, name) for name in _EVENT_FIELDS})),
+        )
         self._maybe_commit()
 
     def events(self, key: str) -> list[Event]:

@@ -13,7 +13,9 @@ manager, event watcher and resource monitor read from. No Python client ships an
   clock; the back-off resets once the server answers again;
 * reads (:meth:`Informer.get`, :meth:`Informer.list`) are served from the cache, never from the API.
 
-Objects in the cache are the dicts the client returned; callers treat them as read-only.
+Objects are cached as compact JSON bytes and decoded on read: a pod held as Python dicts costs ~11 KiB, its
+JSON ~3 KiB, and the cache is read once per round while it is held for the task's whole life. Every read
+returns a fresh dict, so callers may change what they get.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+
+import orjson
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -45,6 +49,20 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
 
 def _resource_version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class _Cached:
+    """One cached object: its resourceVersion (to tell changes apart without decoding) and its JSON."""
+
+    __slots__ = ("data", "rv")
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.rv = _resource_version(obj)
+        self.data = orjson.dumps(obj)
+
+    def obj(self) -> KubeObject:
+        decoded: KubeObject = orjson.loads(self.data)
+        return decoded
 
 
 class InformerHandler(Protocol):
@@ -103,7 +121,7 @@ class Informer:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
-        self._cache: dict[ObjectKey, KubeObject] = {}
+        self._cache: dict[ObjectKey, _Cached] = {}
         self._handlers: list[InformerHandler] = []
         self._resource_version = ""
         self._synced = asyncio.Event()
@@ -113,12 +131,13 @@ class Informer:
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> KubeObject | None:
-        return self._cache.get((namespace or "", name))
+        cached = self._cache.get((namespace or "", name))
+        return cached.obj() if cached is not None else None
 
     def list(self, namespace: str | None = None) -> list[KubeObject]:
         if namespace is None:
-            return list(self._cache.values())
-        return [obj for (ns, _), obj in self._cache.items() if ns == namespace]
+            return [c.obj() for c in self._cache.values()]
+        return [c.obj() for (ns, _), c in self._cache.items() if ns == namespace]
 
     def keys(self) -> Iterator[ObjectKey]:
         return iter(self._cache)
@@ -144,8 +163,8 @@ class Informer:
         """Subscribe; a handler added after the first list is replayed the cache as adds."""
         self._handlers.append(handler)
         if self.has_synced:
-            for obj in list(self._cache.values()):
-                self._call(handler.on_add, obj)
+            for cached in list(self._cache.values()):
+                self._call(handler.on_add, cached.obj())
 
     def add_callbacks(
         self,
@@ -217,7 +236,7 @@ class Informer:
         self._answered()
         fresh: dict[ObjectKey, KubeObject] = {object_key(o): o for o in items}
         old_cache = self._cache
-        self._cache = fresh
+        self._cache = {key: _Cached(obj) for key, obj in fresh.items()}
         self._resource_version = resource_version
         if not self._synced.is_set():
             for obj in fresh.values():
@@ -228,11 +247,11 @@ class Informer:
             previous = old_cache.get(key)
             if previous is None:
                 self._emit_add(obj)
-            elif _resource_version(previous) != _resource_version(obj):
-                self._emit_update(previous, obj)
-        for key, previous in old_cache.items():
+            elif previous.rv != _resource_version(obj):
+                self._emit_update(previous.obj(), obj)
+        for key, gone in old_cache.items():
             if key not in fresh:
-                self._emit_delete(previous)
+                self._emit_delete(gone.obj())
 
     async def _watch_once(self) -> None:
         self.stats["watches"] += 1
@@ -269,11 +288,11 @@ class Informer:
         key = object_key(obj)
         if event.type == "ADDED" or event.type == "MODIFIED":
             previous = self._cache.get(key)
-            self._cache[key] = obj
+            self._cache[key] = _Cached(obj)
             if previous is None:
                 self._emit_add(obj)
             else:
-                self._emit_update(previous, obj)
+                self._emit_update(previous.obj(), obj)
         elif event.type == "DELETED":
             self._cache.pop(key, None)
             self._emit_delete(obj)
