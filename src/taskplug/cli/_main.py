@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from taskplug import __version__
+from taskplug.cli._cluster import cluster
 from taskplug.cli._config_cmd import config
 from taskplug.cli._plugins_cmd import plugins
 from taskplug.cli._render import render
@@ -25,6 +26,7 @@ cli.add_command(render)
 cli.add_command(status)
 cli.add_command(plugins)
 cli.add_command(config)
+cli.add_command(cluster)
 
 
 def main() -> None:

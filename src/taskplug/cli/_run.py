@@ -31,7 +31,7 @@ __all__ = ["run"]
 
 
 @contextlib.asynccontextmanager
-async def _kube_client(kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
+async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
     if kubeconfig is not None:
         from taskplug.k8s._lightkube import LightkubeClient
 
@@ -44,6 +44,13 @@ async def _kube_client(kubeconfig: Path | None, mode: str) -> AsyncIterator[Kube
     from taskplug.localcluster import LocalCluster
 
     async with LocalCluster(mode=mode) as cluster:
+        # The embedded cluster has no operators of its own: every enabled plugin that brings a simulated
+        # operator for its custom resource (Spark, a plugin author's CRD) gets it registered here.
+        for entry in platform.enabled_entries():
+            factory = getattr(entry, "local_operator", None)
+            rtype = getattr(entry, "resource_to_watch", None)
+            if factory is not None and rtype is not None:
+                cluster.register_operator(rtype, factory())
         yield cluster.client()
 
 
@@ -100,7 +107,7 @@ async def _run(
     progress = _Progress(console, spec.execution_key)
     try:
         async with (
-            _kube_client(kubeconfig, mode) as client,
+            _kube_client(platform, kubeconfig, mode) as client,
             open_executor(platform, kube_client=client, store=store) as ex,
         ):
             ex.on_event = progress.on_event

@@ -116,7 +116,9 @@ class PluginRegistry:
                     ErrorCode.PLUGIN_INITIALIZATION_FAILED,
                     f"plugin entry point [{ep.name} = {ep.value}] failed to load: {e}",
                 ) from e
-            items = produced if isinstance(produced, Iterable) and not isinstance(produced, str) else [produced]
+            items = (
+                produced if isinstance(produced, Iterable) and not isinstance(produced, str) else [produced]
+            )
             for item in items:
                 if not callable(getattr(item, "validate", None)):
                     raise PluginError(

@@ -20,9 +20,7 @@ from datetime import datetime, timedelta
 from typing import Final, TypeVar
 
 # Imported from core's modules: core's ``__all__`` is computed (``sorted([...])``), which mypy cannot read.
-from taskplug.core._clock import Clock
-from taskplug.core._errors import ErrorCode, PluginError, QuantityError
-from taskplug.core._quantity import Quantity
+from taskplug.core import Clock, ErrorCode, PluginError, Quantity, QuantityError
 from taskplug.k8s._client import KubeApiError
 
 __all__ = [

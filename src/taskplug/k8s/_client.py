@@ -63,7 +63,9 @@ EVENT = ResourceType("events.k8s.io/v1", "Event", "events")
 class KubeApiError(TaskplugError):
     """An error answered by the Kubernetes API, as its ``Status``: HTTP code, reason and message."""
 
-    def __init__(self, status: int, reason: str, message: str, *, details: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, *, details: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message, code=reason or str(status))
         self.status = status
         self.reason = reason
@@ -98,7 +100,9 @@ class KubeApiError(TaskplugError):
 
 def is_not_found(err: BaseException) -> bool:
     """Not found, gone or expired: the object is no longer there (Flyte's IsNotFound/IsGone/IsResourceExpired)."""
-    return isinstance(err, KubeApiError) and (err.status in (404, 410) or err.reason in ("NotFound", "Gone", "Expired"))
+    return isinstance(err, KubeApiError) and (
+        err.status in (404, 410) or err.reason in ("NotFound", "Gone", "Expired")
+    )
 
 
 def is_already_exists(err: BaseException) -> bool:

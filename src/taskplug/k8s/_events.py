@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from taskplug.core._clock import Clock
+from taskplug.core import Clock
 from taskplug.k8s._client import EVENT
 from taskplug.k8s._informer import Informer, InformerFactory, object_key
 

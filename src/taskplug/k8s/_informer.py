@@ -23,14 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-
-import orjson
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from taskplug.core._clock import Clock
+import orjson
+
+from taskplug.core import Clock
 from taskplug.k8s._client import KubeApiError, KubeClient, ResourceType, WatchEvent
 
 __all__ = ["Informer", "InformerFactory", "InformerHandler", "ObjectKey", "object_key"]

@@ -31,7 +31,7 @@ from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
-from taskplug.core._errors import ConfigError
+from taskplug.core import ConfigError
 from taskplug.k8s._client import KubeApiError, ResourceType, WatchEvent
 
 __all__ = ["LightkubeClient"]

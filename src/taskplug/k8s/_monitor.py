@@ -17,7 +17,7 @@ from typing import ClassVar, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from taskplug.core._clock import Clock
+from taskplug.core import Clock
 from taskplug.k8s._informer import Informer, InformerFactory
 
 __all__ = ["COLLECTION_INTERVAL_SECONDS", "K8sMetrics", "ResourceLevelMonitor"]

@@ -23,26 +23,35 @@ from typing import Any, Final
 from flyteidl.core import tasks_pb2
 from prometheus_client import CollectorRegistry
 
-from taskplug.core._clock import Clock, SystemClock
-from taskplug.core._config import PlatformConfig
-from taskplug.core._context import (
+from taskplug.core import (
+    TASKS_SECTION,
+    BackOffConfig,
+    Clock,
+    ErrorCode,
     InputReader,
     OutputReader,
     OutputWriter,
+    Phase,
+    PhaseInfo,
+    PlatformConfig,
+    PluginEntry,
+    PluginError,
+    PluginKind,
+    PluginProperties,
     PluginStateReader,
     PluginStateWriter,
+    Quantity,
+    ReasonInfo,
     ResourceManager,
     SecretManager,
     SetupContext,
+    SystemClock,
     TaskExecutionContext,
     TaskExecutionMetadata,
+    TaskInfo,
     TaskReader,
+    Transition,
 )
-from taskplug.core._errors import ErrorCode, PluginError
-from taskplug.core._phase import Phase, PhaseInfo, ReasonInfo, TaskInfo, Transition
-from taskplug.core._plugin import PluginEntry, PluginKind, PluginProperties
-from taskplug.core._quantity import Quantity
-from taskplug.core._registry import TASKS_SECTION, BackOffConfig
 from taskplug.k8s._backoff import (
     BackOffController,
     api_error_of,

@@ -37,16 +37,14 @@ from taskplug.core import (
 from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
 from taskplug.k8s._names import is_dns1123_label
 from taskplug.k8s._pod_template import (
-    PRIMARY_CONTAINER_TEMPLATE,
-    PRIMARY_INIT_CONTAINER_TEMPLATE,
     PodTemplateStore,
     deep_copy,
     deep_merge,
     merge_base_pod_spec_onto_template,
 )
 from taskplug.k8s._resources import (
-    Resources,
     ResourceCustomizationMode,
+    Resources,
     apply_resource_overrides,
     merge_resources,
     merge_resources_if_missing,

@@ -18,8 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 # The core package's computed __all__ hides its names from mypy; import from the defining modules.
-from taskplug.core._config import format_go_duration
-from taskplug.core._phase import Phase, PhaseInfo, TaskInfo
+from taskplug.core import Phase, PhaseInfo, TaskInfo, format_go_duration
 from taskplug.k8s._config import K8sPluginConfig, LogConfig
 from taskplug.k8s._plugin import PluginContext, maybe_update_phase_version
 from taskplug.k8s._tasklog import LogTemplate, logs_for_container_in_pod, parse_k8s_time

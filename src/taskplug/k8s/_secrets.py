@@ -17,8 +17,7 @@ from flyteidl.core import security_pb2, tasks_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from taskplug.core._context import TaskExecutionMetadata
-from taskplug.core._errors import BadTaskSpecification
+from taskplug.core import BadTaskSpecification, TaskExecutionMetadata
 from taskplug.k8s._names import encode_base32
 
 __all__ = [

@@ -18,8 +18,7 @@ from functools import cache
 from typing import Any
 
 # The core package's computed __all__ hides its names from mypy; import from the defining modules.
-from taskplug.core._context import TaskExecutionID
-from taskplug.core._phase import TaskLog
+from taskplug.core import TaskExecutionID, TaskLog
 from taskplug.k8s._config import LogConfig, TemplateLogPluginConfig
 
 __all__ = [

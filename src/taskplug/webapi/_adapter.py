@@ -45,15 +45,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from taskplug.webapi._cache import CacheItem, ResourceCache, new_resource_cache
-from taskplug.webapi._contracts import (
-    AsyncPlugin,
-    DeleteContext,
-    StatusContext,
-    SyncPlugin,
-    WebApiPluginEntry,
-)
-from taskplug.webapi._corelib import (
+from taskplug.core import (
     AllocationStatus,
     Clock,
     ErrorCode,
@@ -67,6 +59,14 @@ from taskplug.webapi._corelib import (
     SystemClock,
     TaskExecutionContext,
     Transition,
+)
+from taskplug.webapi._cache import CacheItem, ResourceCache, new_resource_cache
+from taskplug.webapi._contracts import (
+    AsyncPlugin,
+    DeleteContext,
+    StatusContext,
+    SyncPlugin,
+    WebApiPluginEntry,
 )
 from taskplug.webapi._metrics import CacheMetrics, WebApiMetrics, metric_namespace
 from taskplug.webapi._ratelimit import TokenBucket, TokenBucketSpec

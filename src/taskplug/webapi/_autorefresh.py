@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
-from taskplug.webapi._corelib import Clock, ErrorCode, PluginError
+from taskplug.core import Clock, ErrorCode, PluginError
 from taskplug.webapi._metrics import CacheMetrics
 from taskplug.webapi._ratelimit import WorkQueueRateLimiter
 

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskplug.core import Clock, ErrorCode, PluginError
 from taskplug.webapi._autorefresh import AutoRefreshCache, Batch, ItemSyncResponse, SyncAction
 from taskplug.webapi._contracts import AsyncPlugin, CachingConfig, GetContext, RateLimiterConfig
-from taskplug.webapi._corelib import Clock, ErrorCode, PluginError
 from taskplug.webapi._metrics import CacheMetrics
 from taskplug.webapi._ratelimit import TokenBucket, TokenBucketSpec, WorkQueueRateLimiter
 from taskplug.webapi._state import State, WebApiPhase

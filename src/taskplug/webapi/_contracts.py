@@ -15,8 +15,8 @@ from typing import Annotated, Any, Protocol, runtime_checkable
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
-from taskplug.webapi._corelib import ErrorCode as _ErrorCode
-from taskplug.webapi._corelib import (
+from taskplug.core import ErrorCode as _ErrorCode
+from taskplug.core import (
     GoDuration,
     PhaseInfo,
     PluginError,

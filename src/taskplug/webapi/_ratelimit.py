@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from taskplug.core import Clock
 from taskplug.webapi._contracts import RateLimiterConfig
-from taskplug.webapi._corelib import Clock
 
 __all__ = [
     "WORK_QUEUE_BASE_DELAY",

@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
-from taskplug.webapi._corelib import (
+from taskplug.core import (
     AllocationStatus,
     ConfigError,
     ConfigSection,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from taskplug.webapi._corelib import (
+from taskplug.core import (
     ErrorKind,
     ExecutionError,
     Phase,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from taskplug.core import ErrorCode, PluginError
 from taskplug.webapi._contracts import PluginConfig
-from taskplug.webapi._corelib import ErrorCode, PluginError
 
 __all__ = ["ConfigValidationError", "format_go_float", "plugin_config_violations", "validate_plugin_config"]
 

@@ -6,6 +6,7 @@ Follows flyteplugins/go/tasks/plugins/webapi/connector (Flyte 1). Registered thr
 
 from __future__ import annotations
 
+from taskplug.core import PlatformConfig, SetupContext
 from taskplug.plugins.connector._client import (
     ChannelFactory,
     ConnectorClient,
@@ -21,7 +22,6 @@ from taskplug.plugins.connector._config import (
     ResourceConstraint,
     ResourceConstraints,
 )
-from taskplug.plugins.connector._corelib import PlatformConfig, SetupContext
 from taskplug.plugins.connector._fake import FakeConnectorClient, RecordedCall
 from taskplug.plugins.connector._plugin import (
     ID,

@@ -17,8 +17,8 @@ import grpc.aio
 from flyteidl.admin import agent_pb2
 from flyteidl.service import agent_pb2_grpc
 
+from taskplug.core import ErrorCode, PluginError
 from taskplug.plugins.connector._config import Deployment
-from taskplug.plugins.connector._corelib import ErrorCode, PluginError
 
 __all__ = [
     "ChannelFactory",

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
-from taskplug.plugins.connector._corelib import (
+from taskplug.core import (
     ConfigSection,
     GoDuration,
     ResourceConstraintsSpec,

@@ -20,9 +20,7 @@ from flyteidl.admin import agent_pb2
 from flyteidl.core import execution_pb2, literals_pb2, tasks_pb2
 from google.protobuf import json_format, struct_pb2
 
-from taskplug.plugins.connector._client import ConnectorClient, ConnectorRpcError, GrpcConnectorClient
-from taskplug.plugins.connector._config import ConnectorConfig
-from taskplug.plugins.connector._corelib import (
+from taskplug.core import (
     Clock,
     ErrorCode,
     Phase,
@@ -37,6 +35,8 @@ from taskplug.plugins.connector._corelib import (
     TemplateParameters,
     render_command,
 )
+from taskplug.plugins.connector._client import ConnectorClient, ConnectorRpcError, GrpcConnectorClient
+from taskplug.plugins.connector._config import ConnectorConfig
 from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
 from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusContext
 
