@@ -35,7 +35,7 @@ async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -
     if kubeconfig is not None:
         from taskplug.k8s._lightkube import LightkubeClient
 
-        client = LightkubeClient.from_kubeconfig(str(kubeconfig))
+        client = LightkubeClient(kubeconfig)
         try:
             yield client
         finally:
@@ -43,7 +43,7 @@ async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -
         return
     from taskplug.localcluster import LocalCluster
 
-    async with LocalCluster(mode=mode) as cluster:
+    async with LocalCluster(mode="simulated" if mode == "simulated" else "process") as cluster:
         # The embedded cluster has no operators of its own: every enabled plugin that brings a simulated
         # operator for its custom resource (Spark, a plugin author's CRD) gets it registered here.
         for entry in platform.enabled_entries():

@@ -21,7 +21,8 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
 
 from taskplug.core._errors import ConfigError
-from taskplug.core._quantity import Quantity, QuantityError
+from taskplug.core._errors import QuantityError
+from taskplug.core._quantity import Quantity
 
 __all__ = [
     "ConfigSection",

@@ -55,6 +55,7 @@ def plain_to_literal(
             )
         )
     if kind == "blob":
+        assert literal_type is not None
         if not isinstance(value, str):
             raise SpecError(path, "a blob input is given as its URI string")
         return literals_pb2.Literal(
@@ -62,7 +63,7 @@ def plain_to_literal(
                 blob=literals_pb2.Blob(metadata=literals_pb2.BlobMetadata(type=literal_type.blob), uri=value)
             )
         )
-    simple = literal_type.simple if kind == "simple" else None
+    simple = literal_type.simple if literal_type is not None and kind == "simple" else None
     return literals_pb2.Literal(scalar=literals_pb2.Scalar(primitive=_primitive(value, simple, path)))
 
 

@@ -77,7 +77,7 @@ class PluginEntry:
 async def load_plugin(entry: PluginEntry, setup: SetupContext) -> Plugin:
     """Run the entry's loader and check the plugin's properties (Flyte's LoadPlugin)."""
     result = entry.load_plugin(setup)
-    plugin: Plugin = await result if inspect.isawaitable(result) else result  # type: ignore[assignment]
+    plugin: Plugin = await result if inspect.isawaitable(result) else result
     max_length = plugin.get_properties().generated_name_max_length
     if max_length is not None and max_length < 8:
         raise PluginError(

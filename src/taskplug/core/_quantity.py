@@ -68,7 +68,7 @@ class Quantity:
             raise QuantityError(f"quantity must be a string or an integer, not {text!r}")
         if isinstance(text, int):
             return cls.from_nanos(text * _NANO, QuantityFormat.DECIMAL_SI)
-        if isinstance(text, float):
+        if isinstance(text, float):  # type: ignore[unreachable]  # YAML numbers arrive as floats
             raise QuantityError(
                 f"quantity {text!r} is a float; write it as a string such as '{text}' to keep it exact"
             )

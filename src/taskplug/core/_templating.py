@@ -116,16 +116,16 @@ def format_literal(literal: literals_pb2.Literal) -> str:
             if pk == "float_value":
                 return go_format_float(p.float_value)
             if pk == "string_value":
-                return p.string_value
+                return str(p.string_value)
             if pk == "boolean":
                 return "true" if p.boolean else "false"
             if pk == "datetime":
                 return _rfc3339_nano(p.datetime.seconds, p.datetime.nanos)
             raise PluginError(ErrorCode.BAD_TASK_SPECIFICATION, f"unsupported primitive type [{pk}]")
         if kind == "blob":
-            return scalar.blob.uri
+            return str(scalar.blob.uri)
         if kind == "schema":
-            return scalar.schema.uri
+            return str(scalar.schema.uri)
         if kind == "binary":
             return _format_binary(scalar.binary)
         raise PluginError(ErrorCode.BAD_TASK_SPECIFICATION, f"unsupported scalar type [{kind}]")

@@ -172,8 +172,10 @@ class Platform:
         return PluginResolver(pairs, defaults, fallback_to_default=cfg.fallback_to_default_plugin)
 
     def entry_for(self, task_type: str) -> EntryLike:
-        resolved = self.resolver().resolve(task_type)
-        return resolved  # type: ignore[no-any-return]
+        # The resolver was built over (view, entry) pairs, so what it resolves to is the entry.
+        resolved: Any = self.resolver().resolve(task_type)
+        entry: EntryLike = resolved
+        return entry
 
     def k8s_entry_for(self, task_type: str) -> K8sPluginEntry:
         entry = self.entry_for(task_type)

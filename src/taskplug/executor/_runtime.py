@@ -86,9 +86,7 @@ async def open_executor(
         try:
             for entry in entries:
                 loaded.append((entry, await load_plugin(entry, setup)))
-            dynamic = [
-                (p.handles_task_type, p) for _, p in loaded if callable(getattr(p, "handles_task_type", None))
-            ]
+            dynamic = [(handles, p) for _, p in loaded if (handles := _dynamic_task_types(p)) is not None]
             executor.resolver = PluginResolver(
                 loaded, defaults, fallback_to_default=task_plugins.fallback_to_default_plugin, dynamic=dynamic
             )
@@ -102,7 +100,8 @@ async def open_executor(
 
 def _dynamic_task_types(plugin: Plugin) -> Any:
     """A plugin whose task types are discovered at run time (the connector service) answers for them."""
-    for candidate in (plugin, getattr(plugin, "plugin", None)):
+    candidates: tuple[Any, ...] = (plugin, getattr(plugin, "plugin", None))
+    for candidate in candidates:
         handles = getattr(candidate, "handles_task_type", None)
         if callable(handles):
             return handles

@@ -151,7 +151,7 @@ def _load_template(document: Mapping[str, Any], base_dir: Path) -> tasks_pb2.Tas
     target = template.WhichOneof("target")
     if target == "container" and not template.container.image:
         raise SpecError("template.container.image", "required")
-    return template  # type: ignore[no-any-return]
+    return template
 
 
 def _read_template_file(value: Any, base_dir: Path) -> tasks_pb2.TaskTemplate:

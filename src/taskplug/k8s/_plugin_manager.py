@@ -380,12 +380,29 @@ class PluginManager:
         # Bound once: resolving prometheus label children on every informer event was a measurable cost.
         self._updates_dropped = self.metrics.informer_updates.labels(plugin=entry.id, outcome="dropped")
         self._updates_enqueued = self.metrics.informer_updates.labels(plugin=entry.id, outcome="enqueued")
-        self.informer: Informer = informers.informer(self.rtype)
-        self.informer.add_callbacks(on_update=self._on_update)
-        self.event_watcher = EventWatcher.attach(informers) if config.send_object_events else None
-        self.monitor = ResourceLevelMonitor.start(informers, self.informer, metrics=self.metrics)
+        self._informers = informers
+        self._informer: Informer | None = None
+        self.event_watcher: EventWatcher | None = None
+        self.monitor: ResourceLevelMonitor | None = None
         self.update_base_backoff_ms = config.update_base_backoff_duration
         self.update_backoff_retries = config.update_backoff_retries
+
+    @property
+    def informer(self) -> Informer:
+        """The cache of watched objects, started with this plugin's first task.
+
+        Deviation: Flyte starts every plugin's informer at start-up; starting it with the first task keeps a
+        plugin whose custom resource the cluster does not have (no Spark operator installed) from failing
+        and logging for as long as the executor runs, while costing a running plugin nothing.
+        """
+        if self._informer is None:
+            informers = self._informers
+            self._informer = informers.informer(self.rtype)
+            self._informer.add_callbacks(on_update=self._on_update)
+            if self.config.send_object_events:
+                self.event_watcher = EventWatcher.attach(informers)
+            self.monitor = ResourceLevelMonitor.start(informers, self._informer, metrics=self.metrics)
+        return self._informer
 
     # -- core.Plugin ---------------------------------------------------------------------------------
     @property
@@ -431,6 +448,7 @@ class PluginManager:
         return ResourceType.of(obj)
 
     async def handle(self, tctx: TaskExecutionContext) -> Transition:
+        self.informer  # noqa: B018 - start watching before the first create, so its status is never missed
         version, raw = tctx.plugin_state_reader.get()
         if raw is None:
             state = ManagerState()

@@ -320,7 +320,8 @@ def pod_spec_from_struct(struct: Any, what: str) -> KubeObject:
     except Exception as e:  # a malformed Struct
         raise BadTaskSpecification(f"Unable to unmarshal {what} [{struct}], Err: [{e}]") from e
     _check_pod_spec_shape(spec, what)
-    return spec
+    result: KubeObject = spec
+    return result
 
 
 def _check_pod_spec_shape(spec: Any, what: str) -> None:
