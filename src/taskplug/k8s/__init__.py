@@ -1,5 +1,12 @@
 """Kubernetes plugin machinery: client contract, plugin contract, config, pod builders, plugin manager,
-back-off, informer."""
+back-off, informer.
+
+For plugin authors (see ``docs/plugins.md``): implement :class:`K8sPlugin`, register a
+:class:`K8sPluginEntry`; build pods with :func:`to_k8s_pod_spec` (or :func:`build_raw_pod` then
+:func:`apply_flyte_pod_configuration`) over the platform's :class:`PlatformPodConfig`; map a Pod's status with
+:func:`get_task_phase_with_logs` or the ``demystify_*`` helpers; report with
+:func:`maybe_update_phase_version`.
+"""
 
 from taskplug.k8s._client import (
     EVENT,
@@ -37,6 +44,27 @@ from taskplug.k8s._plugin import (
     StaticPluginContext,
     maybe_update_phase_version,
 )
+from taskplug.k8s._pod_builder import (
+    PRIMARY_CONTAINER_KEY,
+    PlatformPodConfig,
+    RawPod,
+    apply_flyte_pod_configuration,
+    build_identity_pod,
+    build_raw_pod,
+    service_account_name,
+    to_k8s_pod_spec,
+)
+from taskplug.k8s._pod_status import (
+    demystify_failure,
+    demystify_pending,
+    demystify_pod_status,
+    demystify_success,
+    get_last_transition_occurred_at,
+    get_reported_at,
+    get_task_phase_with_logs,
+)
+from taskplug.k8s._pod_template import PodTemplateStore
+from taskplug.k8s._tasklog import parse_k8s_time
 
 __all__ = [
     "EVENT",
@@ -44,6 +72,7 @@ __all__ = [
     "LOGS_SECTION",
     "PLUGINS_ROOT_SECTION",
     "POD",
+    "PRIMARY_CONTAINER_KEY",
     "AbortBehavior",
     "CoPilotConfig",
     "ErrorAggregationStrategy",
@@ -56,17 +85,33 @@ __all__ = [
     "KubeClient",
     "LogConfig",
     "NodeSelectorRequirement",
+    "PlatformPodConfig",
     "PluginAbortOverride",
     "PluginContext",
     "PluginState",
     "PluginsRootConfig",
+    "PodTemplateStore",
+    "RawPod",
     "ResourceType",
     "StaticPluginContext",
     "TemplateLogPluginConfig",
     "Toleration",
     "WatchEvent",
+    "apply_flyte_pod_configuration",
+    "build_identity_pod",
+    "build_raw_pod",
+    "demystify_failure",
+    "demystify_pending",
+    "demystify_pod_status",
+    "demystify_success",
+    "get_last_transition_occurred_at",
+    "get_reported_at",
+    "get_task_phase_with_logs",
     "is_already_exists",
     "is_conflict",
     "is_not_found",
     "maybe_update_phase_version",
+    "parse_k8s_time",
+    "service_account_name",
+    "to_k8s_pod_spec",
 ]
