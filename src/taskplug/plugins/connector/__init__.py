@@ -6,7 +6,11 @@ Follows flyteplugins/go/tasks/plugins/webapi/connector (Flyte 1). Registered thr
 
 from __future__ import annotations
 
-from taskplug.core import PlatformConfig, SetupContext
+from flyteidl.core import tasks_pb2
+from google.protobuf import struct_pb2
+
+from taskplug.core import PlatformConfig, SetupContext, TaskExecutionContext
+from taskplug.k8s._pod_builder import PlatformPodConfig, to_k8s_pod_spec
 from taskplug.plugins.connector._client import (
     ChannelFactory,
     ConnectorClient,
@@ -65,6 +69,7 @@ __all__ = [
     "discover",
     "load_connector_plugin",
     "passthrough_pod_spec",
+    "pipeline_pod_spec",
     "plugin_entries",
     "resource_phase_info",
     "task_execution_metadata",
@@ -83,9 +88,27 @@ def config_from_setup(setup: SetupContext) -> ConnectorConfig:
     return ConnectorConfig()
 
 
+def pipeline_pod_spec(platform: PlatformPodConfig) -> PodSpecBuilder:
+    """The pod spec a ``k8s_pod`` task sends its connector, built exactly as the pod plugin builds its pod
+    (Flyte's connector plugin calls flytek8s.ToK8sPodSpec)."""
+
+    def build(tctx: TaskExecutionContext, template: tasks_pb2.TaskTemplate) -> struct_pb2.Struct:
+        spec = struct_pb2.Struct()
+        spec.update(to_k8s_pod_spec(tctx, platform).spec)
+        return spec
+
+    return build
+
+
 async def load_connector_plugin(setup: SetupContext) -> ConnectorPlugin:
     """The entry's loader: build the plugin and run its first discovery (the poller keeps it current)."""
-    plugin = ConnectorPlugin(config_from_setup(setup), clock=setup.clock)
+    platform_config = setup.extras.get("config")
+    builder: PodSpecBuilder = passthrough_pod_spec
+    if isinstance(platform_config, PlatformConfig):
+        builder = pipeline_pod_spec(
+            PlatformPodConfig.from_config(platform_config, setup.extras.get("pod_templates"))
+        )
+    plugin = ConnectorPlugin(config_from_setup(setup), clock=setup.clock, pod_spec_builder=builder)
     await plugin.start()
     return plugin
 
