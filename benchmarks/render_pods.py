@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import orjson
 
-from taskplug.core import TaskExecutionID, load_platform_config
+from taskplug.core import TaskExecutionID
 from taskplug.executor import Platform, parse_spec, task_context_for
 from taskplug.k8s import K8S_SECTION
 from taskplug.k8s._plugin_manager import add_object_metadata

@@ -20,8 +20,7 @@ from typing import Annotated, Any, Generic, TypeVar
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
 
-from taskplug.core._errors import ConfigError
-from taskplug.core._errors import QuantityError
+from taskplug.core._errors import ConfigError, QuantityError
 from taskplug.core._quantity import Quantity
 
 __all__ = [
@@ -254,7 +253,7 @@ def load_platform_config(
     values: dict[str, BaseModel] = {}
     for path, section in by_path.items():
         node: Any = document
-        for key in section.keys():
+        for key in section:
             node = node.get(key) if isinstance(node, Mapping) else None
             if node is None:
                 break

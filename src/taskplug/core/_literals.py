@@ -27,14 +27,16 @@ def plain_to_literal(
     value: Any, literal_type: types_pb2.LiteralType | None, path: str
 ) -> literals_pb2.Literal:
     """Convert a plain value (or a Literal given as JSON) into a Literal; ``path`` names it in errors."""
-    if isinstance(value, Mapping) and ("scalar" in value or "collection" in value or "map" in value):
-        # A map input may have a key named "scalar"; any other declared type cannot be a mapping, so the
-        # mapping is Literal JSON.
-        if literal_type is None or literal_type.WhichOneof("type") != "map_value_type":
-            try:
-                return json_format.ParseDict(dict(value), literals_pb2.Literal())
-            except json_format.ParseError as e:
-                raise SpecError(path, f"not a valid Literal: {e}") from e
+    # A map input may have a key named "scalar"; any other declared type cannot be a mapping, so such a
+    # mapping is Literal JSON.
+    looks_like_literal = isinstance(value, Mapping) and (
+        "scalar" in value or "collection" in value or "map" in value
+    )
+    if looks_like_literal and (literal_type is None or literal_type.WhichOneof("type") != "map_value_type"):
+        try:
+            return json_format.ParseDict(dict(value), literals_pb2.Literal())
+        except json_format.ParseError as e:
+            raise SpecError(path, f"not a valid Literal: {e}") from e
     kind = literal_type.WhichOneof("type") if literal_type is not None else None
     if kind == "collection_type" or (kind is None and isinstance(value, list | tuple)):
         if not isinstance(value, list | tuple):

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_PHASE_VERSION",
     "PHASE_INFO_UNDEFINED",
     "SYSTEM_ERROR_CODE",
+    "UNKNOWN_TRANSITION",
     "ErrorKind",
     "ExecutionError",
     "ExternalResource",
@@ -26,7 +27,6 @@ __all__ = [
     "TaskLog",
     "Transition",
     "TransitionType",
-    "UNKNOWN_TRANSITION",
 ]
 
 DEFAULT_PHASE_VERSION = 0

@@ -200,10 +200,7 @@ def _parse(text: str) -> Quantity:
 
     # nanos = numerator * 10**(exponent10 + 9), rounded up when finer than 1n.
     shift = exponent10 + 9
-    if shift >= 0:
-        nanos = numerator * 10**shift
-    else:
-        nanos = -((-numerator) // 10**-shift)
+    nanos = numerator * 10**shift if shift >= 0 else -(-numerator // 10 ** (-shift))
     if sign == "-":
         nanos = -nanos
     return Quantity.from_nanos(nanos, fmt)

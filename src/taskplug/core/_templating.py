@@ -70,7 +70,8 @@ def _render_one(text: str, params: TemplateParameters, per_retry_key: str) -> st
     if "{{" not in text:
         return text
     inputs, out = params.inputs, params.output_paths
-    assert inputs is not None and out is not None
+    assert inputs is not None
+    assert out is not None
     val = _INPUT_FILE.sub(lambda _: inputs.input_path, text)
     val = _OUTPUT_PREFIX.sub(lambda _: out.output_prefix, val)
     val = _INPUT_PREFIX.sub(lambda _: inputs.input_prefix, val)

@@ -15,8 +15,8 @@ from typing import Any, Literal, Protocol
 from taskplug.core import TaskplugError
 
 __all__ = [
-    "POD",
     "EVENT",
+    "POD",
     "KubeApiError",
     "KubeClient",
     "ResourceType",
