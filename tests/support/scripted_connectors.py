@@ -4,6 +4,11 @@
   ``TaskExecution.Phase``, or ``RAISE`` to make ``get`` raise). SUCCEEDED carries ``{"o0": 42}`` unless
   ``custom.outputs`` is false. Create records what it received, delete leaves a marker file, both under
   ``$TASKPLUG_TEST_CONNECTOR_STATE``.
+
+  ``custom.hold`` (a name): the job answers RUNNING, without moving along its script, until the file
+  ``release/<hold>`` exists. ``custom.group`` (a name): while the job runs (from create until a terminal
+  phase is answered, or delete), ``groups/<group>/running/<job_id>`` holds its hold name, and
+  ``groups/<group>/max`` the most jobs of the group that ever ran at once.
 * ``echo_sync`` (sync): answers with its inputs as outputs.
 """
 
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +35,28 @@ from flytekit.models.literals import LiteralMap
 from flytekit.models.task import TaskTemplate
 
 STATE = Path(os.environ["TASKPLUG_TEST_CONNECTOR_STATE"])
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
+# The server runs sync connector methods on a thread pool: one lock keeps the running counts exact.
+_GROUPS = threading.Lock()
+
+
+def _started(group: str, job_id: str, hold: str) -> None:
+    if not group:
+        return
+    folder = STATE / "groups" / group
+    with _GROUPS:
+        (folder / "running").mkdir(parents=True, exist_ok=True)
+        (folder / "running" / job_id).write_text(hold)
+        now = len(list((folder / "running").iterdir()))
+        peak = folder / "max"
+        if now > (int(peak.read_text()) if peak.exists() else 0):
+            peak.write_text(str(now))
+
+
+def _stopped(group: str, job_id: str) -> None:
+    if group:
+        with _GROUPS:
+            (STATE / "groups" / group / "running" / job_id).unlink(missing_ok=True)
 
 
 @dataclass
@@ -36,6 +64,8 @@ class ScriptedMeta(ResourceMeta):
     job_id: str
     script: list[str] = field(default_factory=list)
     outputs: bool = True
+    hold: str = ""
+    group: str = ""
 
 
 class ScriptedConnector(AsyncConnectorBase):
@@ -65,13 +95,21 @@ class ScriptedConnector(AsyncConnectorBase):
             else None,
         }
         (STATE / f"{job_id}.request.json").write_text(json.dumps(received))
-        return ScriptedMeta(
+        meta = ScriptedMeta(
             job_id=job_id,
             script=list(custom.get("script", ["RUNNING", "SUCCEEDED"])),
             outputs=bool(custom.get("outputs", True)),
+            hold=str(custom.get("hold", "")),
+            group=str(custom.get("group", "")),
         )
+        _started(meta.group, job_id, meta.hold)
+        return meta
 
     def get(self, resource_meta: ScriptedMeta, **kwargs: Any) -> Resource:
+        if resource_meta.hold and not (STATE / "release" / resource_meta.hold).exists():
+            return Resource(
+                phase=TaskExecution.RUNNING, message=f"held until {resource_meta.hold} is released"
+            )
         counter = STATE / resource_meta.job_id
         polls = int(counter.read_text()) + 1
         counter.write_text(str(polls))
@@ -79,6 +117,8 @@ class ScriptedConnector(AsyncConnectorBase):
         if name == "RAISE":
             raise RuntimeError(f"scripted failure at poll {polls}")
         succeeded = name == "SUCCEEDED"
+        if name in TERMINAL:
+            _stopped(resource_meta.group, resource_meta.job_id)
         return Resource(
             phase=TaskExecution.Phase.Value(name),
             message=f"poll {polls} -> {name}",
@@ -91,6 +131,7 @@ class ScriptedConnector(AsyncConnectorBase):
 
     def delete(self, resource_meta: ScriptedMeta, **kwargs: Any) -> None:
         (STATE / f"{resource_meta.job_id}.deleted").touch()
+        _stopped(resource_meta.group, resource_meta.job_id)
 
 
 class EchoSyncConnector(SyncConnectorBase):

@@ -97,13 +97,3 @@ def container_template(task_type: str = "spark", *, args: list[str] | None = Non
             image="img", args=args or ["pyflyte-fast-execute", "--output-prefix", "{{.outputPrefix}}"]
         ),
     )
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port

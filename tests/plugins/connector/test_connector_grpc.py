@@ -11,12 +11,13 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from connector_helpers import container_template, free_port, int_literals, int_outputs, make_tctx
+from connector_helpers import container_template, int_literals, int_outputs, make_tctx
 from flyteidl.admin import agent_pb2
 from flyteidl.core import execution_pb2, tasks_pb2
 from flyteidl.service import agent_pb2_grpc
 from google.protobuf import json_format, struct_pb2
 
+from support.net import free_port
 from taskplug.core import FakeClock, Phase, PluginError
 from taskplug.plugins.connector import (
     DEFAULT_SERVICE_CONFIG,
