@@ -253,7 +253,8 @@ def load_platform_config(
     values: dict[str, BaseModel] = {}
     for path, section in by_path.items():
         node: Any = document
-        for key in section:
+        # The dotted path itself: a ConfigSection is not a mapping, so `for key in section` fails.
+        for key in section.path.split("."):
             node = node.get(key) if isinstance(node, Mapping) else None
             if node is None:
                 break
