@@ -375,11 +375,11 @@ class PluginManager:
         self.metrics = K8sMetrics.for_registry(metrics_registry)
         self.rtype = entry.resource_to_watch
         self.properties = plugin.get_properties()
-        # Deviation: the informer reads through the factory's client (Flyte: the setup context's cache),
-        # the manager's CRUD through the custom client when the entry has one, as in Flyte.
         # Bound once: resolving prometheus label children on every informer event was a measurable cost.
         self._updates_dropped = self.metrics.informer_updates.labels(plugin=entry.id, outcome="dropped")
         self._updates_enqueued = self.metrics.informer_updates.labels(plugin=entry.id, outcome="enqueued")
+        # Deviation: the informer reads through the factory's client (Flyte: the setup context's cache),
+        # the manager's CRUD through the custom client when the entry has one, as in Flyte.
         self._informers = informers
         self._informer: Informer | None = None
         self.event_watcher: EventWatcher | None = None
