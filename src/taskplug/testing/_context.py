@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from flyteidl.core import tasks_pb2
 from google.protobuf import json_format
@@ -44,7 +44,7 @@ __all__ = [
     "spec_document",
 ]
 
-TaskLike = Mapping[str, Any] | tasks_pb2.TaskTemplate
+TaskLike: TypeAlias = Mapping[str, Any] | tasks_pb2.TaskTemplate
 """A task for the fakes: an execution-spec document (with ``template`` or ``templateFile``), a bare
 ``TaskTemplate`` document (protobuf JSON, with ``type``), or a ``flyteidl.core.TaskTemplate`` message."""
 
@@ -153,7 +153,11 @@ def fake_plugin_context(
     ``state`` is what the plugin reported last round (default: nothing yet); ``now`` defaults to the start
     of :class:`~taskplug.core.FakeClock` (2026-01-01T00:00:00Z), so phase times are reproducible.
     """
-    tctx = task if _is_task_context(task) else fake_task_context(task)  # type: ignore[arg-type]
+    tctx: TaskExecutionContext
+    if isinstance(task, Mapping | tasks_pb2.TaskTemplate):
+        tctx = fake_task_context(task)
+    else:
+        tctx = task
     return StaticPluginContext(
         tctx.metadata,
         tctx.task_reader,
@@ -204,10 +208,6 @@ def load_k8s_plugin(
         config, entries=[entry], pod_templates=pod_templates, clock=clock, environ=environ
     )
     return entry.load_plugin(setup)
-
-
-def _is_task_context(value: object) -> bool:
-    return hasattr(value, "task_reader") and hasattr(value, "metadata")
 
 
 def _copy(value: Any) -> Any:
