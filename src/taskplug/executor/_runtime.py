@@ -78,8 +78,13 @@ async def open_executor(
     task_plugins = config.get(TASKS_SECTION).task_plugins
     entries, defaults = wrangle_plugins(task_plugins, platform.registry, wrappers)
     # taskplug creates no owner object, so the owner-kind filter of Flyte's informer is off (owner_kind "").
+    # Loaders read their own config sections (and the pod templates, for pod specs) from ``extras``.
     setup = SetupContext(
-        enqueue_owner=executor.enqueue_owner, owner_kind="", kube_client=kube_client, clock=clock
+        enqueue_owner=executor.enqueue_owner,
+        owner_kind="",
+        kube_client=kube_client,
+        clock=clock,
+        extras={"config": config, "pod_templates": platform.pod_templates},
     )
     loaded: list[tuple[PluginEntry, Plugin]] = []
     async with informers:
