@@ -154,10 +154,7 @@ def fake_plugin_context(
     of :class:`~taskplug.core.FakeClock` (2026-01-01T00:00:00Z), so phase times are reproducible.
     """
     tctx: TaskExecutionContext
-    if isinstance(task, Mapping | tasks_pb2.TaskTemplate):
-        tctx = fake_task_context(task)
-    else:
-        tctx = task
+    tctx = fake_task_context(task) if isinstance(task, Mapping | tasks_pb2.TaskTemplate) else task
     return StaticPluginContext(
         tctx.metadata,
         tctx.task_reader,
