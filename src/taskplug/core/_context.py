@@ -58,8 +58,8 @@ class ResourceRequirements:
         if not value:
             return cls()
         return cls(
-            {k: Quantity(v) for k, v in (value.get("requests") or {}).items()},
-            {k: Quantity(v) for k, v in (value.get("limits") or {}).items()},
+            {k: Quantity.from_json(v) for k, v in (value.get("requests") or {}).items()},
+            {k: Quantity.from_json(v) for k, v in (value.get("limits") or {}).items()},
         )
 
     def to_k8s(self) -> dict[str, dict[str, str]]:

@@ -81,6 +81,15 @@ class Quantity:
         return cls(text)
 
     @classmethod
+    def from_json(cls, value: object) -> Quantity:
+        """A quantity as it stands in a Kubernetes JSON or YAML document: a string, or a number, which the
+        API server reads by its text (``cpu: 2``, ``cpu: 0.5``). A protobuf Struct holds every number as a
+        double, so whole doubles count as integers."""
+        if isinstance(value, float):
+            value = int(value) if value.is_integer() else repr(value)
+        return cls(value)  # type: ignore[arg-type]  # anything else is rejected by the constructor
+
+    @classmethod
     def from_nanos(cls, nanos: int, fmt: QuantityFormat = QuantityFormat.DECIMAL_SI) -> Quantity:
         q = object.__new__(cls)
         object.__setattr__(q, "nanos", nanos)

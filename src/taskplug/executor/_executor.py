@@ -130,26 +130,27 @@ class Executor:
         self._timer_seq = itertools.count()
         self._timer_wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
-        self._stopping = False
+        self._loops: list[asyncio.Task[None]] = []
         self.rounds = 0
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     async def __aenter__(self) -> Executor:
+        # The workers and the timer run until the block exits; the TaskGroup owns them, so none can outlive
+        # the executor or fail unseen.
         self._group = asyncio.TaskGroup()
         await self._group.__aenter__()
-        for _ in range(self.settings.workers):
-            self._group.create_task(self._worker())
-        self._group.create_task(self._timer_loop())
+        self._loops = [self._group.create_task(self._worker()) for _ in range(self.settings.workers)]
+        self._loops.append(self._group.create_task(self._timer_loop()))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._stopping = True
         group, self._group = self._group, None
         if group is not None:
-            for task in list(group._tasks):
+            for task in self._loops:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await group.__aexit__(None, None, None)
+            self._loops = []
         self.store.flush()
 
     # -- the owner hook plugins use to wake executions -------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,7 +61,6 @@ class ExecutionRecord:
     error: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     abort_requested: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_row(self) -> bytes:
         # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.

@@ -109,12 +109,8 @@ def resources_from_container(container: Mapping[str, Any], path: str = "resource
     out: Resources = {"requests": {}, "limits": {}}
     for kind in ("requests", "limits"):
         for name, value in (raw.get(kind) or {}).items():
-            if isinstance(value, float):
-                # A pod spec given as a protobuf Struct holds every number as a double; Kubernetes and
-                # Flyte accept numeric quantities (`cpu: 2`, `cpu: 0.5`), read as Go writes them in JSON.
-                value = int(value) if value.is_integer() else repr(value)
             try:
-                out[kind][name] = Quantity(value)
+                out[kind][name] = Quantity.from_json(value)
             except QuantityError as e:
                 raise BadTaskSpecification(
                     f"container [{container.get('name', '')}] {path}.{kind}.{name}: {e}", cause=e
