@@ -408,3 +408,17 @@ def test_a_spec_file_that_cannot_be_read_is_a_spec_error(
         path.write_text(content)
     with pytest.raises(SpecError, match=match):
         load_spec(path)
+
+
+def test_numeric_quantities_in_a_spec_are_read_as_kubernetes_reads_them() -> None:
+    from taskplug.executor import parse_spec
+
+    spec = parse_spec(
+        {
+            "template": {"type": "container", "container": {"image": "x"}},
+            "execution": {"id": {"name": "e"}, "platformResources": {"requests": {"cpu": 0.5, "memory": 2}}},
+        }
+    )
+    assert spec.metadata.platform_resources is not None
+    assert str(spec.metadata.platform_resources.requests["cpu"]) == "500m"
+    assert str(spec.metadata.platform_resources.requests["memory"]) == "2"
