@@ -242,8 +242,9 @@ class WebApiPluginAdapter:
         return PluginProperties()
 
     async def aclose(self) -> None:
-        """Stop the status cache's tasks."""
+        """Stop the status cache's tasks, then the plugin the loader built (its own tasks, its channels)."""
         await self.cache.stop()
+        await _close_plugin(self.plugin)
 
     def _task_resource_manager(self, tctx: TaskExecutionContext) -> TaskResourceManager:
         execution = tctx.metadata.task_execution_id.id.node_execution_id.execution_id
@@ -387,7 +388,7 @@ class SyncPluginAdapter:
         return PluginProperties()
 
     async def aclose(self) -> None:
-        return None
+        await _close_plugin(self.plugin)
 
     async def handle(self, tctx: TaskExecutionContext) -> Transition:
         incoming = self._state.read(tctx)
@@ -413,6 +414,18 @@ class SyncPluginAdapter:
 
     async def finalize(self, tctx: TaskExecutionContext) -> None:
         return None
+
+
+async def _close_plugin(plugin: object) -> None:
+    # The adapter owns what its loader built: a plugin with background work (the connector's discovery
+    # poller, its gRPC channels) is stopped with it, by whichever of aclose / stop / close it offers.
+    for name in ("aclose", "stop", "close"):
+        close = getattr(plugin, name, None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+            return
 
 
 def _is_async_plugin(plugin: object) -> bool:
