@@ -121,7 +121,8 @@ async def _run(
                     live.update(progress.render())
                     await asyncio.wait({waiter}, timeout=0.125)
                 live.update(progress.render())
-                return waiter.result()
+            console.print()
+            return waiter.result()
     finally:
         store.close()
 
