@@ -8,7 +8,8 @@ a success reads the outputs and finalizes; a retryable failure starts the next a
 and finalizes.
 
 Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
-executions at once; a resync timer re-runs every live execution every ``executor.resync-period`` so plugins
+executions at once, and ``enqueue_task_execution`` (web-API status caches) the execution whose current
+attempt has a given generated name; a resync timer re-runs every live execution every ``executor.resync-period`` so plugins
 without events (web-API caches, back-off waits) still progress. One execution is never in two rounds at once.
 """
 
@@ -91,6 +92,7 @@ class _Execution:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     round_errors: int = 0
     inputs_written: bool = False
+    generated_name: str = ""
 
 
 def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
@@ -122,6 +124,7 @@ class Executor:
         self.on_event = on_event
         self._executions: dict[str, _Execution] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
+        self._by_generated_name: dict[str, str] = {}
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self._running: set[str] = set()
@@ -156,6 +159,12 @@ class Executor:
     # -- the owner hook plugins use to wake executions -------------------------------------------------------
     def enqueue_owner(self, namespace: str, name: str) -> None:
         for key in self._owners.get((namespace, name), ()):
+            self.wake(key)
+
+    def enqueue_task_execution(self, generated_name: str) -> None:
+        """Wake the execution whose current attempt is ``generated_name`` (unknown names are ignored)."""
+        key = self._by_generated_name.get(generated_name)
+        if key is not None:
             self.wake(key)
 
     def wake(self, key: str) -> None:
@@ -295,6 +304,7 @@ class Executor:
         self.rounds += 1
         record = execution.record
         tctx = self._context(execution)
+        self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)
         if record.abort_requested:
             await self._abort_and_finalize(execution, tctx, reason="aborted by request")
             return
@@ -338,6 +348,12 @@ class Executor:
         else:
             self._wake_after(record.key, self.settings.resync_period)
         self._save(record)
+
+    def _index_generated_name(self, execution: _Execution, name: str) -> None:
+        if execution.generated_name != name:
+            self._by_generated_name.pop(execution.generated_name, None)
+            execution.generated_name = name
+            self._by_generated_name[name] = execution.record.key
 
     def _save(self, record: ExecutionRecord) -> None:
         self.store.save(record)
@@ -435,6 +451,7 @@ class Executor:
         self.wake(record.key)
 
     def _terminal(self, execution: _Execution) -> None:
+        self._by_generated_name.pop(execution.generated_name, None)
         execution.record.terminal = True
         self.store.save(execution.record)
         self.store.flush()

@@ -73,7 +73,9 @@ async def open_executor(
     )
     wrappers = {
         PluginKind.K8S: lambda e: k8s_core_entry(e, shared),
-        PluginKind.WEBAPI: lambda e: webapi_plugin_entry(e, clock=clock, resource_manager=resource_manager),
+        PluginKind.WEBAPI: lambda e: webapi_plugin_entry(
+            e, clock=clock, resource_manager=resource_manager, enqueue=executor.enqueue_task_execution
+        ),
     }
     task_plugins = config.get(TASKS_SECTION).task_plugins
     entries, defaults = wrangle_plugins(task_plugins, platform.registry, wrappers)

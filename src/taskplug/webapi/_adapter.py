@@ -14,6 +14,13 @@ Create runs on the round; ``get`` runs only in the status cache's workers; ``sta
 The decisions are pure functions (``allocation_outcome``, ``launched_state``, ``monitor_outcome``); the
 adapter methods do the I/O around them.
 
+Waking: the adapter can be given ``enqueue`` (the executor's "run a round of the task execution with this
+generated name soon"). The status cache calls it when a sync changed a job's status, and the adapter when a
+token was granted (create is the very next step), so a web-API task moves on when something happened rather
+than at the executor's next resync. In Flyte the same effect comes from propeller re-queueing a workflow
+whose status it just updated; taskplug's executor wakes executions only through plugins and its resync
+timer. Without ``enqueue`` the task still progresses, one resync period at a time.
+
 Deviations:
 
 * The write rate limit (``writeRateLimiter``) is applied to every create and delete (Flyte never uses it).
@@ -40,6 +47,7 @@ import dataclasses
 import inspect
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -224,6 +232,7 @@ class WebApiPluginAdapter:
         clock: Clock,
         metrics: WebApiMetrics,
         write_bucket: TokenBucket,
+        enqueue: Callable[[str], None] | None = None,
     ) -> None:
         self._id = plugin_id
         self.plugin = plugin
@@ -232,6 +241,7 @@ class WebApiPluginAdapter:
         self._clock = clock
         self._metrics = metrics
         self._write_bucket = write_bucket
+        self._enqueue = enqueue
         self._state = _StateIO(metrics)
 
     @property
@@ -281,6 +291,8 @@ class WebApiPluginAdapter:
             start = incoming.allocation_token_request_start_time
             if start is not None:
                 self._metrics.resource_wait_time.observe((now - start).total_seconds() * 1000)
+            if self._enqueue is not None:
+                self._enqueue(token)  # create runs on the next round: no reason to wait for a resync
         else:
             self._metrics.allocation_grant_failed.inc()
         return state, info
@@ -439,11 +451,13 @@ async def load_webapi_plugin(
     clock: Clock | None = None,
     resource_manager: BaseResourceManager | None = None,
     metrics_registry: CollectorRegistry | None = None,
+    enqueue: Callable[[str], None] | None = None,
 ) -> WebApiPluginAdapter | SyncPluginAdapter:
     """Flyte's web-API LoadPlugin: run the loader, validate the config, register the quotas, start the cache.
 
     ``resource_manager`` is the executor's shared base manager (a private in-process one when omitted);
     quotas are registered on it and every allocation goes through it, namespaced by this plugin's id.
+    ``enqueue`` wakes a task execution by its generated name (see the module doc).
     Call ``aclose()`` on the result to stop its status cache.
     """
     result = entry.plugin_loader(setup)
@@ -475,6 +489,7 @@ async def load_webapi_plugin(
         config.read_rate_limiter,
         clock=clock,
         metrics=CacheMetrics(registry, namespace),
+        on_update=enqueue,
     )
     await cache.start()
     return WebApiPluginAdapter(
@@ -485,6 +500,7 @@ async def load_webapi_plugin(
         clock=clock,
         metrics=metrics,
         write_bucket=write_bucket,
+        enqueue=enqueue,
     )
 
 
@@ -494,12 +510,18 @@ def webapi_plugin_entry(
     clock: Clock | None = None,
     resource_manager: BaseResourceManager | None = None,
     metrics_registry: CollectorRegistry | None = None,
+    enqueue: Callable[[str], None] | None = None,
 ) -> PluginEntry:
     """Flyte's CreateRemotePlugin: a core PluginEntry whose loader is :func:`load_webapi_plugin`."""
 
     async def load(setup: SetupContext) -> Plugin:
         return await load_webapi_plugin(
-            entry, setup, clock=clock, resource_manager=resource_manager, metrics_registry=metrics_registry
+            entry,
+            setup,
+            clock=clock,
+            resource_manager=resource_manager,
+            metrics_registry=metrics_registry,
+            enqueue=enqueue,
         )
 
     return PluginEntry(

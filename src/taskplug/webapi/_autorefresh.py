@@ -11,7 +11,9 @@ Follows flytestdlib/cache/{auto_refresh,in_memory_auto_refresh,sync_set}.go:
 * ``workers`` tasks take batches in order, each no earlier than 5 ms after it was queued and only with a
   read-bucket token (taken just before the sync, see ``_ratelimit``); an item gone from the LRU or now terminal is skipped; an ``UPDATE`` response
   replaces the value only if the key is still cached (no resurrection of deleted items); then every id
-  waiting for deletion is dropped.
+  waiting for deletion is dropped;
+* ``on_update`` (optional) is called with the id of every item a sync replaced with a *different* value, so
+  whoever waits on that item (the executor, for a web-API task) is woken by the change instead of polling.
 
 Deviation: in Flyte a panic in the sync function kills that worker goroutine for good (10 panics, no workers
 left). Here a failing sync function is counted in ``sync_errors`` and logged, and the worker carries on.
@@ -97,6 +99,7 @@ class AutoRefreshCache(Generic[T]):
         metrics: CacheMetrics | None = None,
         sync_on_create: bool = True,
         create_batches: Callable[[Sequence[tuple[str, T]]], list[Batch[T]]] | None = None,
+        on_update: Callable[[str], None] | None = None,
     ) -> None:
         if size <= 0:
             raise PluginError(ErrorCode.CACHE_FAILED, "creating LRU cache: must provide a positive size")
@@ -112,6 +115,7 @@ class AutoRefreshCache(Generic[T]):
         self._metrics = metrics
         self._sync_on_create = sync_on_create
         self._create_batches = create_batches or _one_item_per_batch
+        self._on_update = on_update
         self._lru: OrderedDict[str, T] = OrderedDict()
         self._to_delete: set[str] = set()
         self._processing: dict[str, float] = {}
@@ -290,9 +294,18 @@ class AutoRefreshCache(Generic[T]):
         responses = await self._sync(live)
         if self._metrics is not None:
             self._metrics.latency.observe(self._clock.monotonic() - started)
+        changed = []
         for response in responses:
             if response.action is SyncAction.UPDATE and response.id in lru:
+                if response.item != lru[response.id]:
+                    changed.append(response.id)
                 lru[response.id] = response.item
+        if self._on_update is not None:
+            for id in changed:
+                try:
+                    self._on_update(id)
+                except Exception:
+                    _log.exception("cache %s: the update callback failed for %s", self.name, id)
 
     def _purge_deleted(self) -> None:
         if self._to_delete:

@@ -19,7 +19,7 @@ every pass without ``get`` ever being called again, and the task reports its sta
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,8 +95,10 @@ def new_resource_cache(
     clock: Clock,
     metrics: CacheMetrics | None = None,
     sync_on_create: bool = True,
+    on_update: Callable[[str], None] | None = None,
 ) -> ResourceCache:
-    """The status cache Flyte's NewResourceCache builds (not started)."""
+    """The status cache Flyte's NewResourceCache builds (not started); ``on_update`` gets the id (the
+    task execution's generated name) of every item whose status a sync changed."""
     max_failures = caching.max_system_failures
 
     async def sync(batch: Batch[CacheItem]) -> Sequence[ItemSyncResponse[CacheItem]]:
@@ -116,4 +118,5 @@ def new_resource_cache(
         clock=clock,
         metrics=metrics,
         sync_on_create=sync_on_create,
+        on_update=on_update,
     )
