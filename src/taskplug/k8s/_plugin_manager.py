@@ -398,7 +398,7 @@ class PluginManager:
         if self._informer is None:
             informers = self._informers
             self._informer = informers.informer(self.rtype)
-            self._informer.add_callbacks(on_update=self._on_update)
+            self._informer.add_callbacks(on_add=self._on_initial_add, on_update=self._on_update)
             if self.config.send_object_events:
                 self.event_watcher = EventWatcher.attach(informers)
             self.monitor = ResourceLevelMonitor.start(informers, self._informer, metrics=self.metrics)
@@ -423,6 +423,13 @@ class PluginManager:
             if ref.get("controller"):
                 return bool(ref.get("kind") == self.owner_kind)
         return False
+
+    def _on_initial_add(self, obj: KubeObject) -> None:
+        # Flyte ignores creations. But this informer starts with the first task, so its first list can
+        # already hold an object created and updated before the watch began (a pod scheduled, or finished,
+        # while the list was on its way): those updates will never come as events, so wake the owner now.
+        if self._informer is not None and not self._informer.has_synced:
+            self._on_update(None, obj)
 
     def _on_update(self, old: KubeObject | None, new: KubeObject) -> None:
         if not self._owned_by_owner_kind(new):
