@@ -252,6 +252,12 @@ def demystify_failure(status: Mapping[str, Any], info: TaskInfo, primary_name: s
             code = INTERRUPTED
             if name == primary_name:
                 is_system = True
+        elif exit_code != 0 and code == "UnknownError":
+            # Deviation: Flyte leaves the code UnknownError here, which it reads as "the kubelet recorded
+            # nothing" and reports as a system interruption. But a container that exited non-zero on its own
+            # is the user's failure, as DeterminePrimaryContainerPhase says when it sees the same container
+            # before the pod turns Failed; which of the two a task gets must not depend on when it looked.
+            code = terminated.get("reason") or "Error"
         if exit_code == 0:
             message += f"\r\n[{name}] terminated with ExitCode 0."
         else:
