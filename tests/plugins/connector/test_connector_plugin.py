@@ -423,3 +423,34 @@ async def test_sync_stream_errors_are_wrapped_by_stage(stage: str, prefix: str) 
         await plugin.create(make_tctx(container_template("openai")))
     assert e.value.message == f"{prefix}: code = Internal desc = x"
     await plugin.stop()
+
+
+async def test_the_loaders_pod_spec_is_built_by_the_full_pod_pipeline() -> None:
+    from taskplug.k8s import K8S_SECTION
+    from taskplug.k8s._pod_builder import PlatformPodConfig
+    from taskplug.plugins.connector import pipeline_pod_spec
+
+    k8s = K8S_SECTION.model.model_validate(
+        {
+            "default-tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+            "interruptible-tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+    )
+    template = pod_template()
+    template.config["primary_container_name"] = "primary"
+    client = FakeConnectorClient()
+    client.answer(DEFAULT, "CreateTask", agent_pb2.CreateTaskResponse(resource_meta=b"m"))
+    plugin = ConnectorPlugin(
+        config(), client=client, pod_spec_builder=pipeline_pod_spec(PlatformPodConfig(k8s, environ={}))
+    )
+    await plugin.start()
+    await plugin.create(make_tctx(template))
+    spec = json_format.MessageToDict(client.calls_to("CreateTask")[0].request.template.k8s_pod.pod_spec)
+    primary, side = spec["containers"]
+    assert spec["restartPolicy"] == "Never"
+    assert [t["key"] for t in spec["tolerations"]] == ["spot", "dedicated"]  # interruptible, then default
+    assert primary["args"] == ["pyflyte-execute", "--inputs", "/in/inputs.pb"]
+    assert primary["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}  # platform defaults applied
+    assert side["resources"]["limits"] == {"cpu": "0", "memory": "0"}  # ensure-in-range writes zeros
+    assert any(e["name"] == "FLYTE_INTERNAL_EXECUTION_ID" for e in primary["env"])
+    await plugin.stop()
