@@ -1,0 +1,1 @@
+"""End-to-end tests: spec → platform → executor → plugin manager → local cluster (in-process and HTTP)."""
