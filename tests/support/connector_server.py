@@ -2,7 +2,8 @@
 
 ``pyflyte serve connector`` runs through ``pyflyte_loopback.py`` (gRPC and prometheus bound to 127.0.0.1)
 with the test connectors of ``scripted_connectors.py``; it is ready once a ListAgents call answers and is
-always stopped afterwards. Import the fixture into a conftest or a test module to use it.
+always stopped afterwards. Import ``connector_server_fixture`` into a conftest or a test module to use
+the fixture ``connector_server``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from flyteidl.service import agent_pb2_grpc
 
 from support.net import free_port, stop_process, wait_until_ready
 
-__all__ = ["ConnectorServer", "connector_server", "start_connector_server"]
+__all__ = ["ConnectorServer", "connector_server_fixture", "start_connector_server"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -106,8 +107,8 @@ def start_connector_server(
     return process, server
 
 
-@pytest.fixture(scope="session")
-def connector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectorServer]:
+@pytest.fixture(scope="session", name="connector_server")
+def connector_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectorServer]:
     process, server = start_connector_server(tmp_path_factory.mktemp("connector-server"))
     try:
         yield server

@@ -1,6 +1,7 @@
 """A real ``redis-server`` on 127.0.0.1 for the shared allocation tokens; nothing is persisted.
 
-Skips the test when no ``redis-server`` binary is installed.
+Import ``redis_server_fixture`` to use the fixture ``redis_server``; it skips the test when no
+``redis-server`` binary is installed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import redis
 
 from support.net import free_port, stop_process, wait_until_ready
 
-__all__ = ["RedisServer", "redis_server"]
+__all__ = ["RedisServer", "redis_server_fixture"]
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ def _pings(port: int) -> bool:
         client.close()
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+@pytest.fixture(scope="module", name="redis_server")
+def redis_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed")

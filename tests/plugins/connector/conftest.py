@@ -13,6 +13,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for the shared helpers
 
-from support.connector_server import ConnectorServer, connector_server
+from support.connector_server import ConnectorServer, connector_server_fixture
 
-__all__ = ["ConnectorServer", "connector_server"]
+__all__ = ["ConnectorServer", "connector_server_fixture"]
