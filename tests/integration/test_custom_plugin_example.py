@@ -96,11 +96,6 @@ def test_a_simulated_failure_is_retried_and_reported_with_the_operators_message(
     assert result["error"]["kind"] == "USER"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: `taskplug run` reports an unhandled task type as a traceback (the resolver's "
-    "PluginError escapes open_executor's task group as an ExceptionGroup) with exit code 1, not exit 2",
-)
 def test_without_the_config_the_task_type_is_refused_as_bad_input(tmp_path: Path) -> None:
     done = taskplug("run", str(SPEC), "-o", "json", cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr

@@ -366,7 +366,10 @@ class InformerFactory:
             task.cancel()
         self._tasks.clear()
         if tg is not None:
-            await tg.__aexit__(exc_type, exc, tb)
+            # Our tasks are cancelled above, so the group only waits for them. An exception raised in the
+            # ``async with`` body is the caller's: it propagates unchanged instead of being wrapped in an
+            # ExceptionGroup (a bad task type must reach the CLI as the PluginError it is).
+            await tg.__aexit__(None, None, None)
 
 
 async def _as_coroutine(job: Callable[[], Awaitable[None]]) -> None:
