@@ -3,7 +3,9 @@
 Flyte's task handler Setup: the enabled entries are wrangled into core plugins (Kubernetes entries behind
 plugin managers sharing one back-off controller and one informer factory; web-API entries behind their
 adapter and status cache, sharing one resource manager), each is loaded with a setup context whose
-``enqueue_owner`` wakes the executor, and a resolver picks the plugin for each task type.
+``enqueue_owner`` wakes the executor (web-API adapters wake it by generated name, through
+``enqueue_task_execution``, when their status cache sees a change), and a resolver picks the plugin for each
+task type.
 """
 
 from __future__ import annotations
