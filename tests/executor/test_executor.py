@@ -235,3 +235,14 @@ async def test_an_unknown_task_type_is_refused_at_submit(tmp_path: Path) -> None
     ) as ex:
         with pytest.raises(PluginError, match=r"no plugin defined for Handler type \[ray\]"):
             await ex.submit(spec)
+
+
+async def test_log_links_a_plugin_reports_are_kept_in_the_events(tmp_path: Path) -> None:
+    from taskplug.core import TaskInfo, TaskLog
+
+    link = TaskLog(uri="http://logs.example/e1", name="Kubernetes Logs (User)")
+    plugin = ScriptedPlugin([PhaseInfo.running(0, TaskInfo(logs=(link,))), PhaseInfo.success()])
+    async with Executor(resolver=_resolver(plugin), store=MemoryStateStore(), settings=_settings(tmp_path)) as ex:
+        result = await asyncio.wait_for(ex.run(_spec()), 10)
+    assert result.events[0]["logs"] == [link.to_json()]
+    assert "logs" not in result.events[1]

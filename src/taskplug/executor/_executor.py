@@ -375,6 +375,9 @@ class Executor:
             reason=info.reason or (info.err.message if info.err else ""),
             occurred_at=(occurred.astimezone(UTC).isoformat().replace("+00:00", "Z") if occurred else None),
             error=_error_json(info.err),
+            logs=[log.to_json() for log in info.info.logs]
+            if info.info is not None and info.info.logs
+            else None,
         )
         self.store.append_event(record.key, event)
         if self.on_event is not None:

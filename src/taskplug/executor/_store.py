@@ -30,6 +30,7 @@ class Event:
     reason: str
     occurred_at: str | None
     error: dict[str, Any] | None = None
+    logs: list[dict[str, Any]] | None = None  # log links the plugin reported with this phase
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -41,6 +42,8 @@ class Event:
         }
         if self.error is not None:
             out["error"] = self.error
+        if self.logs:
+            out["logs"] = self.logs
         return out
 
 
