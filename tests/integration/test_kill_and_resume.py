@@ -1,0 +1,200 @@
+"""The executor SIGKILLed at random moments and restarted on the same state file: every task still ends,
+no pod is ever created twice, nothing leaks.
+
+The cluster is ``taskplug cluster serve --mode simulated`` in its own process on 127.0.0.1; the executor is
+``kill_resume_driver.py`` in another, reaching the cluster with lightkube through the kubeconfig the server
+wrote. The test watches the cluster's pods over HTTP from before the first run, so every pod the API ever
+stored is seen with its uid: one ADDED per pod name, and the pods left at the end are those same objects.
+Kill moments come from a seeded random generator (after the driver reports its tasks submitted, so kills
+land mid-run); waits on the processes have deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskplug.executor._store import SQLiteStateStore
+from taskplug.k8s import POD, KubeApiError
+from taskplug.k8s._lightkube import LightkubeClient
+
+pytestmark = pytest.mark.integration
+
+VENV_BIN = Path(sys.executable).parent
+DRIVER = Path(__file__).with_name("kill_resume_driver.py")
+NAMESPACE = "kr-dev"
+TASKS = 20
+KILLS = 4
+SERVE_ARGS = ("cluster", "serve", "--mode", "simulated", "--port", "0")
+START_DEADLINE = 20.0
+FINISH_DEADLINE = 30.0
+
+
+@pytest.fixture
+def cluster_kubeconfig(tmp_path: Path) -> Iterator[Path]:
+    """``taskplug cluster serve`` (simulated) on 127.0.0.1, stopped (then killed if need be) at the end."""
+    kubeconfig = tmp_path / "kubeconfig"
+    with open(tmp_path / "server.log", "wb") as log:
+        server = subprocess.Popen(
+            [str(VENV_BIN / "taskplug"), *SERVE_ARGS, "--kubeconfig-out", str(kubeconfig)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not (kubeconfig.exists() and "server:" in kubeconfig.read_text()):
+            assert server.poll() is None, f"the cluster server exited with {server.returncode}"
+            assert time.monotonic() < deadline, "the cluster server did not start"
+            time.sleep(0.05)
+        assert re.search(r"server: http://127\.0\.0\.1:\d+", kubeconfig.read_text())
+        yield kubeconfig
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+class PodHistory:
+    """Every pod the API stored, by name → uids seen ADDED, from a watch started before any executor ran."""
+
+    def __init__(self, client: LightkubeClient) -> None:
+        self.client = client
+        self.added: dict[str, list[str]] = defaultdict(list)
+        self.deleted: set[str] = set()
+        self.resource_version = ""
+        self.ready = asyncio.Event()
+
+    async def follow(self) -> None:
+        _, self.resource_version = await self.client.list(POD, NAMESPACE)
+        self.ready.set()
+        while True:  # a stream the server ends is resumed from the last version seen
+            try:
+                async for event in self.client.watch(POD, NAMESPACE, resource_version=self.resource_version):
+                    meta = event.object["metadata"]
+                    self.resource_version = meta["resourceVersion"]
+                    if event.type == "ADDED":
+                        self.added[meta["name"]].append(meta["uid"])
+                    elif event.type == "DELETED":
+                        self.deleted.add(meta["name"])
+            except KubeApiError as e:
+                if e.status == 410:  # never compacted here; a relist would hide a lost ADDED
+                    raise AssertionError("the pod history lost events (410)") from e
+                raise
+
+
+async def _start_driver(kubeconfig: Path, tmp_path: Path, *, delete_on_finalize: bool) -> Any:
+    args = [str(DRIVER), "--kubeconfig", str(kubeconfig), "--tasks", str(TASKS)]
+    args += ["--state-db", str(tmp_path / "state.db"), "--data-root", str(tmp_path / "data"), "--seed", "7"]
+    if delete_on_finalize:
+        args.append("--delete-on-finalize")
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
+
+
+async def _read_line(proc: Any, within: float) -> str:
+    line: bytes = await asyncio.wait_for(proc.stdout.readline(), within)
+    return line.decode().strip()
+
+
+async def _run_with_kills(
+    kubeconfig: Path, tmp_path: Path, *, delete_on_finalize: bool, seed: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """Start, SIGKILL at a random moment after the tasks are submitted, restart; KILLS times, then let the
+    last run finish. Returns how many kills landed before the driver finished, and its results."""
+    chooser = random.Random(seed)
+    kills = 0
+    for _ in range(KILLS):
+        proc = await _start_driver(kubeconfig, tmp_path, delete_on_finalize=delete_on_finalize)
+        try:
+            assert await _read_line(proc, START_DEADLINE) == "submitted"
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), chooser.uniform(0.0, 0.6))
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+    proc = await _start_driver(kubeconfig, tmp_path, delete_on_finalize=delete_on_finalize)
+    try:
+        lines = (await asyncio.wait_for(proc.stdout.read(), FINISH_DEADLINE)).decode().splitlines()
+        assert await asyncio.wait_for(proc.wait(), 5) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert lines[:2] == ["submitted", "finished"], lines
+    return kills, json.loads(lines[2])
+
+
+@pytest.mark.parametrize("delete_on_finalize", [False, True], ids=["pods-kept", "pods-deleted"])
+async def test_an_executor_killed_at_random_moments_and_restarted_finishes_every_task_creating_each_pod_once(
+    delete_on_finalize: bool, cluster_kubeconfig: Path, tmp_path: Path
+) -> None:
+    client = LightkubeClient(cluster_kubeconfig, timeout=5.0)
+    history = PodHistory(client)
+    follower = asyncio.ensure_future(history.follow())
+    try:
+        await asyncio.wait_for(history.ready.wait(), START_DEADLINE)
+        kills, results = await _run_with_kills(
+            cluster_kubeconfig, tmp_path, delete_on_finalize=delete_on_finalize, seed=11
+        )
+        remaining = {p["metadata"]["name"]: p for p in (await client.list(POD, NAMESPACE))[0]}
+        # Let the history catch up with the list just read before judging it.
+        _, version = await client.list(POD, NAMESPACE)
+        deadline = time.monotonic() + 10
+        while int(history.resource_version or 0) < int(version) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+        await client.close()
+
+    assert kills >= 1, "no kill landed mid-run; the test proved nothing"
+    assert len(results) == TASKS
+    assert {r["phase"] for r in results} == {"Success"}, results
+
+    # Every attempt's pod was created exactly once (a name is unique per attempt).
+    store = SQLiteStateStore(tmp_path / "state.db")
+    try:
+        records = {r["key"]: store.load(r["key"]) for r in results}
+    finally:
+        store.close()
+    expected_pods = {
+        f"{key.split('/')[2]}-n0-{attempt}"
+        for key, record in records.items()
+        if record is not None
+        for attempt in range(record.attempt + 1)
+    }
+    assert all(record is not None and record.terminal for record in records.values())
+    assert set(history.added) == expected_pods
+    assert {name: uids for name, uids in history.added.items() if len(uids) != 1} == {}
+
+    if delete_on_finalize:
+        assert remaining == {}
+    else:
+        # Nothing leaked: every pod left is one of the tasks', the very object created first, and finished.
+        assert set(remaining) == expected_pods
+        for name, pod in remaining.items():
+            assert pod["metadata"]["uid"] == history.added[name][0]
+            assert pod["status"]["phase"] == "Succeeded"
+            assert pod["metadata"].get("finalizers") is None  # finalize took our finalizer off
