@@ -54,6 +54,30 @@ def container_spec(
 ) -> ExecutionSpec:
     """A ``container`` task running ``python -c script``; ``greeting`` declares input ``name`` and output
     ``greeting`` (use with :data:`WRITE_OUTPUT`)."""
+    return parse_spec(
+        container_spec_document(
+            name,
+            script,
+            max_attempts=max_attempts,
+            image=image,
+            annotations=annotations,
+            limits=limits,
+            greeting=greeting,
+        )
+    )
+
+
+def container_spec_document(
+    name: str,
+    script: str = "pass",
+    *,
+    max_attempts: int = 1,
+    image: str = "python:3.11-slim",
+    annotations: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+    greeting: bool = False,
+) -> dict[str, Any]:
+    """The execution spec document (DESIGN.md) of :func:`container_spec`."""
     resource_limits = {"cpu": "1", "memory": "256Mi", **(limits or {})}
     template: dict[str, Any] = {
         "id": {"resourceType": "TASK", "project": PROJECT, "domain": DOMAIN, "name": "t", "version": "v1"},
@@ -85,7 +109,7 @@ def container_spec(
             "outputs": {"variables": {"greeting": {"type": {"simple": "STRING"}}}},
         }
         document["inputs"] = {"name": "world"}
-    return parse_spec(document)
+    return document
 
 
 def make_platform(
