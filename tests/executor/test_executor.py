@@ -242,7 +242,9 @@ async def test_log_links_a_plugin_reports_are_kept_in_the_events(tmp_path: Path)
 
     link = TaskLog(uri="http://logs.example/e1", name="Kubernetes Logs (User)")
     plugin = ScriptedPlugin([PhaseInfo.running(0, TaskInfo(logs=(link,))), PhaseInfo.success()])
-    async with Executor(resolver=_resolver(plugin), store=MemoryStateStore(), settings=_settings(tmp_path)) as ex:
+    async with Executor(
+        resolver=_resolver(plugin), store=MemoryStateStore(), settings=_settings(tmp_path)
+    ) as ex:
         result = await asyncio.wait_for(ex.run(_spec()), 10)
     assert result.events[0]["logs"] == [link.to_json()]
     assert "logs" not in result.events[1]

@@ -300,7 +300,10 @@ def _drop(path: str):
         (_set("execution.annotations", {"a": {"b": 1}}), "execution.annotations.a"),
         (_set("execution.environment", {"A": [1]}), "execution.environment.A"),
         (_set("execution.platformResources.requests.cpu", "1K"), "execution.platformResources.requests.cpu"),
-        (_set("execution.platformResources.limits.memory", True), "execution.platformResources.limits.memory"),
+        (
+            _set("execution.platformResources.limits.memory", True),
+            "execution.platformResources.limits.memory",
+        ),
         (_set("execution.platformResources.requests", ["cpu"]), "execution.platformResources.requests"),
         (_set("execution.platformResources.minimum", {}), "execution.platformResources.minimum"),
         (
