@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 import fsspec
-from flyteidl.core import errors_pb2, literals_pb2
+from flyteidl.core import errors_pb2, execution_pb2, literals_pb2
 from google.protobuf.message import DecodeError
 
 from taskplug.core import ErrorKind, ExecutionError
@@ -81,6 +81,8 @@ class DataStore:
         except DecodeError:
             return None
         kind = (
-            ErrorKind.SYSTEM if document.error.origin == errors_pb2.ContainerError.SYSTEM else ErrorKind.USER
+            ErrorKind.SYSTEM
+            if document.error.origin == execution_pb2.ExecutionError.SYSTEM
+            else ErrorKind.USER
         )
         return ExecutionError(document.error.code, document.error.message, kind)
