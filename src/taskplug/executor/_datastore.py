@@ -73,6 +73,12 @@ class DataStore:
 
     async def read_error(self, path: str) -> ExecutionError | None:
         """``error.pb`` (an ErrorDocument written by flytekit on failure), as an ExecutionError."""
+        found = await self.read_error_recoverable(path)
+        return found[0] if found is not None else None
+
+    async def read_error_recoverable(self, path: str) -> tuple[ExecutionError, bool] | None:
+        """``error.pb`` as an ExecutionError and whether a retry may help (Flyte's RemoteFileOutputReader:
+        recoverable unless the document's kind is NON_RECOVERABLE)."""
         data = await self.read(path)
         if data is None:
             return None
@@ -85,4 +91,5 @@ class DataStore:
             if document.error.origin == execution_pb2.ExecutionError.SYSTEM
             else ErrorKind.USER
         )
-        return ExecutionError(document.error.code, document.error.message, kind)
+        recoverable = document.error.kind != errors_pb2.ContainerError.NON_RECOVERABLE
+        return ExecutionError(document.error.code, document.error.message, kind), recoverable

@@ -407,6 +407,16 @@ class Executor:
 
     async def _succeeded(self, execution: _Execution, tctx: Any, paths: ExecutionPaths) -> None:
         record = execution.record
+        # flytekit catches the task's own exception, writes error.pb and exits 0: as Flyte's output reader
+        # does, look for that document before the outputs; a pod that succeeded may be a task that failed.
+        found = await self.data.read_error_recoverable(paths.error_path)
+        if found is not None:
+            error, recoverable = found
+            phase = Phase.RETRYABLE_FAILURE if recoverable else Phase.PERMANENT_FAILURE
+            info = PhaseInfo(phase, 0, None, error)
+            self._record_phase(execution, info)
+            await self._failed(execution, tctx, info, paths)
+            return
         outputs, err = await self._read_outputs(tctx, paths)
         await self._finalize(execution, tctx)
         if err is not None:
