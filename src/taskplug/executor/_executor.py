@@ -305,6 +305,11 @@ class Executor:
         record = execution.record
         tctx = self._context(execution)
         self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)
+        if record.outcome:
+            # Decided and saved, not yet finalized (stopped in between, or finalize failed): finish that.
+            await self._finalize(execution, tctx)
+            self._terminal(execution)
+            return
         if record.abort_requested:
             await self._abort_and_finalize(execution, tctx, reason="aborted by request")
             return
@@ -418,7 +423,6 @@ class Executor:
             await self._failed(execution, tctx, info, paths)
             return
         outputs, err = await self._read_outputs(tctx, paths)
-        await self._finalize(execution, tctx)
         if err is not None:
             record.error = _error_json(err)
             record.outcome = str(Phase.PERMANENT_FAILURE)
@@ -426,6 +430,11 @@ class Executor:
         else:
             record.outputs = outputs
             record.outcome = str(Phase.SUCCESS)
+        # The outcome is on disk before finalize may delete the object: a process stopped in between then
+        # only finalizes again (see _round), instead of finding the object gone and running the task again.
+        self._save(record)
+        self.store.flush()
+        await self._finalize(execution, tctx)
         self._terminal(execution)
 
     async def _failed(self, execution: _Execution, tctx: Any, info: PhaseInfo, paths: ExecutionPaths) -> None:
