@@ -27,11 +27,14 @@ from typing import Any
 
 import pytest
 
-from taskplug.executor._store import SQLiteStateStore
-from taskplug.k8s import POD, KubeApiError
+from taskplug.executor._runtime import open_executor
+from taskplug.executor._store import Event, ExecutionRecord, SQLiteStateStore
+from taskplug.k8s import POD, KubeApiError, ResourceType
 from taskplug.k8s._lightkube import LightkubeClient
+from taskplug.localcluster import LocalCluster
+from taskplug.localcluster._store import StoredEvent
 
-pytestmark = pytest.mark.integration
+from .conftest import PodLedger, container_spec, make_platform, wait_until
 
 VENV_BIN = Path(sys.executable).parent
 DRIVER = Path(__file__).with_name("kill_resume_driver.py")
@@ -145,6 +148,7 @@ async def _run_with_kills(
     return kills, json.loads(lines[2])
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("delete_on_finalize", [False, True], ids=["pods-kept", "pods-deleted"])
 async def test_an_executor_killed_at_random_moments_and_restarted_finishes_every_task_creating_each_pod_once(
     delete_on_finalize: bool, cluster_kubeconfig: Path, tmp_path: Path
@@ -198,3 +202,78 @@ async def test_an_executor_killed_at_random_moments_and_restarted_finishes_every
             assert pod["metadata"]["uid"] == history.added[name][0]
             assert pod["status"]["phase"] == "Succeeded"
             assert pod["metadata"].get("finalizers") is None  # finalize took our finalizer off
+
+
+# -- the kill that lands between finalize and the record of the outcome ------------------------------------
+
+
+class CrashableStore:
+    """A state store whose writes reach "disk" only at ``flush()`` (as a commit would), and which can crash:
+    after :meth:`crash` nothing more is written, as when the process dies at that instant."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, bytes] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._pending_rows: dict[str, bytes] = {}
+        self._pending_events: list[tuple[str, Event]] = []
+        self.crashed = False
+
+    def load(self, key: str) -> ExecutionRecord | None:
+        row = self._rows.get(key)
+        return ExecutionRecord.from_row(row) if row is not None else None
+
+    def save(self, record: ExecutionRecord) -> None:
+        if not self.crashed:
+            self._pending_rows[record.key] = record.to_row()
+
+    def append_event(self, key: str, event: Event) -> None:
+        if not self.crashed:
+            self._pending_events.append((key, event))
+
+    def events(self, key: str) -> list[Event]:
+        return list(self._events.get(key, []))
+
+    def flush(self) -> None:
+        if self.crashed:
+            return
+        self._rows.update(self._pending_rows)
+        for key, event in self._pending_events:
+            self._events.setdefault(key, []).append(event)
+        self._pending_rows.clear()
+        self._pending_events.clear()
+
+    def close(self) -> None:
+        self.flush()
+
+    def crash(self) -> None:
+        self.crashed = True
+        self._pending_rows.clear()
+        self._pending_events.clear()
+
+    def restart(self) -> None:
+        self.crashed = False
+
+
+async def test_a_kill_right_after_finalize_deleted_the_pod_does_not_run_the_task_again(
+    tmp_path: Path,
+) -> None:
+    platform = make_platform(tmp_path, k8s={"inject-finalizer": True, "delete-resource-on-finalize": True})
+    store = CrashableStore()
+    spec = container_spec("once")
+    async with LocalCluster(mode="simulated") as cluster:
+        ledger = PodLedger(cluster)
+
+        def die_when_the_pod_is_deleted(rtype: ResourceType, event: StoredEvent) -> None:
+            if rtype.plural == "pods" and event.type == "DELETED":
+                store.crash()
+
+        cluster.store.observers.append(die_when_the_pod_is_deleted)
+        async with open_executor(platform, kube_client=cluster.client(), store=store) as ex:
+            await ex.submit(spec)
+            await wait_until(lambda: store.crashed, what="finalize deleted the pod")
+        store.restart()
+        async with open_executor(platform, kube_client=cluster.client(), store=store) as ex:
+            result = await asyncio.wait_for(ex.run(spec), 20)
+    assert (result.phase, result.attempts) == ("Success", 1)
+    assert dict(ledger.added) == {"once-n0-0": ledger.added["once-n0-0"]}
+    assert ledger.created_twice() == {}
