@@ -277,3 +277,35 @@ async def test_a_kill_right_after_finalize_deleted_the_pod_does_not_run_the_task
     assert (result.phase, result.attempts) == ("Success", 1)
     assert dict(ledger.added) == {"once-n0-0": ledger.added["once-n0-0"]}
     assert ledger.created_twice() == {}
+
+
+async def test_a_kill_while_a_failed_attempt_is_cleaned_up_charges_that_failure_once(tmp_path: Path) -> None:
+    # The first attempt's user failure is decided and saved before its pod is deleted; the process dies as
+    # the pod goes. On resume the executor finishes that cleanup instead of reading the missing pod as an
+    # external deletion (which would charge a system failure and run an extra attempt).
+    platform = make_platform(tmp_path, k8s={"inject-finalizer": True, "delete-resource-on-finalize": True})
+    store = CrashableStore()
+    spec = container_spec("fails", max_attempts=2, annotations={"taskplug.io/simulate-exit-code": "3"})
+    async with LocalCluster(mode="simulated") as cluster:
+        ledger = PodLedger(cluster)
+
+        def die_when_the_first_pod_is_deleted(rtype: ResourceType, event: StoredEvent) -> None:
+            if rtype.plural == "pods" and event.type == "DELETED" and not store.crashed:
+                store.crash()
+                # A killed process makes no more API calls: the dead executor's next creates fail.
+                cluster.faults.fail("create", 500, times=1000)
+                cluster.store.observers.remove(die_when_the_first_pod_is_deleted)
+
+        cluster.store.observers.append(die_when_the_first_pod_is_deleted)
+        async with open_executor(platform, kube_client=cluster.client(), store=store) as ex:
+            await ex.submit(spec)
+            await wait_until(lambda: store.crashed, what="the first attempt's pod was deleted")
+        store.restart()
+        cluster.faults.clear()
+        async with open_executor(platform, kube_client=cluster.client(), store=store) as ex:
+            result = await asyncio.wait_for(ex.run(spec), 20)
+    assert (result.phase, result.attempts) == ("RetryableFailure", 2)
+    assert result.error is not None
+    assert result.error["kind"] == "USER"
+    assert sorted(ledger.added) == ["fails-n0-0", "fails-n0-1"]
+    assert ledger.created_twice() == {}

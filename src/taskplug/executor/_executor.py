@@ -305,10 +305,10 @@ class Executor:
         record = execution.record
         tctx = self._context(execution)
         self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)
-        if record.outcome:
-            # Decided and saved, not yet finalized (stopped in between, or finalize failed): finish that.
-            await self._finalize(execution, tctx)
-            self._terminal(execution)
+        if record.closing is not None:
+            # The attempt's end was decided and saved, its cleanup not finished (stopped in between, or
+            # finalize failed): finish the cleanup, never decide again.
+            await self._finish_closing(execution, tctx)
             return
         if record.abort_requested:
             await self._abort_and_finalize(execution, tctx, reason="aborted by request")
@@ -430,12 +430,7 @@ class Executor:
         else:
             record.outputs = outputs
             record.outcome = str(Phase.SUCCESS)
-        # The outcome is on disk before finalize may delete the object: a process stopped in between then
-        # only finalizes again (see _round), instead of finding the object gone and running the task again.
-        self._save(record)
-        self.store.flush()
-        await self._finalize(execution, tctx)
-        self._terminal(execution)
+        await self._close(execution, tctx, retry=False, cleanup=False)
 
     async def _failed(self, execution: _Execution, tctx: Any, info: PhaseInfo, paths: ExecutionPaths) -> None:
         record = execution.record
@@ -446,9 +441,6 @@ class Executor:
         if document is not None and err.kind is ErrorKind.USER:
             # flytekit writes the user's exception here; it says more than the pod's exit code.
             err = ExecutionError(document.code or err.code, document.message, document.kind)
-        if record.cleanup_on_failure:
-            await self._abort(execution, tctx)
-        await self._finalize(execution, tctx)
         retryable = info.phase is Phase.RETRYABLE_FAILURE
         if retryable and err.kind is ErrorKind.SYSTEM:
             record.system_failures += 1
@@ -456,12 +448,34 @@ class Executor:
         elif retryable:
             record.user_failures += 1
             retryable = record.user_failures < execution.spec.metadata.max_attempts
-        if retryable:
+        if not retryable:
+            record.error = _error_json(err)
+            record.outcome = str(info.phase)
+        await self._close(execution, tctx, retry=retryable, cleanup=record.cleanup_on_failure)
+
+    async def _close(self, execution: _Execution, tctx: Any, *, retry: bool, cleanup: bool) -> None:
+        """End the attempt: save the decision first, then abort (when cleanup is due) and finalize.
+
+        The decision is on disk before anything is deleted, so a process stopped in between finishes the
+        cleanup on resume (see ``_round``) instead of finding the object gone, reading that as an external
+        deletion and charging a failure that did not happen.
+        """
+        execution.record.closing = {"retry": retry, "cleanup": cleanup}
+        self._save(execution.record)
+        self.store.flush()
+        await self._finish_closing(execution, tctx)
+
+    async def _finish_closing(self, execution: _Execution, tctx: Any) -> None:
+        record = execution.record
+        closing = record.closing or {"retry": False, "cleanup": False}
+        if closing["cleanup"]:
+            await self._abort(execution, tctx)
+        await self._finalize(execution, tctx)
+        record.closing = None
+        if closing["retry"]:
             self._next_attempt(execution)
-            return
-        record.error = _error_json(err)
-        record.outcome = str(info.phase)
-        self._terminal(execution)
+        else:
+            self._terminal(execution)
 
     def _next_attempt(self, execution: _Execution) -> None:
         record = execution.record

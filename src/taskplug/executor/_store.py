@@ -64,6 +64,9 @@ class ExecutionRecord:
     error: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     abort_requested: bool = False
+    # The attempt's end, decided and saved before its resource is cleaned up: {"retry": bool, "cleanup": bool}.
+    # A process stopped while cleaning up finishes the cleanup on resume instead of deciding again.
+    closing: dict[str, bool] | None = None
 
     def to_row(self) -> bytes:
         # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.
