@@ -260,3 +260,19 @@ async def test_a_pod_deleted_behind_the_executors_back_is_a_system_failure_and_t
     failure = next(e for e in result.events if e["phase"] == "RetryableFailure")
     assert failure["attempt"] == 0
     assert (failure["error"]["code"], failure["error"]["kind"]) == ("ResourceDeletedExternally", "SYSTEM")
+
+
+async def test_a_deleted_pod_wakes_its_execution_without_waiting_for_the_resync(
+    kube_access: str, tmp_path: Path
+) -> None:
+    clock = FakeClock()  # never advanced: only the deletion event can wake the execution
+    platform = make_platform(tmp_path, clock=clock)
+    async with (
+        LocalCluster(mode="simulated", clock=clock) as cluster,
+        kube_client_for(cluster, kube_access, tmp_path) as client,
+        open_executor(platform, kube_client=client, store=MemoryStateStore()) as ex,
+    ):
+        key = await ex.submit(container_spec("woken", annotations={ANNOTATION_DURATION: "30"}))
+        await wait_until(lambda: phase_of(ex, key) is Phase.RUNNING, what="the task runs")
+        await cluster.client().delete(POD, NAMESPACE, "woken-n0-0")
+        await wait_until(lambda: ex.status(key).attempt == 1, what="the deletion was noticed")

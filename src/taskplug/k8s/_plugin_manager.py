@@ -398,7 +398,9 @@ class PluginManager:
         if self._informer is None:
             informers = self._informers
             self._informer = informers.informer(self.rtype)
-            self._informer.add_callbacks(on_add=self._on_initial_add, on_update=self._on_update)
+            self._informer.add_callbacks(
+                on_add=self._on_initial_add, on_update=self._on_update, on_delete=self._on_delete
+            )
             if self.config.send_object_events:
                 self.event_watcher = EventWatcher.attach(informers)
             self.monitor = ResourceLevelMonitor.start(informers, self._informer, metrics=self.metrics)
@@ -443,6 +445,17 @@ class PluginManager:
         if execution_id:
             self._updates_enqueued.inc()
             self.enqueue_owner(str(new_meta.get("namespace") or ""), execution_id)
+
+    def _on_delete(self, obj: KubeObject) -> None:
+        # Deviation: Flyte's informer predicate drops deletions, so an object deleted behind its back is
+        # noticed at the next resync; waking the owner reports ResourceDeletedExternally at once.
+        if not self._owned_by_owner_kind(obj):
+            return
+        meta = obj.get("metadata") or {}
+        execution_id = (meta.get("labels") or {}).get(EXECUTION_ID_LABEL)
+        if execution_id:
+            self._updates_enqueued.inc()
+            self.enqueue_owner(str(meta.get("namespace") or ""), execution_id)
 
     # -- handle --------------------------------------------------------------------------------------
     def _rtype_for(self, obj: Mapping[str, Any]) -> ResourceType:
