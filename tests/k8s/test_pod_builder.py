@@ -1533,13 +1533,6 @@ def test_container_target_makes_a_single_container_pod() -> None:
     assert [c["name"] for c in raw.spec["containers"]] == [GENERATED_NAME]
 
 
-def test_data_loading_config_is_not_supported_yet() -> None:
-    template = container_task()
-    template.container.data_config.enabled = True
-    with pytest.raises(PluginError, match="not supported"):
-        build(template)
-
-
 # -- small helpers ---------------------------------------------------------------------------------------------
 
 

@@ -26,7 +26,6 @@ from google.protobuf import json_format
 from taskplug.core import (
     BadTaskSpecification,
     PlatformConfig,
-    PluginError,
     Quantity,
     QuantityError,
     TaskExecutionContext,
@@ -35,6 +34,7 @@ from taskplug.core import (
     render_command,
 )
 from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
+from taskplug.k8s._copilot import add_copilot_to_container, add_copilot_to_pod
 from taskplug.k8s._names import is_dns1123_label
 from taskplug.k8s._pod_template import (
     PodTemplateStore,
@@ -655,11 +655,18 @@ def apply_flyte_pod_configuration(
     primary_init = ""
     data_config = _data_loading_config(template)
     if data_config is not None and data_config.enabled:
-        # Deviation: the co-pilot sidecar (raw-container data loading) is not built; say so rather than
-        # silently create a pod whose inputs never arrive.
-        raise PluginError(
-            "BadTaskSpecification",
-            "tasks with a data loading config (Flyte co-pilot) are not supported by taskplug yet",
+        add_copilot_to_container(platform.k8s.co_pilot, primary_container, template.interface, data_config)
+        overrides = tctx.metadata.overrides.resources
+        primary_init = add_copilot_to_pod(
+            platform.k8s.co_pilot,
+            spec,
+            template.interface,
+            data_config,
+            input_path=tctx.input_reader.input_path,
+            output_prefix=tctx.output_writer.output_prefix,
+            raw_output_prefix=tctx.output_writer.raw_output_prefix,
+            data_root=tctx.output_writer.output_prefix,
+            override_resources=overrides.to_k8s() if overrides is not None else None,
         )
 
     update_pod(tctx.metadata, requirements, spec, platform)
