@@ -9,7 +9,7 @@ from typing import Any
 
 from flyteidl.core import interface_pb2, tasks_pb2
 
-from taskplug.executor import task_context_for
+from taskplug.executor import ExecutionPaths, task_context_for
 from taskplug.k8s import K8S_SECTION
 from taskplug.k8s._copilot import add_copilot_to_container, add_copilot_to_pod, copilot_command
 from taskplug.k8s._pod_builder import PlatformPodConfig
@@ -184,9 +184,5 @@ def test_a_flytekit_container_task_renders_with_its_copilot_and_primary_init_tem
     assert {m["mountPath"] for m in main["volumeMounts"]} == {"/var/inputs", "/var/outputs"}
     # raw-container tasks get no primary annotation (the uploader must finish before the task counts as done).
     assert "primary_container_name" not in pod["metadata"]["annotations"]
-    assert (
-        inits["flyte-copilot-downloader"]["args"][2]
-        == f"{tmp_path.resolve()}/metadata/{spec.metadata.task_execution_id.id.node_execution_id.execution_id.project}/development/d1/n0/inputs.pb".replace(
-            "/development/", f"/{spec.metadata.task_execution_id.id.node_execution_id.execution_id.domain}/"
-        )
-    )
+    paths = ExecutionPaths.for_attempt(str(tmp_path), spec.metadata)
+    assert inits["flyte-copilot-downloader"]["args"][2] == paths.input_path
