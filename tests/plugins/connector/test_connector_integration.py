@@ -218,10 +218,16 @@ async def test_a_sync_call_for_an_unknown_type_fails_with_not_found(
     header = agent_pb2.CreateRequestHeader(template=container_template("nope"), output_prefix="/o")
     inputs = agent_pb2.ExecuteTaskSyncRequest(inputs=int_literals(x=1))
     try:
-        with pytest.raises(ConnectorRpcError) as e:
-            await client.execute_task_sync(
-                Deployment(endpoint=connector_server.endpoint, insecure=True), header, inputs, 30
-            )
+        # The server rejects the call after the header while the inputs are still in flight; now and then
+        # (about 1 in 200) gRPC core then ends the call with its own transport-level INTERNAL "Internal error
+        # from Core" instead of the server's status. Only that outcome is tried again.
+        for _ in range(5):
+            with pytest.raises(ConnectorRpcError) as e:
+                await client.execute_task_sync(
+                    Deployment(endpoint=connector_server.endpoint, insecure=True), header, inputs, 30
+                )
+            if (e.value.status, e.value.details) != ("Internal", "Internal error from Core"):
+                break
     finally:
         await client.close()
     assert e.value.status == "NotFound"

@@ -8,7 +8,6 @@ answers from memory for tests. Every failure leaves this module as a :class:`Con
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
@@ -199,21 +198,16 @@ class GrpcConnectorClient:
         deadline: float | None,
     ) -> agent_pb2.ExecuteTaskSyncResponse:
         stub = self._for(deployment).sync_service
+        # The two messages go in as a request iterator: gRPC writes them and half-closes on its own, and
+        # stops quietly when the server ends the call early (NOT_FOUND after reading the header). Writing
+        # them by hand raced that ending: now and then the refused write surfaced as INTERNAL "Internal
+        # error from Core" instead of the server's status.
+        requests = [agent_pb2.ExecuteTaskSyncRequest(header=header), inputs]
         try:
-            call = stub.ExecuteTaskSync(timeout=deadline)
+            call = stub.ExecuteTaskSync(iter(requests), timeout=deadline)
         except grpc.aio.AioRpcError as e:
             raise ConnectorRpcError.from_grpc(e, stage="open") from e
         try:
-            try:
-                await call.write(agent_pb2.ExecuteTaskSyncRequest(header=header))
-                await call.write(inputs)
-                await call.done_writing()
-            except grpc.aio.AioRpcError as e:
-                raise ConnectorRpcError.from_grpc(e, stage="send") from e
-            except asyncio.InvalidStateError as e:
-                # The server already ended the call (e.g. NOT_FOUND after reading the header): its status
-                # says why, not the refused write.
-                raise await _final_status(call, stage="send") from e
             try:
                 response = await call.read()
             except grpc.aio.AioRpcError as e:
