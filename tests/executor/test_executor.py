@@ -248,3 +248,14 @@ async def test_log_links_a_plugin_reports_are_kept_in_the_events(tmp_path: Path)
         result = await asyncio.wait_for(ex.run(_spec()), 10)
     assert result.events[0]["logs"] == [link.to_json()]
     assert "logs" not in result.events[1]
+
+
+async def test_a_lower_version_of_the_same_phase_records_no_event(tmp_path: Path) -> None:
+    # MaybeUpdatePhaseVersion bumps a Queued reason change to v1, then the plugin reports v0 again.
+    queued = PhaseInfo.queued(None, 0, "Demistify Pending")
+    plugin = ScriptedPlugin([queued.with_version(1), queued, queued, PhaseInfo.success()])
+    async with Executor(
+        resolver=_resolver(plugin), store=MemoryStateStore(), settings=_settings(tmp_path)
+    ) as ex:
+        result = await asyncio.wait_for(ex.run(_spec()), 10)
+    assert [(e["phase"], e["version"]) for e in result.events] == [("Queued", 1), ("Success", 0)]

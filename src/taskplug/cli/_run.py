@@ -72,9 +72,9 @@ class _Progress:
         for column in ("attempt", "phase", "version", "reason", "elapsed"):
             table.add_column(column)
         for event in self.events[-15:]:
-            table.add_row(
-                str(event.attempt), _phase_text(event.phase), str(event.version), event.reason[:100], ""
-            )
+            # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
+            reason = Text(event.reason[:160])
+            table.add_row(str(event.attempt), _phase_text(event.phase), str(event.version), reason, "")
         elapsed = f"{time.monotonic() - self.started:5.1f}s"
         current = self.events[-1].phase if self.events else "Submitting"
         table.add_row("", _phase_text(current), "", "", elapsed)

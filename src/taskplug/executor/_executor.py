@@ -367,10 +367,13 @@ class Executor:
         record = execution.record
         if (
             info.phase == record.phase
-            and info.version == record.phase_version
+            and info.version <= record.phase_version
             and info.phase is not Phase.UNDEFINED
         ):
-            return  # same phase and version as last round: no event (as Flyte)
+            # Same phase and no newer version: no event. FlyteAdmin drops such events too (a plugin may report
+            # a lower version after a bump, as MaybeUpdatePhaseVersion allows), so users see no regression.
+            record.reason = info.reason
+            return
         record.phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
         occurred = info.info.occurred_at if info.info is not None else None
         event = Event(
