@@ -71,7 +71,7 @@ def render() -> str:
         if module != current:
             out += ["", f"## `{module}`", ""]
             current = module
-        out.append(f"- line {line}: {text}")
+        out.append(f"- {text}")
     return "\n".join(out).replace("\n\n\n", "\n\n") + "\n"
 
 
