@@ -66,7 +66,7 @@ def render() -> str:
         "",
     ]
     current = None
-    for path, line, text in collect():
+    for path, _line, text in collect():
         module = path.removeprefix("src/")
         if module != current:
             out += ["", f"## `{module}`", ""]
