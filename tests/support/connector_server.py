@@ -1,6 +1,7 @@
 """A real flytekit connector server on loopback, as a session fixture (spec/connectors.md §3.1/§7).
 
-``pyflyte serve connector`` runs through ``pyflyte_loopback.py`` (gRPC and prometheus bound to 127.0.0.1)
+``pyflyte serve connector`` runs through the example's ``examples/connector/serve_loopback.py`` (gRPC and
+prometheus bound to 127.0.0.1)
 with the test connectors of ``scripted_connectors.py``; it is ready once a ListAgents call answers and is
 always stopped afterwards. Import ``connector_server_fixture`` into a conftest or a test module to use
 the fixture ``connector_server``.
@@ -25,6 +26,8 @@ from support.net import free_port, stop_process, wait_until_ready
 __all__ = ["ConnectorServer", "connector_server_fixture", "start_connector_server"]
 
 HERE = Path(__file__).resolve().parent
+# The same wrapper users run by hand (examples/connector/README.md): one copy, tested by every connector test.
+LOOPBACK_WRAPPER = HERE.parents[1] / "examples" / "connector" / "serve_loopback.py"
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ def start_connector_server(
     command = [
         sys.executable,
         "-u",
-        str(HERE / "pyflyte_loopback.py"),
+        str(LOOPBACK_WRAPPER),
         "serve",
         "connector",
         "--port",
