@@ -9,6 +9,7 @@ from taskplug.localcluster._cluster import LocalCluster, Operator
 from taskplug.localcluster._faults import Faults
 from taskplug.localcluster._http import CONTEXT_NAME
 from taskplug.localcluster._nodes import DEFAULT_NODE, NodeConfig
+from taskplug.localcluster._operators import NextStatus, StatusStepOperator
 from taskplug.localcluster._resources import NAMESPACE, NODE, POD_TEMPLATE, RESOURCE_QUOTA
 from taskplug.localcluster._simulated import (
     ANNOTATION_DURATION,
@@ -31,6 +32,8 @@ __all__ = [
     "Faults",
     "LocalCluster",
     "LocalKubeClient",
+    "NextStatus",
     "NodeConfig",
     "Operator",
+    "StatusStepOperator",
 ]

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from taskplug.core import Clock, SystemClock
-from taskplug.k8s import KubeClient, WatchEvent, is_not_found
+from taskplug.core import Clock
+from taskplug.localcluster import StatusStepOperator
 from taskplug_batchjob._plugin import BATCH_JOB
 
 __all__ = ["ANNOTATION_SIMULATE_FAILURE", "BatchJobLocalOperator", "next_status"]
@@ -68,27 +68,10 @@ def next_status(job: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
     }
 
 
-class BatchJobLocalOperator:
+class BatchJobLocalOperator(StatusStepOperator):
     """Applies :func:`next_status` to each BatchJob it is told about (an operator for
-    ``LocalCluster.register_operator``: called as ``operator(event, client)``).
-
-    It reads the BatchJob again before deciding, so an old event never moves it backwards.
-    """
+    ``LocalCluster.register_operator``; :class:`~taskplug.localcluster.StatusStepOperator` does the
+    plumbing: re-read the object, patch its status, ignore one deleted meanwhile)."""
 
     def __init__(self, clock: Clock | None = None) -> None:
-        self._clock: Clock = clock if clock is not None else SystemClock()
-
-    async def __call__(self, event: WatchEvent, client: KubeClient) -> None:
-        if event.type not in ("ADDED", "MODIFIED"):
-            return
-        meta = event.object.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        try:
-            current = await client.get(BATCH_JOB, namespace, name)
-            status = next_status(current, self._clock.now())
-            if status is not None:
-                await client.patch(BATCH_JOB, namespace, name, {"status": status})
-        except Exception as e:
-            if is_not_found(e):
-                return  # deleted meanwhile: nothing to report on
-            raise
+        super().__init__(BATCH_JOB, next_status, clock=clock)

@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from taskplug.core import Clock, SystemClock
-from taskplug.k8s import KubeClient, WatchEvent, is_not_found
+from taskplug.core import Clock
+from taskplug.localcluster import StatusStepOperator
 from taskplug.plugins.spark._plugin import (
     COMPLETED_STATE,
     FAILED_STATE,
@@ -122,26 +122,8 @@ def next_status(app: Mapping[str, Any], now: datetime) -> dict[str, Any] | None:
     return {"applicationState": {"state": COMPLETED_STATE}, "terminationTime": at}
 
 
-class SparkLocalOperator:
-    """Applies :func:`next_status` to each SparkApplication it is told about.
-
-    It reads the application again before deciding, so an old event can never move it backwards.
-    """
+class SparkLocalOperator(StatusStepOperator):
+    """Applies :func:`next_status` to each SparkApplication it is told about (one step per change)."""
 
     def __init__(self, clock: Clock | None = None) -> None:
-        self._clock: Clock = clock if clock is not None else SystemClock()
-
-    async def __call__(self, event: WatchEvent, client: KubeClient) -> None:
-        if event.type not in ("ADDED", "MODIFIED"):
-            return
-        meta = event.object.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        try:
-            current = await client.get(SPARK_APPLICATION, namespace, name)
-            patch = next_status(current, self._clock.now())
-            if patch is not None:
-                await client.patch(SPARK_APPLICATION, namespace, name, {"status": patch})
-        except Exception as e:
-            if is_not_found(e):
-                return  # deleted meanwhile: nothing to report on
-            raise
+        super().__init__(SPARK_APPLICATION, next_status, clock=clock)
