@@ -259,3 +259,23 @@ async def test_a_lower_version_of_the_same_phase_records_no_event(tmp_path: Path
     ) as ex:
         result = await asyncio.wait_for(ex.run(_spec()), 10)
     assert [(e["phase"], e["version"]) for e in result.events] == [("Queued", 1), ("Success", 0)]
+
+
+async def test_a_new_reason_at_a_lower_version_is_still_an_event(tmp_path: Path) -> None:
+    # The web-API adapter reports Queued v2 "launched"; a connector then reports its progress at v0.
+    plugin = ScriptedPlugin(
+        [
+            PhaseInfo.queued(None, 2, "launched"),
+            PhaseInfo.queued(None, 0, "poll 1 -> QUEUED"),
+            PhaseInfo.success(),
+        ]
+    )
+    async with Executor(
+        resolver=_resolver(plugin), store=MemoryStateStore(), settings=_settings(tmp_path)
+    ) as ex:
+        result = await asyncio.wait_for(ex.run(_spec()), 10)
+    assert [(e["phase"], e["version"], e["reason"]) for e in result.events] == [
+        ("Queued", 2, "launched"),
+        ("Queued", 0, "poll 1 -> QUEUED"),
+        ("Success", 0, ""),
+    ]

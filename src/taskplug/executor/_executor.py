@@ -368,11 +368,13 @@ class Executor:
         if (
             info.phase == record.phase
             and info.version <= record.phase_version
+            and info.reason == record.reason
             and info.phase is not Phase.UNDEFINED
         ):
-            # Same phase and no newer version: no event. FlyteAdmin drops such events too (a plugin may report
-            # a lower version after a bump, as MaybeUpdatePhaseVersion allows), so users see no regression.
-            record.reason = info.reason
+            # Nothing new: same phase, no newer version, same reason. (A plugin may report a lower version
+            # after a bump, as MaybeUpdatePhaseVersion allows; that alone is no news.) Deviation: FlyteAdmin
+            # also drops a same-phase event whose version is not newer even when its reason changed, which
+            # hides a connector's progress messages (they all come at version 0); they are kept here.
             return
         record.phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
         occurred = info.info.occurred_at if info.info is not None else None
