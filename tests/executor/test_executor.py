@@ -279,3 +279,23 @@ async def test_a_new_reason_at_a_lower_version_is_still_an_event(tmp_path: Path)
         ("Queued", 0, "poll 1 -> QUEUED"),
         ("Success", 0, ""),
     ]
+
+
+async def test_many_wake_ups_within_a_resync_period_leave_one_resync_round(tmp_path: Path) -> None:
+    from taskplug.core import FakeClock
+
+    clock = FakeClock()
+    plugin = ScriptedPlugin([PhaseInfo.running(0)] * 1000)
+    settings = ExecutorSettings(data_root=str(tmp_path), workers=2, resync_period=10.0)
+    async with Executor(
+        resolver=_resolver(plugin), store=MemoryStateStore(), settings=settings, clock=clock
+    ) as ex:
+        key = await ex.submit(_spec())
+        await clock.advance(0.1)
+        for _ in range(20):  # e.g. informer events, 0.1 s apart: each wakes a round that asks for a resync
+            ex.wake(key)
+            await clock.advance(0.1)
+        # t = 2.1 s. The first resync is due at 10.1 s and the next one 10 s after that round.
+        before = plugin.rounds
+        await clock.advance(10.0)
+        assert plugin.rounds == before + 1

@@ -9,8 +9,9 @@ and finalizes.
 
 Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
 executions at once, and ``enqueue_task_execution`` (web-API status caches) the execution whose current
-attempt has a given generated name; a resync timer re-runs every live execution every ``executor.resync-period`` so plugins
-without events (web-API caches, back-off waits) still progress. One execution is never in two rounds at once.
+attempt has a given generated name; a resync timer runs every live execution at least every
+``executor.resync-period``, so plugins without events (back-off waits, quota waits) still progress. One
+execution is never in two rounds at once.
 """
 
 from __future__ import annotations
@@ -130,6 +131,9 @@ class Executor:
         self._running: set[str] = set()
         self._dirty: set[str] = set()
         self._timers: list[tuple[float, int, str]] = []
+        self._deadlines: dict[
+            str, float
+        ] = {}  # each execution's one pending wake-up (the earliest asked for)
         self._timer_seq = itertools.count()
         self._timer_wake = asyncio.Event()
         self._group: asyncio.TaskGroup | None = None
@@ -177,7 +181,14 @@ class Executor:
         self._queue.put_nowait(key)
 
     def _wake_after(self, key: str, seconds: float) -> None:
-        heapq.heappush(self._timers, (self.clock.monotonic() + seconds, next(self._timer_seq), key))
+        # One pending wake-up per execution: every round asks for a resync, and an execution woken many times
+        # by events must not collect a timer (and later a round) for each of them.
+        deadline = self.clock.monotonic() + seconds
+        pending = self._deadlines.get(key)
+        if pending is not None and pending <= deadline:
+            return
+        self._deadlines[key] = deadline
+        heapq.heappush(self._timers, (deadline, next(self._timer_seq), key))
         self._timer_wake.set()
 
     # -- submitting and waiting ------------------------------------------------------------------------------
@@ -262,8 +273,10 @@ class Executor:
         while True:
             now = self.clock.monotonic()
             while self._timers and self._timers[0][0] <= now:
-                _, _, key = heapq.heappop(self._timers)
-                self.wake(key)
+                deadline, _, key = heapq.heappop(self._timers)
+                if self._deadlines.get(key) == deadline:  # else replaced by an earlier one: stale
+                    del self._deadlines[key]
+                    self.wake(key)
             if self._timers:
                 delay = self._timers[0][0] - now
                 self._timer_wake.clear()
