@@ -25,9 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from taskplug.core import PluginRegistry, TaskExecutionID
-from taskplug.executor import Platform, parse_spec
-from taskplug.executor._runtime import executor_settings, open_executor
-from taskplug.executor._store import MemoryStateStore, SQLiteStateStore
+from taskplug.executor import (
+    MemoryStateStore,
+    Platform,
+    SQLiteStateStore,
+    executor_settings,
+    open_executor,
+    parse_spec,
+)
 from taskplug.k8s import ResourceType, WatchEvent
 from taskplug.localcluster import LocalCluster
 from taskplug.plugins.pod import plugin_entries

@@ -21,12 +21,9 @@ from dataclasses import replace
 
 import orjson
 
-from taskplug.core import TaskExecutionID
+from taskplug.core import StaticTaskExecutionContext, TaskExecutionID
 from taskplug.executor import Platform, parse_spec, task_context_for
-from taskplug.k8s import K8S_SECTION
-from taskplug.k8s._plugin_manager import add_object_metadata
-from taskplug.k8s._pod_template import PodTemplateStore
-from taskplug.k8s._secrets import k8s_task_execution_metadata
+from taskplug.k8s import K8S_SECTION, POD, PodTemplateStore, build_object
 
 SPEC = {
     "template": {
@@ -107,7 +104,6 @@ def main(n: int) -> None:
     spec = parse_spec(SPEC)
     plugin = platform.k8s_entry_for(spec.template.type).load_plugin(platform.k8s_setup())
     k8s_config = platform.config.get(K8S_SECTION)
-    properties = plugin.get_properties()
 
     # One task context per pod, made before timing (the executor builds it once per execution anyway).
     contexts = []
@@ -116,21 +112,11 @@ def main(n: int) -> None:
         meta = replace(
             meta, task_execution_id=TaskExecutionID(f"bench-{i}-n0-0", meta.task_execution_id.id, "n0")
         )
-        tctx = task_context_for(replace(spec, metadata=meta), "/data")
-        tctx.metadata = k8s_task_execution_metadata(tctx.metadata, spec.template)
-        contexts.append(tctx)
+        contexts.append(task_context_for(replace(spec, metadata=meta), "/data"))
 
-    def build(tctx: object) -> bytes:
-        pod = plugin.build_resource(tctx)  # type: ignore[arg-type]
-        pod = add_object_metadata(
-            tctx.metadata,  # type: ignore[attr-defined]
-            pod,
-            k8s_config,
-            spec.template,
-            inject_owner_references=not properties.disable_inject_owner_references,
-            inject_finalizer=not properties.disable_inject_finalizer,
-        )
-        return orjson.dumps(pod)
+    def build(tctx: StaticTaskExecutionContext) -> bytes:
+        # The plugin manager's own path: launch metadata, build_resource, object metadata, kind.
+        return orjson.dumps(build_object(plugin, tctx, k8s_config, watched=POD))
 
     for tctx in contexts[:200]:  # warm-up
         build(tctx)

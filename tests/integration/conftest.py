@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from taskplug.core import FakeClock, Phase
+from taskplug.engine.k8s._lightkube import LightkubeClient
 from taskplug.executor import ExecutionSpec, Platform, parse_spec
 from taskplug.executor._executor import ExecutionResult, Executor
 from taskplug.k8s import POD, KubeClient, ResourceType
-from taskplug.k8s._lightkube import LightkubeClient
 from taskplug.localcluster import LocalCluster
 from taskplug.localcluster._store import StoredEvent
 

@@ -15,10 +15,10 @@ import random
 import sys
 from typing import Any
 
+from taskplug.engine.k8s._lightkube import LightkubeClient
 from taskplug.executor import ExecutionSpec, Platform, parse_spec
 from taskplug.executor._runtime import open_executor
 from taskplug.executor._store import SQLiteStateStore
-from taskplug.k8s._lightkube import LightkubeClient
 from taskplug.localcluster import ANNOTATION_DURATION
 
 PROJECT, DOMAIN = "kr", "dev"

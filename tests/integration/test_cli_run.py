@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from taskplug.core import Phase
+from taskplug.engine.k8s._plugin_manager import FINALIZER
 from taskplug.k8s import POD
-from taskplug.k8s._plugin_manager import FINALIZER
 from taskplug.localcluster import LocalCluster
 
 from .conftest import WRITE_OUTPUT, PodLedger, container_spec_document, pods_in, wait_until

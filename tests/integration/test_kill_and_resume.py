@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
+from taskplug.engine.k8s._lightkube import LightkubeClient
 from taskplug.executor._runtime import open_executor
 from taskplug.executor._store import Event, ExecutionRecord, SQLiteStateStore
 from taskplug.k8s import POD, KubeApiError, ResourceType
-from taskplug.k8s._lightkube import LightkubeClient
 from taskplug.localcluster import LocalCluster
 from taskplug.localcluster._store import StoredEvent
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from taskplug.core import FakeClock, Phase
+from taskplug.engine.k8s._plugin_manager import FINALIZER
 from taskplug.executor._runtime import open_executor
 from taskplug.executor._store import MemoryStateStore
 from taskplug.k8s import POD
-from taskplug.k8s._plugin_manager import FINALIZER
 from taskplug.localcluster import ANNOTATION_DURATION, RESOURCE_QUOTA, LocalCluster
 
 from .conftest import (

@@ -10,10 +10,7 @@ from typing import Any
 from taskplug_batchjob import ANNOTATION_SIMULATE_FAILURE, FAILED_ERROR_CODE, next_status, plugin_entries
 
 from taskplug.core import PluginRegistry
-from taskplug.executor import Platform, parse_spec
-from taskplug.executor._executor import ExecutorSettings
-from taskplug.executor._runtime import open_executor
-from taskplug.executor._store import MemoryStateStore
+from taskplug.executor import ExecutorSettings, MemoryStateStore, Platform, open_executor, parse_spec
 from taskplug.localcluster import NAMESPACE, LocalCluster
 from taskplug.plugins.pod import plugin_entries as pod_entries
 

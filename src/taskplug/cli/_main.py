@@ -1,32 +1,61 @@
-"""The ``taskplug`` command line."""
+"""The ``taskplug`` command line.
+
+Each command lives in its own module, imported only when that command runs: ``taskplug --help`` loads
+nothing but click, and ``taskplug render`` never loads the embedded cluster, aiohttp, lightkube or grpc. The
+one table of commands is :data:`COMMANDS`; ``tests/cli`` checks that its summaries match the commands.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from taskplug import __version__
-from taskplug.cli._cluster import cluster
-from taskplug.cli._config_cmd import config
-from taskplug.cli._plugins_cmd import plugins
-from taskplug.cli._render import render
-from taskplug.cli._run import run
-from taskplug.cli._status import status
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("taskplug.cli._run:run", "Run a task execution to a terminal phase and print its timeline..."),
+    "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
+    "status": ("taskplug.cli._status:status", "Print the phase the task's plugin reports for an observed..."),
+    "plugins": (
+        "taskplug.cli._plugins_cmd:plugins",
+        "List the registered plugins and the task types each...",
+    ),
+    "config": (
+        "taskplug.cli._config_cmd:config",
+        "Inspect and check platform config files (Flyte's layout:...",
+    ),
+    "cluster": ("taskplug.cli._cluster:cluster", "The embedded local Kubernetes cluster."),
+}
+"""name → (``module:attribute`` of the click command, its summary as ``--help`` lists it)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when used; ``--help`` lists them from :data:`COMMANDS`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attribute = target[0].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="taskplug")
 def cli() -> None:
     """taskplug: run typed Flyte tasks on Kubernetes and on remote services, through plugins."""
-
-
-cli.add_command(run)
-cli.add_command(render)
-cli.add_command(status)
-cli.add_command(plugins)
-cli.add_command(config)
-cli.add_command(cluster)
 
 
 def main() -> None:

@@ -21,10 +21,18 @@ from rich.table import Table
 from rich.text import Text
 
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, handles_bad_input
-from taskplug.executor import EXECUTOR_SECTION, Platform, load_spec
-from taskplug.executor._executor import ExecutionResult, Executor
-from taskplug.executor._runtime import open_executor
-from taskplug.executor._store import Event, SQLiteStateStore
+from taskplug.engine import local_operators
+from taskplug.engine.k8s import connect
+from taskplug.executor import (
+    EXECUTOR_SECTION,
+    Event,
+    ExecutionResult,
+    Executor,
+    Platform,
+    SQLiteStateStore,
+    load_spec,
+    open_executor,
+)
 from taskplug.k8s import KubeClient
 
 __all__ = ["run"]
@@ -33,24 +41,20 @@ __all__ = ["run"]
 @contextlib.asynccontextmanager
 async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
     if kubeconfig is not None:
-        from taskplug.k8s._lightkube import LightkubeClient
-
-        client = LightkubeClient(kubeconfig)
+        client = connect(kubeconfig)
         try:
             yield client
         finally:
             await client.close()
         return
+    # Only a run on the embedded cluster loads it.
     from taskplug.localcluster import LocalCluster
 
     async with LocalCluster(mode="simulated" if mode == "simulated" else "process") as cluster:
-        # The embedded cluster has no operators of its own: every enabled plugin that brings a simulated
-        # operator for its custom resource (Spark, a plugin author's CRD) gets it registered here.
-        for entry in platform.enabled_entries():
-            factory = getattr(entry, "local_operator", None)
-            rtype = getattr(entry, "resource_to_watch", None)
-            if factory is not None and rtype is not None:
-                cluster.register_operator(rtype, factory())
+        # The embedded cluster has no operators of its own: every enabled plugin that brings one for its
+        # custom resource (Spark, a plugin author's CRD) gets it registered here.
+        for operator in local_operators(platform.config, platform.registry):
+            cluster.register_operator(operator.resource_type, operator.make())
         yield cluster.client()
 
 
@@ -108,9 +112,8 @@ async def _run(
     try:
         async with (
             _kube_client(platform, kubeconfig, mode) as client,
-            open_executor(platform, kube_client=client, store=store) as ex,
+            open_executor(platform, kube_client=client, store=store, on_event=progress.on_event) as ex,
         ):
-            ex.on_event = progress.on_event
             key = await ex.submit(spec)
             _abort_on_interrupt(ex, key, console)
             if as_json:

@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from flyteidl.core import identifier_pb2, literals_pb2, security_pb2, tasks_pb2
 
+from taskplug.core._clock import Clock, SystemClock
+from taskplug.core._config import PlatformConfig
 from taskplug.core._quantity import Quantity
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "PluginStateHolder",
     "PluginStateReader",
     "PluginStateWriter",
+    "PodTemplates",
     "ResourceConstraintsSpec",
     "ResourceManager",
     "ResourceRegistrar",
@@ -282,17 +285,31 @@ class TaskExecutionContext(Protocol):
     def secret_manager(self) -> SecretManager | None: ...
 
 
+class PodTemplates(Protocol):
+    """The platform's named pod templates (``taskplug.k8s.PodTemplateStore`` is the implementation)."""
+
+    def load_or_default(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The template ``name`` of ``namespace``, else of the default namespace; None when neither has it."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class SetupContext:
-    """What a plugin loader gets: how to wake an execution, the Kubernetes client, quotas, the clock."""
+    """What a plugin loader gets (Flyte's ``SetupContext``): how to wake an execution, quotas, the clock, and
+    the platform's parsed configuration and pod templates.
+
+    ``enqueue_owner(namespace, key)`` wakes every execution owning objects labelled with that owner key
+    (``taskplug.k8s.owner_key``: the ``execution-id`` label of the objects it created). A loader reads its own
+    config section with ``setup.config.get(SECTION)``.
+    """
 
     enqueue_owner: Callable[[str, str], None]
     owner_kind: str = "FlyteWorkflow"
-    kube_client: Any = None
     secret_manager: SecretManager | None = None
     resource_registrar: ResourceRegistrar | None = None
-    clock: Any = None
-    extras: Mapping[str, Any] = field(default_factory=dict)
+    clock: Clock = field(default_factory=SystemClock)
+    config: PlatformConfig | None = None
+    pod_templates: PodTemplates | None = None
 
 
 # -- simple implementations, used by the executor and by taskplug.testing -------------------------------

@@ -1,20 +1,45 @@
-"""The executor: drives task executions through their plugins; the execution spec; the platform."""
+"""The executor: drives task executions through their plugins; the execution spec; the platform; state.
 
+``async with open_executor(platform, kube_client=..., store=...) as ex: await ex.run(spec)`` runs a task
+execution to a terminal phase; ``render_object`` / ``observed_phase`` compute what ``taskplug render`` and
+``taskplug status`` print.
+"""
+
+from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings, OpenPlugins
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import EXECUTOR_SECTION, PLATFORM_DEFAULTS, ExecutorConfig, Platform
 from taskplug.executor._render import observed_phase, render_object
+from taskplug.executor._runtime import executor_settings, open_executor
 from taskplug.executor._spec import ExecutionSpec, load_spec, parse_spec
+from taskplug.executor._store import (
+    Event,
+    ExecutionRecord,
+    MemoryStateStore,
+    SQLiteStateStore,
+    StateStore,
+)
 from taskplug.executor._tasks import task_context_for
 
 __all__ = [
     "EXECUTOR_SECTION",
     "PLATFORM_DEFAULTS",
+    "Event",
     "ExecutionPaths",
+    "ExecutionRecord",
+    "ExecutionResult",
     "ExecutionSpec",
+    "Executor",
     "ExecutorConfig",
+    "ExecutorSettings",
+    "MemoryStateStore",
+    "OpenPlugins",
     "Platform",
+    "SQLiteStateStore",
+    "StateStore",
+    "executor_settings",
     "load_spec",
     "observed_phase",
+    "open_executor",
     "parse_spec",
     "render_object",
     "task_context_for",

@@ -37,6 +37,7 @@ from taskplug.core import (
     PluginError,
     PluginResolver,
     ResourceManager,
+    StaticTaskExecutionContext,
     SystemClock,
     literal_map_to_plain,
 )
@@ -45,11 +46,15 @@ from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor._tasks import task_context_for
-from taskplug.k8s._secrets import sanitize_label_value
+from taskplug.k8s import owner_key
 
-__all__ = ["ExecutionResult", "Executor", "ExecutorSettings"]
+__all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins"]
 
 log = logging.getLogger(__name__)
+
+
+OpenPlugins = Callable[["Executor"], contextlib.AbstractAsyncContextManager[PluginResolver]]
+"""Opens the executor's plugins (``taskplug.engine.open_plugins``), given the executor to wake."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +113,8 @@ class Executor:
     def __init__(
         self,
         *,
-        resolver: PluginResolver,
+        resolver: PluginResolver | None = None,
+        plugins: OpenPlugins | None = None,
         store: StateStore,
         data_store: DataStore | None = None,
         settings: ExecutorSettings | None = None,
@@ -116,7 +122,11 @@ class Executor:
         resource_manager: ResourceManager | None = None,
         on_event: Callable[[str, Event], None] | None = None,
     ) -> None:
-        self.resolver = resolver
+        if (resolver is None) == (plugins is None):
+            raise ValueError("give the executor either a resolver or a way to open its plugins, not both")
+        self._resolver = resolver
+        self._open_plugins = plugins
+        self._plugins_stack = contextlib.AsyncExitStack()
         self.store = store
         self.data = data_store or DataStore()
         self.settings = settings or ExecutorSettings()
@@ -141,7 +151,18 @@ class Executor:
         self.rounds = 0
 
     # -- lifecycle ------------------------------------------------------------------------------------------
+    @property
+    def resolver(self) -> PluginResolver:
+        """Which plugin runs a task type (the plugins are loaded while the executor runs)."""
+        if self._resolver is None:
+            raise RuntimeError("the executor's plugins are loaded when it starts: use it as `async with`")
+        return self._resolver
+
     async def __aenter__(self) -> Executor:
+        if self._open_plugins is not None:
+            # The plugins wake executions through this executor, so they are opened by it, and closed after
+            # its workers have stopped.
+            self._resolver = await self._plugins_stack.enter_async_context(self._open_plugins(self))
         # The workers and the timer run until the block exits; the TaskGroup owns them, so none can outlive
         # the executor or fail unseen.
         self._group = asyncio.TaskGroup()
@@ -159,6 +180,7 @@ class Executor:
                 await group.__aexit__(None, None, None)
             self._loops = []
         self.store.flush()
+        await self._plugins_stack.aclose()
 
     # -- the owner hook plugins use to wake executions -------------------------------------------------------
     def enqueue_owner(self, namespace: str, name: str) -> None:
@@ -203,9 +225,7 @@ class Executor:
         plugin = self.resolver.resolve(spec.template.type)
         execution = _Execution(spec, record, plugin)
         self._executions[key] = execution
-        meta = spec.metadata
-        owner = (meta.namespace, meta.labels.get("execution-id") or sanitize_label_value(meta.owner_name))
-        self._owners.setdefault(owner, set()).add(key)
+        self._owners.setdefault(owner_key(spec.metadata), set()).add(key)
         if record.terminal:
             execution.done.set()
             return key
@@ -292,7 +312,7 @@ class Executor:
                 await self._timer_wake.wait()
 
     # -- one round of one execution -----------------------------------------------------------------------
-    def _context(self, execution: _Execution) -> Any:
+    def _context(self, execution: _Execution) -> StaticTaskExecutionContext:
         record = execution.record
         spec = execution.spec.for_attempt(record.attempt)
         return task_context_for(
@@ -407,7 +427,7 @@ class Executor:
             self.on_event(record.key, event)
 
     async def _read_outputs(
-        self, tctx: Any, paths: ExecutionPaths
+        self, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
     ) -> tuple[dict[str, Any] | None, ExecutionError | None]:
         writer = tctx.output_writer
         declared = execution_outputs_declared(tctx.task_reader.read())
@@ -428,7 +448,9 @@ class Executor:
             return {}, None
         return literal_map_to_plain(literal_map), None
 
-    async def _succeeded(self, execution: _Execution, tctx: Any, paths: ExecutionPaths) -> None:
+    async def _succeeded(
+        self, execution: _Execution, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
+    ) -> None:
         record = execution.record
         # flytekit catches the task's own exception, writes error.pb and exits 0: as Flyte's output reader
         # does, look for that document before the outputs; a pod that succeeded may be a task that failed.
@@ -450,7 +472,9 @@ class Executor:
             record.outcome = str(Phase.SUCCESS)
         await self._close(execution, tctx, retry=False, cleanup=False)
 
-    async def _failed(self, execution: _Execution, tctx: Any, info: PhaseInfo, paths: ExecutionPaths) -> None:
+    async def _failed(
+        self, execution: _Execution, tctx: StaticTaskExecutionContext, info: PhaseInfo, paths: ExecutionPaths
+    ) -> None:
         record = execution.record
         err = info.err or ExecutionError(
             ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
@@ -471,7 +495,9 @@ class Executor:
             record.outcome = str(info.phase)
         await self._close(execution, tctx, retry=retryable, cleanup=record.cleanup_on_failure)
 
-    async def _close(self, execution: _Execution, tctx: Any, *, retry: bool, cleanup: bool) -> None:
+    async def _close(
+        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, retry: bool, cleanup: bool
+    ) -> None:
         """End the attempt: save the decision first, then abort (when cleanup is due) and finalize.
 
         The decision is on disk before anything is deleted, so a process stopped in between finishes the
@@ -483,7 +509,7 @@ class Executor:
         self.store.flush()
         await self._finish_closing(execution, tctx)
 
-    async def _finish_closing(self, execution: _Execution, tctx: Any) -> None:
+    async def _finish_closing(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
         record = execution.record
         closing = record.closing or {"retry": False, "cleanup": False}
         if closing["cleanup"]:
@@ -511,21 +537,23 @@ class Executor:
         self.store.flush()
         execution.done.set()
 
-    async def _abort(self, execution: _Execution, tctx: Any) -> None:
+    async def _abort(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
         try:
             await execution.plugin.abort(tctx)
         except Exception as e:
             log.warning("%s: abort failed: %s", execution.record.key, e)
             raise
 
-    async def _finalize(self, execution: _Execution, tctx: Any) -> None:
+    async def _finalize(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
         try:
             await execution.plugin.finalize(tctx)
         except Exception as e:
             log.warning("%s: finalize failed: %s", execution.record.key, e)
             raise
 
-    async def _abort_and_finalize(self, execution: _Execution, tctx: Any, *, reason: str) -> None:
+    async def _abort_and_finalize(
+        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, reason: str
+    ) -> None:
         record = execution.record
         await self._abort(execution, tctx)
         await self._finalize(execution, tctx)

@@ -41,9 +41,15 @@ from taskplug.core import (
     merge_documents,
 )
 from taskplug.core import ErrorCode as _ErrorCode
-from taskplug.k8s import K8S_SECTION, LOGS_SECTION, PLUGINS_ROOT_SECTION, K8sPluginEntry, K8sPluginSetup
-from taskplug.k8s._pod_template import PodTemplateStore
-from taskplug.webapi._resourcemanager import RESOURCE_MANAGER_SECTION
+from taskplug.engine.webapi import RESOURCE_MANAGER_SECTION
+from taskplug.k8s import (
+    K8S_SECTION,
+    LOGS_SECTION,
+    PLUGINS_ROOT_SECTION,
+    K8sPluginEntry,
+    K8sPluginSetup,
+    PodTemplateStore,
+)
 
 __all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ExecutorConfig", "Platform"]
 

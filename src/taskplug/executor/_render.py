@@ -9,32 +9,18 @@ from taskplug.core import PhaseInfo
 from taskplug.executor._platform import Platform
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._tasks import task_context_for
-from taskplug.k8s import K8S_SECTION, PluginState, StaticPluginContext
-from taskplug.k8s._plugin_manager import add_object_metadata
-from taskplug.k8s._secrets import k8s_task_execution_metadata
+from taskplug.k8s import K8S_SECTION, PluginState, StaticPluginContext, build_object
 
 __all__ = ["observed_phase", "render_object"]
 
 
 def render_object(platform: Platform, spec: ExecutionSpec, *, data_root: str) -> dict[str, Any]:
     """The exact object the plugin manager would create for ``spec`` (name, namespace, labels, annotations,
-    finalizers and all)."""
+    finalizers and all): the manager's own :func:`taskplug.k8s.build_object`."""
     entry = platform.k8s_entry_for(spec.template.type)
     plugin = entry.load_plugin(platform.k8s_setup())
     tctx = task_context_for(spec, data_root)
-    tctx.metadata = k8s_task_execution_metadata(tctx.metadata, spec.template)
-    obj = plugin.build_resource(tctx)
-    properties = plugin.get_properties()
-    # Flyte's identity pod says kind "pod"; controller-runtime sends the scheme's kind, which is what we show.
-    obj["kind"] = entry.resource_to_watch.kind
-    return add_object_metadata(
-        tctx.metadata,
-        obj,
-        platform.config.get(K8S_SECTION),
-        spec.template,
-        inject_owner_references=not properties.disable_inject_owner_references,
-        inject_finalizer=not properties.disable_inject_finalizer,
-    )
+    return build_object(plugin, tctx, platform.config.get(K8S_SECTION), watched=entry.resource_to_watch)
 
 
 def observed_phase(

@@ -1,44 +1,27 @@
-"""Everything that runs tasks, wired together: informers, plugin managers, web-API adapters, quotas, executor.
+"""The executor with its plugins: what ``taskplug run`` (and a test, a benchmark, a plugin author) opens.
 
-Flyte's task handler Setup: the enabled entries are wrangled into core plugins (Kubernetes entries behind
-plugin managers sharing one back-off controller and one informer factory; web-API entries behind their
-adapter and status cache, sharing one resource manager), each is loaded with a setup context whose
-``enqueue_owner`` wakes the executor (web-API adapters wake it by generated name, through
-``enqueue_task_execution``, when their status cache sees a change), and a resolver picks the plugin for each
-task type.
+The executor owns its plugins' lifetime: :func:`open_executor` gives it ``taskplug.engine.open_plugins``
+over the platform's registry, config and pod templates, which it opens on entering (every enabled plugin
+loaded, its wake-ups routed to the executor) and closes after its workers have stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
-from taskplug.core import (
-    TASKS_SECTION,
-    Clock,
-    Plugin,
-    PluginEntry,
-    PluginKind,
-    PluginResolver,
-    SetupContext,
-    load_plugin,
-    wrangle_plugins,
-)
+from taskplug.core import TASKS_SECTION, Clock, PluginResolver
+from taskplug.engine import open_plugins
 from taskplug.executor._executor import Executor, ExecutorSettings
 from taskplug.executor._platform import EXECUTOR_SECTION, Platform
-from taskplug.executor._store import StateStore
+from taskplug.executor._store import Event, StateStore
 from taskplug.k8s import KubeClient
-from taskplug.k8s._informer import InformerFactory
-from taskplug.k8s._plugin_manager import SharedK8sMachinery, k8s_core_entry
-from taskplug.webapi._adapter import webapi_plugin_entry
-from taskplug.webapi._resourcemanager import RESOURCE_MANAGER_SECTION, build_resource_manager
 
 __all__ = ["executor_settings", "open_executor"]
 
 
 def executor_settings(platform: Platform) -> ExecutorSettings:
+    """The executor's settings from the platform's ``executor`` and ``tasks`` sections."""
     cfg = platform.config.get(EXECUTOR_SECTION)
     return ExecutorSettings(
         data_root=cfg.data_root,
@@ -58,69 +41,26 @@ async def open_executor(
     store: StateStore,
     settings: ExecutorSettings | None = None,
     clock: Clock | None = None,
+    on_event: Callable[[str, Event], None] | None = None,
 ) -> AsyncIterator[Executor]:
     """An executor with every enabled plugin loaded, running until the block exits."""
     clock = clock or platform.clock
-    config = platform.config
-    informers = InformerFactory(kube_client, clock=clock)
-    shared = SharedK8sMachinery(
-        config=config, informers=informers, clock=clock, pod_templates=platform.pod_templates
-    )
-    resource_manager = await build_resource_manager(config.get(RESOURCE_MANAGER_SECTION))
-    executor = Executor(
-        resolver=PluginResolver([], {}),
+
+    def plugins(executor: Executor) -> contextlib.AbstractAsyncContextManager[PluginResolver]:
+        return open_plugins(
+            platform.config,
+            platform.registry,
+            kube_client=kube_client,
+            wakeups=executor,
+            clock=clock,
+            pod_templates=platform.pod_templates,
+        )
+
+    async with Executor(
+        plugins=plugins,
         store=store,
         settings=settings or executor_settings(platform),
         clock=clock,
-    )
-    wrappers = {
-        PluginKind.K8S: lambda e: k8s_core_entry(e, shared),
-        PluginKind.WEBAPI: lambda e: webapi_plugin_entry(
-            e, clock=clock, resource_manager=resource_manager, enqueue=executor.enqueue_task_execution
-        ),
-    }
-    task_plugins = config.get(TASKS_SECTION).task_plugins
-    entries, defaults = wrangle_plugins(task_plugins, platform.registry, wrappers)
-    # taskplug creates no owner object, so the owner-kind filter of Flyte's informer is off (owner_kind "").
-    # Loaders read their own config sections (and the pod templates, for pod specs) from ``extras``.
-    setup = SetupContext(
-        enqueue_owner=executor.enqueue_owner,
-        owner_kind="",
-        kube_client=kube_client,
-        clock=clock,
-        extras={"config": config, "pod_templates": platform.pod_templates},
-    )
-    loaded: list[tuple[PluginEntry, Plugin]] = []
-    async with informers:
-        try:
-            for entry in entries:
-                loaded.append((entry, await load_plugin(entry, setup)))
-            dynamic = [(handles, p) for _, p in loaded if (handles := _dynamic_task_types(p)) is not None]
-            executor.resolver = PluginResolver(
-                loaded, defaults, fallback_to_default=task_plugins.fallback_to_default_plugin, dynamic=dynamic
-            )
-            async with executor:
-                yield executor
-        finally:
-            for _, plugin in loaded:
-                await _close(plugin)
-            await _close(resource_manager)
-
-
-def _dynamic_task_types(plugin: Plugin) -> Any:
-    """A plugin whose task types are discovered at run time (the connector service) answers for them."""
-    candidates: tuple[Any, ...] = (plugin, getattr(plugin, "plugin", None))
-    for candidate in candidates:
-        handles = getattr(candidate, "handles_task_type", None)
-        if callable(handles):
-            return handles
-    return None
-
-
-async def _close(thing: Any) -> None:
-    close = getattr(thing, "aclose", None) or getattr(thing, "close", None)
-    if close is None:
-        return
-    result = close()
-    if inspect.isawaitable(result):
-        await result
+        on_event=on_event,
+    ) as executor:
+        yield executor

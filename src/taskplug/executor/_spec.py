@@ -27,7 +27,7 @@ from taskplug.core import (
     TaskOverrides,
     literal_map_from_plain,
 )
-from taskplug.k8s._secrets import sanitize_label_value
+from taskplug.k8s import execution_labels
 
 __all__ = ["ExecutionSpec", "load_spec", "parse_spec"]
 
@@ -265,13 +265,7 @@ def _load_metadata(execution: Mapping[str, Any], template: tasks_pb2.TaskTemplat
         raise SpecError("execution.namespace", "must be a string")
 
     # The labels propeller puts on every task object; the informer finds the owning execution by execution-id.
-    labels = {
-        "execution-id": sanitize_label_value(name),
-        "node-id": sanitize_label_value(node_id),
-        "interruptible": "true" if interruptible else "false",
-    }
-    if template.id.name:
-        labels["task-name"] = sanitize_label_value(template.id.name)
+    labels = execution_labels(name, node_id, interruptible=interruptible, task_name=template.id.name)
     labels.update(_str_map(execution.get("labels"), "execution.labels"))
 
     security = security_pb2.SecurityContext()

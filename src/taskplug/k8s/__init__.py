@@ -1,24 +1,15 @@
-"""Kubernetes plugin machinery: client contract, plugin contract, config, pod builders, plugin manager,
-back-off, informer.
+"""What a Kubernetes plugin author uses (Flyte's ``pluginmachinery/k8s`` and ``flytek8s``).
 
-For plugin authors (see ``docs/plugins.md``): implement :class:`K8sPlugin`, register a
-:class:`K8sPluginEntry`; build pods with :func:`to_k8s_pod_spec` (or :func:`build_raw_pod` then
-:func:`apply_flyte_pod_configuration`) over the platform's :class:`PlatformPodConfig`; map a Pod's status with
-:func:`get_task_phase_with_logs` or the ``demystify_*`` helpers; report with
-:func:`maybe_update_phase_version`.
+Implement :class:`K8sPlugin` and register a :class:`K8sPluginEntry`; build pods with :func:`to_k8s_pod_spec`
+(or :func:`build_raw_pod` then :func:`apply_flyte_pod_configuration`) over the platform's
+:class:`PlatformPodConfig`; map a Pod's status with :func:`get_task_phase_with_logs` or the ``demystify_*``
+helpers; report with :func:`maybe_update_phase_version`; render log links with :func:`task_logs`. The object
+the plugin manager creates is :func:`build_object`'s; a simulated operator for the embedded cluster is a
+:class:`StatusStepOperator`. What runs plugins (plugin manager, informer, back-off) is ``taskplug.engine``.
+See ``docs/plugins.md``.
 """
 
-from taskplug.k8s._client import (
-    EVENT,
-    POD,
-    KubeApiError,
-    KubeClient,
-    ResourceType,
-    WatchEvent,
-    is_already_exists,
-    is_conflict,
-    is_not_found,
-)
+from taskplug.k8s._client import EVENT, POD, KubeClient, ResourceType, WatchEvent
 from taskplug.k8s._config import (
     K8S_SECTION,
     LOGS_SECTION,
@@ -31,6 +22,32 @@ from taskplug.k8s._config import (
     TemplateLogPluginConfig,
     Toleration,
 )
+from taskplug.k8s._errors import (
+    KubeApiError,
+    api_error_of,
+    is_already_exists,
+    is_bad_request,
+    is_conflict,
+    is_forbidden,
+    is_invalid,
+    is_not_found,
+    is_request_entity_too_large,
+    is_server_timeout,
+    is_too_many_requests,
+)
+from taskplug.k8s._exec_context import PluginTaskExecutionContext
+from taskplug.k8s._names import convert_to_dns1123_subdomain_compatible
+from taskplug.k8s._object import (
+    EXECUTION_ID_LABEL,
+    FINALIZER,
+    add_object_metadata,
+    build_object,
+    execution_labels,
+    owner_key,
+    owner_key_of,
+    registered_kind,
+)
+from taskplug.k8s._operator import NextStatus, Operator, StatusStepOperator
 from taskplug.k8s._plugin import (
     AbortBehavior,
     ErrorAggregationStrategy,
@@ -51,6 +68,8 @@ from taskplug.k8s._pod_builder import (
     apply_flyte_pod_configuration,
     build_identity_pod,
     build_raw_pod,
+    get_container,
+    pod_spec_from_struct,
     service_account_name,
     to_k8s_pod_spec,
 )
@@ -63,11 +82,14 @@ from taskplug.k8s._pod_status import (
     get_reported_at,
     get_task_phase_with_logs,
 )
-from taskplug.k8s._pod_template import PodTemplateStore
-from taskplug.k8s._tasklog import parse_k8s_time
+from taskplug.k8s._pod_template import PodTemplateStore, deep_copy, merge_overlay_pod_spec_onto_base
+from taskplug.k8s._secrets import k8s_task_execution_metadata, sanitize_label_value
+from taskplug.k8s._tasklog import LogInput, parse_k8s_time, task_logs
 
 __all__ = [
     "EVENT",
+    "EXECUTION_ID_LABEL",
+    "FINALIZER",
     "K8S_SECTION",
     "LOGS_SECTION",
     "PLUGINS_ROOT_SECTION",
@@ -84,34 +106,60 @@ __all__ = [
     "KubeApiError",
     "KubeClient",
     "LogConfig",
+    "LogInput",
+    "NextStatus",
     "NodeSelectorRequirement",
+    "Operator",
     "PlatformPodConfig",
     "PluginAbortOverride",
     "PluginContext",
     "PluginState",
+    "PluginTaskExecutionContext",
     "PluginsRootConfig",
     "PodTemplateStore",
     "RawPod",
     "ResourceType",
     "StaticPluginContext",
+    "StatusStepOperator",
     "TemplateLogPluginConfig",
     "Toleration",
     "WatchEvent",
+    "add_object_metadata",
+    "api_error_of",
     "apply_flyte_pod_configuration",
     "build_identity_pod",
+    "build_object",
     "build_raw_pod",
+    "convert_to_dns1123_subdomain_compatible",
+    "deep_copy",
     "demystify_failure",
     "demystify_pending",
     "demystify_pod_status",
     "demystify_success",
+    "execution_labels",
+    "get_container",
     "get_last_transition_occurred_at",
     "get_reported_at",
     "get_task_phase_with_logs",
     "is_already_exists",
+    "is_bad_request",
     "is_conflict",
+    "is_forbidden",
+    "is_invalid",
     "is_not_found",
+    "is_request_entity_too_large",
+    "is_server_timeout",
+    "is_too_many_requests",
+    "k8s_task_execution_metadata",
     "maybe_update_phase_version",
+    "merge_overlay_pod_spec_onto_base",
+    "owner_key",
+    "owner_key_of",
     "parse_k8s_time",
+    "pod_spec_from_struct",
+    "registered_kind",
+    "sanitize_label_value",
     "service_account_name",
+    "task_logs",
     "to_k8s_pod_spec",
 ]

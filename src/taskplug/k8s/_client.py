@@ -1,8 +1,8 @@
-"""The narrow Kubernetes client contract the machinery uses, and the API errors it raises.
+"""The narrow Kubernetes client contract the machinery uses (its errors: ``taskplug.k8s._errors``).
 
 Objects are plain JSON dicts with the API's camelCase keys. A resource type is identified by
 :class:`ResourceType` (apiVersion + kind + plural + namespaced). Exactly one production adapter implements
-:class:`KubeClient` over lightkube (``taskplug.k8s._lightkube``); the embedded local cluster implements it
+:class:`KubeClient` over lightkube (``taskplug.engine.k8s._lightkube``); the embedded local cluster implements it
 in-process. Client-library exceptions never leak past an adapter: they become :class:`KubeApiError`.
 """
 
@@ -12,18 +12,12 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from taskplug.core import TaskplugError
-
 __all__ = [
     "EVENT",
     "POD",
-    "KubeApiError",
     "KubeClient",
     "ResourceType",
     "WatchEvent",
-    "is_already_exists",
-    "is_conflict",
-    "is_not_found",
 ]
 
 KubeObject = dict[str, Any]
@@ -58,59 +52,6 @@ class ResourceType:
 
 POD = ResourceType("v1", "Pod", "pods")
 EVENT = ResourceType("events.k8s.io/v1", "Event", "events")
-
-
-class KubeApiError(TaskplugError):
-    """An error answered by the Kubernetes API, as its ``Status``: HTTP code, reason and message."""
-
-    def __init__(
-        self, status: int, reason: str, message: str, *, details: Mapping[str, Any] | None = None
-    ) -> None:
-        super().__init__(message, code=reason or str(status))
-        self.status = status
-        self.reason = reason
-        self.details = dict(details or {})
-
-    def __str__(self) -> str:
-        return self.message
-
-    @classmethod
-    def from_status(cls, status: Mapping[str, Any], http_status: int | None = None) -> KubeApiError:
-        return cls(
-            int(status.get("code") or http_status or 500),
-            str(status.get("reason") or ""),
-            str(status.get("message") or ""),
-            details=status.get("details"),
-        )
-
-    def to_status(self) -> dict[str, Any]:
-        status: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.status,
-        }
-        if self.details:
-            status["details"] = self.details
-        return status
-
-
-def is_not_found(err: BaseException) -> bool:
-    """Not found, gone or expired: the object is no longer there (Flyte's IsNotFound/IsGone/IsResourceExpired)."""
-    return isinstance(err, KubeApiError) and (
-        err.status in (404, 410) or err.reason in ("NotFound", "Gone", "Expired")
-    )
-
-
-def is_already_exists(err: BaseException) -> bool:
-    return isinstance(err, KubeApiError) and err.status == 409 and err.reason == "AlreadyExists"
-
-
-def is_conflict(err: BaseException) -> bool:
-    return isinstance(err, KubeApiError) and err.status == 409 and err.reason != "AlreadyExists"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 Follows flyteplugins/go/tasks/pluginmachinery/k8s/plugin.go. A plugin builds an object (a Pod, a
 SparkApplication, …) from a task and maps an observed object to a phase; the plugin manager
-(``taskplug.k8s._plugin_manager``) does the creating, watching, aborting and cleaning up.
+(``taskplug.engine``) does the creating, watching, aborting and cleaning up.
 
 Deviation: Flyte's ``PluginEntry`` holds a plugin instance that reads process-global config. Here the entry
 holds a loader that is handed the parsed config explicitly (:class:`K8sPluginSetup`), so there is no global
@@ -28,12 +28,14 @@ from taskplug.core import (
     PlatformConfig,
     PluginError,
     PluginKind,
+    PodTemplates,
     SystemClock,
     TaskExecutionContext,
     TaskExecutionMetadata,
     TaskReader,
 )
 from taskplug.k8s._client import KubeClient, ResourceType
+from taskplug.k8s._operator import Operator
 
 __all__ = [
     "AbortBehavior",
@@ -181,7 +183,7 @@ class K8sPluginSetup:
     """What a Kubernetes plugin loader is given."""
 
     config: PlatformConfig
-    pod_templates: Any = None  # taskplug.k8s.PodTemplateStore
+    pod_templates: PodTemplates | None = None
     clock: Clock = field(default_factory=SystemClock)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -198,9 +200,10 @@ class K8sPluginEntry:
     custom_kube_client: Callable[[], KubeClient] | None = None
     config_sections: tuple[ConfigSection[Any], ...] = ()
     kind: PluginKind = PluginKind.K8S
-    local_operator: Callable[[], Any] | None = None
-    """Makes a simulated operator for the embedded local cluster (``taskplug run`` registers it for the
-    watched type with ``LocalCluster.register_operator``); None when the plugin needs none (Pods)."""
+    local_operator: Callable[[], Operator] | None = None
+    """Makes the operator the embedded local cluster runs for the watched type (``taskplug run`` registers it
+    with ``LocalCluster.register_operator``); None when the plugin needs none (Pods). Discovery never calls
+    it, so an operator may be as heavy as it needs to be without slowing any command down."""
 
     def validate(self) -> None:
         problems = []

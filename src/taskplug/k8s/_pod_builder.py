@@ -26,6 +26,7 @@ from google.protobuf import json_format
 from taskplug.core import (
     BadTaskSpecification,
     PlatformConfig,
+    PodTemplates,
     Quantity,
     QuantityError,
     TaskExecutionContext,
@@ -91,14 +92,14 @@ class PlatformPodConfig:
     """The platform's pod configuration (``plugins.k8s``), with what can be computed once computed once."""
 
     k8s: K8sPluginConfig = field(default_factory=K8sPluginConfig)
-    pod_templates: PodTemplateStore = field(default_factory=PodTemplateStore)
+    pod_templates: PodTemplates = field(default_factory=PodTemplateStore)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     @classmethod
     def from_config(
         cls,
         config: PlatformConfig,
-        pod_templates: PodTemplateStore | None = None,
+        pod_templates: PodTemplates | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> PlatformPodConfig:
         return cls(

@@ -5,11 +5,10 @@ in-process :class:`taskplug.k8s.KubeClient`) or ``await cluster.serve_http()`` f
 """
 
 from taskplug.localcluster._client import LocalKubeClient
-from taskplug.localcluster._cluster import LocalCluster, Operator
+from taskplug.localcluster._cluster import LocalCluster
 from taskplug.localcluster._faults import Faults
-from taskplug.localcluster._http import CONTEXT_NAME
+from taskplug.localcluster._kubeconfig import CONTEXT_NAME
 from taskplug.localcluster._nodes import DEFAULT_NODE, NodeConfig
-from taskplug.localcluster._operators import NextStatus, StatusStepOperator
 from taskplug.localcluster._resources import NAMESPACE, NODE, POD_TEMPLATE, RESOURCE_QUOTA
 from taskplug.localcluster._simulated import (
     ANNOTATION_DURATION,
@@ -32,8 +31,5 @@ __all__ = [
     "Faults",
     "LocalCluster",
     "LocalKubeClient",
-    "NextStatus",
     "NodeConfig",
-    "Operator",
-    "StatusStepOperator",
 ]

@@ -14,16 +14,17 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from taskplug.core import Clock, SystemClock
-from taskplug.k8s import KubeApiError, ResourceType, WatchEvent
+from taskplug.k8s import KubeApiError, Operator, ResourceType, WatchEvent
 from taskplug.localcluster._client import LocalKubeClient
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._faults import Faults
+from taskplug.localcluster._kubeconfig import write_kubeconfig
 from taskplug.localcluster._kubelet import ProcessKubelet
 from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._nodes import DEFAULT_NODE, NodeConfig, node_object
@@ -35,16 +36,9 @@ from taskplug.localcluster._simulated import SimulatedKubelet
 from taskplug.localcluster._store import Store
 from taskplug.localcluster._timers import Timers
 
-__all__ = ["LocalCluster", "Operator"]
+__all__ = ["LocalCluster"]
 
 _log = logging.getLogger(__name__)
-
-
-class Operator(Protocol):
-    """Called with every ADDED / MODIFIED / DELETED of its resource type (the object is a private copy);
-    acts through the in-process client it is given. May be a coroutine function or return None."""
-
-    def __call__(self, event: WatchEvent, client: LocalKubeClient) -> Awaitable[None] | None: ...
 
 
 class LocalCluster:
@@ -263,6 +257,7 @@ class LocalCluster:
     # -- HTTP ----------------------------------------------------------------------------------------
     async def serve_http(self, port: int = 0, *, host: str = "127.0.0.1") -> str:
         """Serve the API over HTTP on loopback; returns the base URL (``http://127.0.0.1:PORT``)."""
+        # aiohttp is loaded only by a cluster that is served over HTTP (an in-process run never needs it).
         from taskplug.localcluster._http import start_server
 
         if self._runner is None:
@@ -275,6 +270,4 @@ class LocalCluster:
     @staticmethod
     def write_kubeconfig(path: str | Path, url: str, *, namespace: str = "default") -> Path:
         """Write a kubeconfig (context ``taskplug-local``, plain http, no credentials) for ``url``."""
-        from taskplug.localcluster._http import write_kubeconfig
-
         return write_kubeconfig(Path(path), url, namespace=namespace)

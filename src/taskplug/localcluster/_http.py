@@ -18,8 +18,7 @@ authentication, and no ``deletecollection``.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 import yaml
@@ -32,11 +31,32 @@ from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
 
 if TYPE_CHECKING:
-    from taskplug.localcluster._cluster import LocalCluster
+    from taskplug.localcluster._faults import Faults
+    from taskplug.localcluster._store import Store
+    from taskplug.localcluster._timers import Timers
 
-__all__ = ["CONTEXT_NAME", "start_server", "write_kubeconfig"]
+__all__ = ["ApiBackend", "start_server"]
 
-CONTEXT_NAME: Final = "taskplug-local"
+
+class ApiBackend(Protocol):
+    """What the HTTP façade serves: the cluster's store and types, its scripted faults, its timers, and the
+    containers' logs (``LocalCluster`` is one)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def types(self) -> TypeRegistry: ...
+
+    @property
+    def faults(self) -> Faults: ...
+
+    @property
+    def timers(self) -> Timers: ...
+
+    def logs(self, namespace: str, name: str, container: str | None = None) -> str: ...
+
+
 _VERBS: Final = ["create", "delete", "get", "list", "patch", "update", "watch"]
 _PATCH_TYPES: Final = {
     "application/merge-patch+json": "merge",
@@ -96,7 +116,7 @@ def _resource_entries(types: TypeRegistry, api_version: str) -> list[dict[str, A
 
 
 class _Api:
-    def __init__(self, cluster: LocalCluster, address: str) -> None:
+    def __init__(self, cluster: ApiBackend, address: str) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self.types = cluster.types
@@ -357,7 +377,7 @@ class _Api:
         return response
 
 
-async def start_server(cluster: LocalCluster, *, host: str, port: int) -> tuple[web.AppRunner, str]:
+async def start_server(cluster: ApiBackend, *, host: str, port: int) -> tuple[web.AppRunner, str]:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     holder: dict[str, _Api] = {}
 
@@ -373,23 +393,3 @@ async def start_server(cluster: LocalCluster, *, host: str, port: int) -> tuple[
     bound_host, bound_port = runner.addresses[0][:2]
     holder["api"] = _Api(cluster, f"{bound_host}:{bound_port}")
     return runner, f"http://{bound_host}:{bound_port}"
-
-
-def write_kubeconfig(path: Path, url: str, *, namespace: str = "default") -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT_NAME, "user": {}}],
-        "contexts": [
-            {
-                "name": CONTEXT_NAME,
-                "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace},
-            }
-        ],
-        "current-context": CONTEXT_NAME,
-        "preferences": {},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path

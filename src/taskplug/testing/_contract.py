@@ -1,6 +1,6 @@
 """The Kubernetes plugin contract check: what the plugin manager relies on, checked in the author's tests.
 
-The plugin manager (``taskplug.k8s._plugin_manager``, Flyte's plugin_manager.go) calls a plugin in a few
+The plugin manager (``taskplug.engine.k8s._plugin_manager``, Flyte's plugin_manager.go) calls a plugin in a few
 ways and trusts a few things of the answers; a plugin that breaks one of them fails at run time, often far
 from the cause (an object that cannot be sent, a task stuck because its phase version never moves, a
 traceback where a failed task was expected). :func:`check_k8s_plugin` calls the plugin those ways on
@@ -59,14 +59,15 @@ from taskplug.core import (
 from taskplug.k8s import (
     K8S_SECTION,
     K8sPlugin,
+    K8sPluginConfig,
     K8sPluginEntry,
     K8sPluginProperties,
     PluginState,
     PodTemplateStore,
     ResourceType,
     StaticPluginContext,
+    build_object,
 )
-from taskplug.k8s._plugin_manager import add_object_metadata
 from taskplug.testing._context import TaskLike, fake_plugin_setup, fake_task_context
 
 __all__ = ["CheckResult", "ContractReport", "check_k8s_plugin", "representative_tasks"]
@@ -307,7 +308,8 @@ def check_k8s_plugin(
         if obj is not None:
             built.append((label, tctx, obj))
             checker.run(
-                f"deterministic[{label}]", functools.partial(_check_deterministic, p, make_context, obj)
+                f"deterministic[{label}]",
+                functools.partial(_check_deterministic, p, rtype, k8s_config, make_context, obj),
             )
 
     checker.add(
@@ -327,9 +329,7 @@ def check_k8s_plugin(
     # Observations go with the first task the author gave that built, else the first that built.
     authored = [b for b in built if b[0].startswith("task ")]
     _, tctx, obj = authored[0] if authored else built[0]
-    observed: list[tuple[str, Mapping[str, Any], bool]] = [
-        ("empty status", _as_first_seen(obj, rtype, tctx, k8s_config, clock), True)
-    ]
+    observed: list[tuple[str, Mapping[str, Any], bool]] = [("empty status", _as_first_seen(obj, clock), True)]
     observed += [(f"observation {i + 1}", o, False) for i, o in enumerate(observations)]
     for label, resource, fresh in observed:
         info = _check_phase(checker, p, tctx, resource, clock, label, fresh)
@@ -441,14 +441,15 @@ def _check_build(
     checker: _Checker,
     plugin: K8sPlugin,
     rtype: ResourceType,
-    k8s_config: Any,
+    k8s_config: K8sPluginConfig,
     label: str,
     tctx: StaticTaskExecutionContext,
     must_build: bool,
 ) -> KubeObject | None:
+    """The object the plugin manager would create (``taskplug.k8s.build_object``), checked."""
     name = f"build-resource[{label}]"
     try:
-        obj = plugin.build_resource(tctx)
+        obj = build_object(plugin, tctx, k8s_config, watched=rtype)
     except PluginError as e:
         if must_build:
             checker.add(name, False, f"rejected a task it must build: {e}")
@@ -456,27 +457,35 @@ def _check_build(
             checker.add(name, True, f"rejected with {type(e).__name__}: {e}")
         return None
     except Exception as e:
-        checker.add(
-            name,
-            False,
-            f"raised {_describe(e)}; a task that cannot be built must raise "
-            "taskplug.core.BadTaskSpecification (or another PluginError)",
-        )
+        checker.add(name, False, _why_unbuildable(plugin, rtype, tctx, e))
         return None
     try:
         _check_object(obj, rtype, "build_resource")
-        completed = add_object_metadata(
-            tctx.metadata, copy.deepcopy(obj), k8s_config, tctx.task_reader.read()
-        )
-        _json(completed)
+        _json(obj)
     except _Failed as e:
         checker.add(name, False, str(e))
         return None
-    except Exception as e:
-        checker.add(name, False, f"the plugin manager cannot add name and metadata: {_describe(e)}")
-        return None
     checker.add(name, True, f"built a {obj.get('kind')}")
     return obj
+
+
+def _why_unbuildable(
+    plugin: K8sPlugin, rtype: ResourceType, tctx: StaticTaskExecutionContext, error: Exception
+) -> str:
+    """Why ``build_object`` raised: the plugin's own ``build_resource``, or an object the manager cannot
+    complete (no metadata mapping, labels that are not strings, ...)."""
+    try:
+        raw = plugin.build_resource(tctx)
+    except Exception as e:
+        return (
+            f"raised {_describe(e)}; a task that cannot be built must raise "
+            "taskplug.core.BadTaskSpecification (or another PluginError)"
+        )
+    try:
+        _check_object(raw, rtype, "build_resource")
+    except _Failed as e:
+        return str(e)
+    return f"the plugin manager cannot add name and metadata: {_describe(error)}"
 
 
 def _context_factory(task: TaskLike) -> Callable[[], StaticTaskExecutionContext]:
@@ -484,11 +493,15 @@ def _context_factory(task: TaskLike) -> Callable[[], StaticTaskExecutionContext]
 
 
 def _check_deterministic(
-    plugin: K8sPlugin, make_context: Callable[[], StaticTaskExecutionContext], first: KubeObject
+    plugin: K8sPlugin,
+    rtype: ResourceType,
+    k8s_config: K8sPluginConfig,
+    make_context: Callable[[], StaticTaskExecutionContext],
+    first: KubeObject,
 ) -> str:
     tctx = make_context()
     template_before = tctx.task_reader.read().SerializeToString(deterministic=True)
-    again = plugin.build_resource(tctx)
+    again = build_object(plugin, tctx, k8s_config, watched=rtype)
     _require(
         tctx.task_reader.read().SerializeToString(deterministic=True) == template_before,
         "build_resource changed the task template it was given",
@@ -533,16 +546,9 @@ def _check_rejects(plugin: K8sPlugin, task: TaskLike) -> str:
     raise _Failed(f"built a {type(obj).__name__} for a task it should reject")
 
 
-def _as_first_seen(
-    obj: KubeObject,
-    rtype: ResourceType,
-    tctx: StaticTaskExecutionContext,
-    k8s_config: Any,
-    clock: FakeClock,
-) -> KubeObject:
-    """The built object as the API returns it right after create: metadata filled in, no status yet."""
-    seen = add_object_metadata(tctx.metadata, copy.deepcopy(obj), k8s_config, tctx.task_reader.read())
-    seen["kind"] = rtype.kind  # the API reports the registered kind ("Pod" for Flyte's "pod")
+def _as_first_seen(obj: KubeObject, clock: FakeClock) -> KubeObject:
+    """The created object as the API returns it right after create: uid and version set, no status yet."""
+    seen = copy.deepcopy(obj)
     metadata = seen["metadata"]
     metadata.setdefault("uid", "00000000-0000-0000-0000-000000000001")
     metadata.setdefault("resourceVersion", "1")

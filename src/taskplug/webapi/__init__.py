@@ -1,17 +1,11 @@
-"""Web-API plugin machinery: contracts, the core adapter, the status cache, rate limits and tokens."""
+"""What a web-API plugin author uses (Flyte's ``pluginmachinery/webapi``): the plugin contracts, the contexts
+they are given, and the plugin's config (quotas, rate limits, caching, timeouts).
 
-from taskplug.webapi._adapter import (
-    SyncPluginAdapter,
-    WebApiPluginAdapter,
-    allocation_outcome,
-    launched_state,
-    load_webapi_plugin,
-    monitor_outcome,
-    terminal_state,
-    webapi_plugin_entry,
-)
-from taskplug.webapi._autorefresh import AutoRefreshCache, ItemSyncResponse, SyncAction
-from taskplug.webapi._cache import CacheItem, ResourceCache, new_resource_cache, sync_resource
+Implement :class:`AsyncPlugin` (create / get / delete / status) or :class:`SyncPlugin` (do) and register a
+:class:`WebApiPluginEntry`. What runs them (the adapter, the status cache, rate limits and allocation tokens)
+is ``taskplug.engine``.
+"""
+
 from taskplug.webapi._contracts import (
     AsyncPlugin,
     CachingConfig,
@@ -23,101 +17,15 @@ from taskplug.webapi._contracts import (
     SyncPlugin,
     WebApiPluginEntry,
 )
-from taskplug.webapi._ratelimit import (
-    BucketState,
-    TokenBucket,
-    TokenBucketSpec,
-    WorkQueueRateLimiter,
-    refill,
-    reserve,
-    try_take,
-)
-from taskplug.webapi._resourcemanager import (
-    RESOURCE_MANAGER_SECTION,
-    BaseResourceManager,
-    FullyQualifiedConstraint,
-    InProcessResourceManager,
-    NoopResourceManager,
-    RedisConfig,
-    RedisResourceManager,
-    ResourceManagerConfig,
-    ResourcePoolInfo,
-    ResourceRegistrarProxy,
-    TaskResourceManager,
-    build_resource_manager,
-    check_constraints,
-    compose_token_prefix,
-    decide_allocation,
-    token_with_prefix,
-)
-from taskplug.webapi._state import (
-    PLUGIN_STATE_VERSION,
-    RETURNED_UNKNOWN,
-    ReportedPhase,
-    State,
-    WebApiPhase,
-    decode_state,
-    encode_state,
-    to_plugin_phase,
-)
-from taskplug.webapi._validation import ConfigValidationError, validate_plugin_config
 
 __all__ = [
-    "PLUGIN_STATE_VERSION",
-    "RESOURCE_MANAGER_SECTION",
-    "RETURNED_UNKNOWN",
     "AsyncPlugin",
-    "AutoRefreshCache",
-    "BaseResourceManager",
-    "BucketState",
-    "CacheItem",
     "CachingConfig",
-    "ConfigValidationError",
     "DeleteContext",
-    "FullyQualifiedConstraint",
     "GetContext",
-    "InProcessResourceManager",
-    "ItemSyncResponse",
-    "NoopResourceManager",
     "PluginConfig",
     "RateLimiterConfig",
-    "RedisConfig",
-    "RedisResourceManager",
-    "ReportedPhase",
-    "ResourceCache",
-    "ResourceManagerConfig",
-    "ResourcePoolInfo",
-    "ResourceRegistrarProxy",
-    "State",
     "StatusContext",
-    "SyncAction",
     "SyncPlugin",
-    "SyncPluginAdapter",
-    "TaskResourceManager",
-    "TokenBucket",
-    "TokenBucketSpec",
-    "WebApiPhase",
-    "WebApiPluginAdapter",
     "WebApiPluginEntry",
-    "WorkQueueRateLimiter",
-    "allocation_outcome",
-    "build_resource_manager",
-    "check_constraints",
-    "compose_token_prefix",
-    "decide_allocation",
-    "decode_state",
-    "encode_state",
-    "launched_state",
-    "load_webapi_plugin",
-    "monitor_outcome",
-    "new_resource_cache",
-    "refill",
-    "reserve",
-    "sync_resource",
-    "terminal_state",
-    "to_plugin_phase",
-    "token_with_prefix",
-    "try_take",
-    "validate_plugin_config",
-    "webapi_plugin_entry",
 ]

@@ -20,7 +20,8 @@ from spark_helpers import (
 )
 
 from taskplug.core import BadTaskSpecification, FakeClock
-from taskplug.plugins.spark import PluginTaskExecutionContext, SparkPlugin, build_spark_application
+from taskplug.k8s import PluginTaskExecutionContext
+from taskplug.plugins.spark import SparkPlugin, build_spark_application
 
 # -- the SparkJob -----------------------------------------------------------------------------------------
 

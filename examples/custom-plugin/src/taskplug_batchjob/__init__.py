@@ -3,8 +3,8 @@ with a simulated operator for the embedded local cluster. See ``docs/plugins.md`
 
 from taskplug_batchjob._config import BATCHJOB_SECTION, BatchJobConfig
 from taskplug_batchjob._operator import ANNOTATION_SIMULATE_FAILURE, BatchJobLocalOperator, next_status
+from taskplug_batchjob._resource import BATCH_JOB
 from taskplug_batchjob._plugin import (
-    BATCH_JOB,
     BATCHJOB_TASK_TYPE,
     FAILED_ERROR_CODE,
     BatchJobPlugin,

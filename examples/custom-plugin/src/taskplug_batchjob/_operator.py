@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from taskplug.core import Clock
-from taskplug.localcluster import StatusStepOperator
-from taskplug_batchjob._plugin import BATCH_JOB
+from taskplug.k8s import StatusStepOperator
+from taskplug_batchjob._resource import BATCH_JOB
 
 __all__ = ["ANNOTATION_SIMULATE_FAILURE", "BatchJobLocalOperator", "next_status"]
 

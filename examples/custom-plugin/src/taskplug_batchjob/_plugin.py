@@ -28,16 +28,16 @@ from taskplug.k8s import (
     K8sPluginSetup,
     PlatformPodConfig,
     PluginContext,
-    ResourceType,
     maybe_update_phase_version,
     parse_k8s_time,
     to_k8s_pod_spec,
 )
 from taskplug_batchjob._config import BATCHJOB_SECTION, BatchJobConfig
+from taskplug_batchjob._operator import BatchJobLocalOperator
+from taskplug_batchjob._resource import BATCH_JOB
 
 __all__ = [
     "BATCHJOB_TASK_TYPE",
-    "BATCH_JOB",
     "FAILED_ERROR_CODE",
     "BatchJobPlugin",
     "batch_job_phase",
@@ -46,7 +46,6 @@ __all__ = [
 ]
 
 BATCHJOB_TASK_TYPE = "batchjob"
-BATCH_JOB = ResourceType("batch.example.com/v1alpha1", "BatchJob", "batchjobs")
 FAILED_ERROR_CODE = "BatchJobFailed"
 
 KubeObject = dict[str, Any]
@@ -156,13 +155,6 @@ def _load(setup: K8sPluginSetup) -> BatchJobPlugin:
     )
 
 
-def _local_operator() -> Any:
-    # Imported here: the simulated operator is only needed on the embedded local cluster.
-    from taskplug_batchjob._operator import BatchJobLocalOperator
-
-    return BatchJobLocalOperator()
-
-
 def plugin_entries() -> list[K8sPluginEntry]:
     """The plugin's registration (the ``taskplug.plugins`` entry point names this function)."""
     return [
@@ -172,6 +164,6 @@ def plugin_entries() -> list[K8sPluginEntry]:
             resource_to_watch=BATCH_JOB,
             load_plugin=_load,
             config_sections=(BATCHJOB_SECTION,),
-            local_operator=_local_operator,
+            local_operator=BatchJobLocalOperator,
         )
     ]

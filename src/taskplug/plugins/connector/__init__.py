@@ -9,8 +9,8 @@ from __future__ import annotations
 from flyteidl.core import tasks_pb2
 from google.protobuf import struct_pb2
 
-from taskplug.core import PlatformConfig, SetupContext, TaskExecutionContext
-from taskplug.k8s._pod_builder import PlatformPodConfig, to_k8s_pod_spec
+from taskplug.core import SetupContext, TaskExecutionContext
+from taskplug.k8s import PlatformPodConfig, to_k8s_pod_spec
 from taskplug.plugins.connector._client import (
     ChannelFactory,
     ConnectorClient,
@@ -77,15 +77,8 @@ __all__ = [
 
 
 def config_from_setup(setup: SetupContext) -> ConnectorConfig:
-    """The section from ``setup.extras``: a parsed ``ConnectorConfig`` under the section path, or the whole
-    ``PlatformConfig`` under ``"config"``; the defaults otherwise."""
-    direct = setup.extras.get(CONNECTOR_SECTION.path)
-    if isinstance(direct, ConnectorConfig):
-        return direct
-    platform = setup.extras.get("config")
-    if isinstance(platform, PlatformConfig):
-        return platform.get(CONNECTOR_SECTION)
-    return ConnectorConfig()
+    """The connector section of the platform's config; the defaults when the setup carries no config."""
+    return setup.config.get(CONNECTOR_SECTION) if setup.config is not None else ConnectorConfig()
 
 
 def pipeline_pod_spec(platform: PlatformPodConfig) -> PodSpecBuilder:
@@ -102,12 +95,9 @@ def pipeline_pod_spec(platform: PlatformPodConfig) -> PodSpecBuilder:
 
 async def load_connector_plugin(setup: SetupContext) -> ConnectorPlugin:
     """The entry's loader: build the plugin and run its first discovery (the poller keeps it current)."""
-    platform_config = setup.extras.get("config")
     builder: PodSpecBuilder = passthrough_pod_spec
-    if isinstance(platform_config, PlatformConfig):
-        builder = pipeline_pod_spec(
-            PlatformPodConfig.from_config(platform_config, setup.extras.get("pod_templates"))
-        )
+    if setup.config is not None:
+        builder = pipeline_pod_spec(PlatformPodConfig.from_config(setup.config, setup.pod_templates))
     plugin = ConnectorPlugin(config_from_setup(setup), clock=setup.clock, pod_spec_builder=builder)
     await plugin.start()
     return plugin

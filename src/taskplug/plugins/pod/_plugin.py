@@ -12,18 +12,23 @@ from typing import Any
 from google.protobuf import json_format
 
 from taskplug.core import BadTaskSpecification, PhaseInfo, TaskExecutionContext, TaskExecutionMetadata
-from taskplug.k8s import LOGS_SECTION, POD, K8sPluginEntry, K8sPluginProperties, K8sPluginSetup, PluginContext
-from taskplug.k8s._pod_builder import (
+from taskplug.k8s import (
+    LOGS_SECTION,
+    POD,
     PRIMARY_CONTAINER_KEY,
+    K8sPluginEntry,
+    K8sPluginProperties,
+    K8sPluginSetup,
     PlatformPodConfig,
+    PluginContext,
     RawPod,
     apply_flyte_pod_configuration,
     build_identity_pod,
     build_raw_pod,
+    get_task_phase_with_logs,
     pod_spec_from_struct,
     service_account_name,
 )
-from taskplug.k8s._pod_status import get_task_phase_with_logs
 
 __all__ = ["PodPlugin", "plugin_entries"]
 

@@ -2,7 +2,6 @@
 the embedded local cluster."""
 
 from taskplug.plugins.spark._config import SPARK_SECTION, SparkConfig, SparkFeature, SparkLogConfig
-from taskplug.plugins.spark._context import PluginTaskExecutionContext
 from taskplug.plugins.spark._local_operator import (
     ANNOTATION_SIMULATE_FAILURE,
     ANNOTATION_SIMULATE_SUBMISSION_FAILURE,
@@ -10,7 +9,6 @@ from taskplug.plugins.spark._local_operator import (
     next_status,
 )
 from taskplug.plugins.spark._plugin import (
-    SPARK_APPLICATION,
     SPARK_TASK_TYPE,
     SparkPlugin,
     build_spark_application,
@@ -19,6 +17,7 @@ from taskplug.plugins.spark._plugin import (
     spark_task_info,
     spark_task_phase,
 )
+from taskplug.plugins.spark._states import SPARK_APPLICATION
 
 __all__ = [
     "ANNOTATION_SIMULATE_FAILURE",
@@ -26,7 +25,6 @@ __all__ = [
     "SPARK_APPLICATION",
     "SPARK_SECTION",
     "SPARK_TASK_TYPE",
-    "PluginTaskExecutionContext",
     "SparkConfig",
     "SparkFeature",
     "SparkLocalOperator",

@@ -35,8 +35,8 @@ from datetime import datetime
 from typing import Any
 
 from taskplug.core import Clock
-from taskplug.localcluster import StatusStepOperator
-from taskplug.plugins.spark._plugin import (
+from taskplug.k8s import StatusStepOperator
+from taskplug.plugins.spark._states import (
     COMPLETED_STATE,
     FAILED_STATE,
     FAILED_SUBMISSION_STATE,

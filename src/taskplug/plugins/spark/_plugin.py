@@ -36,15 +36,30 @@ from taskplug.k8s import (
     K8sPluginProperties,
     K8sPluginSetup,
     LogConfig,
+    LogInput,
+    PlatformPodConfig,
     PluginContext,
-    ResourceType,
+    PluginTaskExecutionContext,
+    deep_copy,
+    get_container,
     maybe_update_phase_version,
+    merge_overlay_pod_spec_onto_base,
+    parse_k8s_time,
+    pod_spec_from_struct,
+    task_logs,
+    to_k8s_pod_spec,
 )
-from taskplug.k8s._pod_builder import PlatformPodConfig, get_container, pod_spec_from_struct, to_k8s_pod_spec
-from taskplug.k8s._pod_template import deep_copy, merge_overlay_pod_spec_onto_base
-from taskplug.k8s._tasklog import LogInput, parse_k8s_time, task_logs
 from taskplug.plugins.spark._config import SPARK_SECTION, SparkConfig
-from taskplug.plugins.spark._context import PluginTaskExecutionContext
+from taskplug.plugins.spark._local_operator import SparkLocalOperator
+from taskplug.plugins.spark._states import (
+    COMPLETED_STATE,
+    FAILED_STATE,
+    FAILED_SUBMISSION_STATE,
+    NEW_STATE,
+    RUNNING_STATE,
+    SPARK_APPLICATION,
+    SUBMITTED_STATE,
+)
 
 __all__ = [
     "SPARK_APPLICATION",
@@ -58,7 +73,6 @@ __all__ = [
 ]
 
 SPARK_TASK_TYPE = "spark"
-SPARK_APPLICATION = ResourceType("sparkoperator.k8s.io/v1beta2", "SparkApplication", "sparkapplications")
 
 DEFAULT_SERVICE_ACCOUNT = "spark"
 SUBMISSION_FAILURE_RETRIES = 14
@@ -69,14 +83,6 @@ DRIVER_LOG_NAME = "(Driver Logs)"
 USER_LOG_NAME = "(User Logs)"
 SYSTEM_LOG_NAME = "(System Logs)"
 ALL_USER_LOG_NAME = "(Spark-Submit/All User Logs)"
-
-# spark-operator v1beta2 application states.
-NEW_STATE = ""
-SUBMITTED_STATE = "SUBMITTED"
-RUNNING_STATE = "RUNNING"
-COMPLETED_STATE = "COMPLETED"
-FAILED_STATE = "FAILED"
-FAILED_SUBMISSION_STATE = "SUBMISSION_FAILED"
 
 # Flyte's ``^spark.((flyteorg)|(flyte)).(.+).enabled$``, dots unescaped and all (``spark-flyte-x-enabled``
 # matches too); used with fullmatch, since Python's ``$`` also matches before a trailing newline.
@@ -484,13 +490,6 @@ def _load(setup: K8sPluginSetup) -> SparkPlugin:
     )
 
 
-def _local_operator() -> Any:
-    # Imported here: the simulated operator is only needed when running on the embedded cluster.
-    from taskplug.plugins.spark._local_operator import SparkLocalOperator
-
-    return SparkLocalOperator()
-
-
 def plugin_entries() -> list[K8sPluginEntry]:
     """The Spark plugin's registration: task type ``spark``, not a default, watching SparkApplications."""
     return [
@@ -501,6 +500,6 @@ def plugin_entries() -> list[K8sPluginEntry]:
             load_plugin=_load,
             is_default=False,
             config_sections=(SPARK_SECTION,),
-            local_operator=_local_operator,
+            local_operator=SparkLocalOperator,
         )
     ]

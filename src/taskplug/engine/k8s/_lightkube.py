@@ -1,0 +1,285 @@
+"""The production :class:`~taskplug.k8s.KubeClient`: plain dicts over lightkube's connection. The ONLY module
+of taskplug that imports lightkube (checked by import-linter).
+
+lightkube does what is hard to get right: kubeconfig, in-cluster and exec-plugin credentials, TLS, the
+httpx connection pool. The requests themselves are built here from the :class:`ResourceType` and sent
+through that connection as JSON dicts, because the machinery works on dicts and decoding every watch
+event into typed models only to turn it back into a dict would cost more than the event itself.
+
+Error mapping (nothing from lightkube or httpx leaks)::
+
+    HTTP status >= 400              → KubeApiError(status, reason, message) from the Status body
+    watch ERROR event (410 Expired) → KubeApiError (the informer relists)
+    connect / read / protocol error → ConnectionError
+    any timeout                     → TimeoutError
+    credentials that cannot load    → taskplug ConfigError (construction) / KubeApiError 401 (exec auth)
+
+Deviation from lightkube's own watch: no retry modes; a stream that ends simply ends, and 410 is raised,
+because the informer owns resuming and relisting. Bookmarks are requested (``allowWatchBookmarks``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+import httpx2
+import orjson
+from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+
+from taskplug.core import ConfigError
+from taskplug.k8s import KubeApiError, ResourceType, WatchEvent
+
+__all__ = ["LightkubeClient"]
+
+KubeObject = dict[str, Any]
+
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+_REASONS_BY_STATUS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def _load_config(kubeconfig: str | Path | None, context: str | None, in_cluster: bool) -> SingleConfig:
+    try:
+        if in_cluster:
+            config = KubeConfig.from_service_account()
+        elif kubeconfig is not None:
+            config = KubeConfig.from_file(kubeconfig)
+        else:
+            config = KubeConfig.from_env()
+        single = config.get(context_name=context)
+    except (LightkubeConfigError, OSError, KeyError, ValueError) as e:
+        where = (
+            "in-cluster service account" if in_cluster else str(kubeconfig or "the environment's kubeconfig")
+        )
+        raise ConfigError("kubeconfig", f"cannot load Kubernetes credentials from {where}: {e}") from e
+    if single is None:
+        raise ConfigError("kubeconfig", f"no context {context!r} in the kubeconfig")
+    return single
+
+
+class LightkubeClient:
+    """A :class:`~taskplug.k8s.KubeClient` for a real cluster (or ``taskplug cluster serve``).
+
+    Credentials come from ``kubeconfig`` (a file), the in-cluster service account (``in_cluster=True``), or
+    by default lightkube's ``KubeConfig.from_env()`` (in-cluster, then ``$KUBECONFIG``, then
+    ``~/.kube/config``).
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str | Path | None = None,
+        *,
+        context: str | None = None,
+        in_cluster: bool = False,
+        timeout: float = 10.0,
+        trust_env: bool = True,
+        field_manager: str = "taskplug",
+    ) -> None:
+        self.config = _load_config(kubeconfig, context, in_cluster)
+        params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(timeout), trust_env=trust_env)
+        try:
+            self._http: httpx2.AsyncClient = client_adapter.AsyncClient(self.config, params)
+        except (LightkubeConfigError, OSError, ValueError) as e:
+            raise ConfigError("kubeconfig", f"cannot set up the connection to the cluster: {e}") from e
+        self._watch_timeout = httpx2.Timeout(timeout, read=None)
+        self._field_manager = field_manager
+
+    @property
+    def namespace(self) -> str:
+        """The kubeconfig context's namespace."""
+        return self.config.namespace
+
+    # -- paths ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _collection(rtype: ResourceType, namespace: str | None) -> str:
+        base = f"/api/{rtype.version}" if not rtype.group else f"/apis/{rtype.group}/{rtype.version}"
+        if rtype.namespaced and namespace:
+            return f"{base}/namespaces/{namespace}/{rtype.plural}"
+        return f"{base}/{rtype.plural}"
+
+    def _item(self, rtype: ResourceType, namespace: str | None, name: str) -> str:
+        return f"{self._collection(rtype, namespace)}/{name}"
+
+    # -- transport -----------------------------------------------------------------------------------
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] = _JSON_HEADERS,
+    ) -> Any:
+        content = orjson.dumps(body) if body is not None else None
+        try:
+            response = await self._http.request(method, path, content=content, params=params, headers=headers)
+        except Exception as e:
+            _raise_transport(e)
+        if response.status_code >= 400:
+            raise _api_error(response.status_code, response.content)
+        return orjson.loads(response.content) if response.content else None
+
+    # -- KubeClient ----------------------------------------------------------------------------------
+    async def create(self, rtype: ResourceType, obj: KubeObject) -> KubeObject:
+        namespace = (obj.get("metadata") or {}).get("namespace") or self.namespace
+        created: KubeObject = await self._request(
+            "POST", self._collection(rtype, namespace), body=obj, params={"fieldManager": self._field_manager}
+        )
+        return created
+
+    async def get(self, rtype: ResourceType, namespace: str, name: str) -> KubeObject:
+        obj: KubeObject = await self._request("GET", self._item(rtype, namespace, name))
+        return obj
+
+    async def list(
+        self, rtype: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> tuple[list[KubeObject], str]:
+        params = {"labelSelector": label_selector} if label_selector else None
+        body = await self._request("GET", self._collection(rtype, namespace), params=params)
+        items: list[KubeObject] = body.get("items") or []
+        # List items carry no apiVersion/kind on the wire; callers get whole objects, as from a watch.
+        for item in items:
+            item.setdefault("apiVersion", rtype.api_version)
+            item.setdefault("kind", rtype.kind)
+        return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def watch(
+        self,
+        rtype: ResourceType,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        params: dict[str, str] = {"watch": "true", "allowWatchBookmarks": "true"}
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if timeout_seconds is not None:
+            params["timeoutSeconds"] = str(timeout_seconds)
+        try:
+            request = self._http.build_request(
+                "GET",
+                self._collection(rtype, namespace),
+                params=params,
+                headers={"Accept": "application/json"},
+                timeout=self._watch_timeout,
+            )
+            response = await self._http.send(request, stream=True)
+        except Exception as e:
+            _raise_transport(e)
+        try:
+            if response.status_code >= 400:
+                raise _api_error(response.status_code, await response.aread())
+            try:
+                async for line in response.aiter_lines():
+                    if not line:
+                        continue
+                    event = orjson.loads(line)
+                    kind = event.get("type")
+                    obj = event.get("object") or {}
+                    if kind == "ERROR":
+                        raise KubeApiError.from_status(obj)
+                    yield WatchEvent(kind, obj)
+            except KubeApiError:
+                raise
+            except orjson.JSONDecodeError as e:
+                raise ConnectionError(f"malformed watch event: {e}") from e
+            except Exception as e:
+                _raise_transport(e)
+        finally:
+            with contextlib.suppress(Exception):
+                await response.aclose()
+
+    async def patch(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        patch_type: Literal["merge", "json", "strategic"] = "merge",
+    ) -> KubeObject:
+        headers = {"Content-Type": _PATCH_CONTENT_TYPES[patch_type], "Accept": "application/json"}
+        patched: KubeObject = await self._request(
+            "PATCH",
+            self._item(rtype, namespace, name),
+            body=patch,
+            headers=headers,
+            params={"fieldManager": self._field_manager},
+        )
+        return patched
+
+    async def replace(self, rtype: ResourceType, obj: KubeObject) -> KubeObject:
+        meta = obj.get("metadata") or {}
+        replaced: KubeObject = await self._request(
+            "PUT",
+            self._item(rtype, meta.get("namespace") or self.namespace, str(meta.get("name") or "")),
+            body=obj,
+            params={"fieldManager": self._field_manager},
+        )
+        return replaced
+
+    async def delete(self, rtype: ResourceType, namespace: str, name: str) -> KubeObject | None:
+        body = await self._request("DELETE", self._item(rtype, namespace, name))
+        if not isinstance(body, dict) or body.get("kind") == "Status":
+            return None
+        return body
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._http.aclose()
+
+
+def _api_error(status: int, content: bytes) -> KubeApiError:
+    try:
+        body = orjson.loads(content) if content else None
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return KubeApiError.from_status(body, status)
+    text = content.decode("utf-8", "replace").strip() if content else ""
+    return KubeApiError(status, _REASONS_BY_STATUS.get(status, ""), text or f"the server answered {status}")
+
+
+def _raise_transport(e: BaseException) -> NoReturn:
+    """Map an exception raised while talking to the server; re-raise anything that is not transport."""
+    if isinstance(e, KubeApiError | ConnectionError | TimeoutError):
+        raise e
+    if isinstance(e, httpx2.TimeoutException):
+        raise TimeoutError(f"Kubernetes API request timed out: {e}") from e
+    if isinstance(e, httpx2.TransportError | httpx2.StreamError | httpx2.DecodingError):
+        raise ConnectionError(f"cannot reach the Kubernetes API: {e}") from e
+    if isinstance(e, LightkubeConfigError):
+        # Credentials are resolved per request (exec plugins, token files): a failure there is an auth failure.
+        raise KubeApiError(401, "Unauthorized", f"cannot obtain credentials: {e}") from e
+    if isinstance(e, httpx2.HTTPError):
+        raise ConnectionError(f"Kubernetes API request failed: {e}") from e
+    raise e

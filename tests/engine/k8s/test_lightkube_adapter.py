@@ -1,0 +1,226 @@
+"""The lightkube adapter over HTTP against ``LocalCluster.serve_http`` on 127.0.0.1 (wire-level)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskplug.core import ConfigError, FakeClock
+from taskplug.engine.k8s._informer import Informer
+from taskplug.engine.k8s._lightkube import LightkubeClient
+from taskplug.k8s import KubeApiError
+from taskplug.k8s._client import ResourceType, WatchEvent
+
+pytestmark = pytest.mark.integration
+
+NS = "default"
+TEMPLATES = ResourceType("v1", "PodTemplate", "podtemplates")
+POD = ResourceType("v1", "Pod", "pods")
+
+
+def template(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": name, "namespace": NS, "labels": dict(labels)},
+        "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+    }
+
+
+@pytest.fixture
+async def served(local_cluster: Any, tmp_path: Path) -> AsyncIterator[tuple[Any, LightkubeClient]]:
+    url = await local_cluster.serve_http(port=0)
+    kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+    client = LightkubeClient(kubeconfig, trust_env=False)
+    try:
+        yield local_cluster, client
+    finally:
+        await client.close()
+
+
+async def test_create_get_list_patch_replace_delete_round_trip(served: tuple[Any, LightkubeClient]) -> None:
+    _, client = served
+    created = await client.create(TEMPLATES, template("a", app="x"))
+    assert created["metadata"]["resourceVersion"]
+    assert (await client.get(TEMPLATES, NS, "a"))["metadata"]["uid"] == created["metadata"]["uid"]
+    await client.create(TEMPLATES, template("b", app="y"))
+    items, rv = await client.list(TEMPLATES, NS)
+    assert sorted(i["metadata"]["name"] for i in items) == ["a", "b"]
+    assert rv
+    assert all(i["kind"] == "PodTemplate" for i in items)
+    selected, _ = await client.list(TEMPLATES, label_selector="app=y")
+    assert [i["metadata"]["name"] for i in selected] == ["b"]
+    patched = await client.patch(TEMPLATES, NS, "a", {"metadata": {"labels": {"p": "1"}}})
+    assert patched["metadata"]["labels"] == {"app": "x", "p": "1"}
+    patched["metadata"]["labels"]["r"] = "2"
+    replaced = await client.replace(TEMPLATES, patched)
+    assert replaced["metadata"]["labels"]["r"] == "2"
+    await client.delete(TEMPLATES, NS, "a")
+    with pytest.raises(KubeApiError) as info:
+        await client.get(TEMPLATES, NS, "a")
+    assert (info.value.status, info.value.reason) == (404, "NotFound")
+
+
+async def test_watch_streams_events_from_a_resource_version(served: tuple[Any, LightkubeClient]) -> None:
+    _, client = served
+    _, rv = await client.list(TEMPLATES, NS)
+    seen: list[WatchEvent] = []
+
+    async def consume() -> None:
+        async for event in client.watch(TEMPLATES, NS, resource_version=rv):
+            seen.append(event)
+            if len(seen) == 3:
+                return
+
+    task = asyncio.create_task(consume())
+    await client.create(TEMPLATES, template("w"))
+    await client.patch(TEMPLATES, NS, "w", {"metadata": {"labels": {"v": "2"}}})
+    await client.delete(TEMPLATES, NS, "w")
+    await asyncio.wait_for(task, timeout=30)
+    assert [e.type for e in seen] == ["ADDED", "MODIFIED", "DELETED"]
+    assert seen[1].object["metadata"]["labels"] == {"v": "2"}
+
+
+async def test_watch_from_a_compacted_version_raises_410(served: tuple[Any, LightkubeClient]) -> None:
+    cluster, client = served
+    _, rv = await client.list(TEMPLATES, NS)
+    await client.create(TEMPLATES, template("x"))
+    cluster.compact()
+    with pytest.raises(KubeApiError) as info:
+        async for _ in client.watch(TEMPLATES, NS, resource_version=rv):
+            pass
+    assert info.value.status == 410
+
+
+async def test_a_dropped_watch_ends_cleanly(served: tuple[Any, LightkubeClient]) -> None:
+    cluster, client = served
+    _, rv = await client.list(TEMPLATES, NS)
+    events: list[WatchEvent] = []
+
+    async def consume() -> None:
+        async for event in client.watch(TEMPLATES, NS, resource_version=rv):
+            events.append(event)
+
+    task = asyncio.create_task(consume())
+    await client.create(TEMPLATES, template("d"))
+    for _ in range(200):
+        if events:
+            break
+        await asyncio.sleep(0.01)
+    cluster.drop_watches()
+    await asyncio.wait_for(task, timeout=30)  # returns: no exception, no retry
+    assert events[0].type == "ADDED"
+
+
+async def provoke(case: str, cluster: Any, client: LightkubeClient) -> None:
+    """Make the API answer with the error named by ``case``."""
+    if case == "missing":
+        await client.get(TEMPLATES, NS, "nope")
+    elif case == "duplicate":
+        await client.create(TEMPLATES, template("dup"))
+        await client.create(TEMPLATES, template("dup"))
+    elif case == "invalid":
+        await client.create(
+            POD, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Bad_Name"}, "spec": {}}
+        )
+    elif case == "quota":
+        await client.create(
+            ResourceType("v1", "ResourceQuota", "resourcequotas"),
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "q", "namespace": NS},
+                "spec": {"hard": {"limits.memory": "1Gi"}},
+            },
+        )
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "big", "namespace": NS},
+            "spec": {
+                "containers": [{"name": "m", "image": "busybox", "resources": {"limits": {"memory": "2Gi"}}}]
+            },
+        }
+        await client.create(POD, pod)
+    elif case == "fault500":
+        cluster.faults.fail("get", 500)
+        await client.get(TEMPLATES, NS, "x")
+    else:
+        cluster.faults.fail("list", 429)
+        await client.list(TEMPLATES, NS)
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "reason"),
+    [
+        ("missing", 404, "NotFound"),
+        ("duplicate", 409, "AlreadyExists"),
+        ("invalid", 422, "Invalid"),
+        ("quota", 403, "Forbidden"),
+        ("fault500", 500, "InternalError"),
+        ("fault429", 429, "TooManyRequests"),
+    ],
+)
+async def test_api_errors_are_mapped_to_kube_api_error_with_the_status_body(
+    served: tuple[Any, LightkubeClient], case: str, status: int, reason: str
+) -> None:
+    cluster, client = served
+    with pytest.raises(KubeApiError) as info:
+        await provoke(case, cluster, client)
+    err = info.value
+    assert (err.status, err.reason) == (status, reason)
+    assert err.message
+    if case == "quota":
+        assert "exceeded quota" in err.message
+    assert not type(err).__module__.startswith(("lightkube", "httpx"))
+
+
+async def test_connection_refused_is_a_connection_error(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u, namespace: default}}]\n"
+    )
+    client = LightkubeClient(kubeconfig, trust_env=False)
+    try:
+        with pytest.raises(ConnectionError):
+            await client.get(TEMPLATES, NS, "x")
+        with pytest.raises(ConnectionError):
+            async for _ in client.watch(TEMPLATES, NS):
+                pass
+    finally:
+        await client.close()
+
+
+def test_a_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot load Kubernetes credentials"):
+        LightkubeClient(tmp_path / "absent")
+
+
+async def test_the_informer_lists_and_watches_over_http(
+    served: tuple[Any, LightkubeClient],
+) -> None:
+    _, client = served
+    await client.create(TEMPLATES, template("one"))
+    informer = Informer(client, TEMPLATES, clock=FakeClock(), namespace=NS)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(informer.run())
+        await asyncio.wait_for(informer.wait_synced(), timeout=30)
+        assert informer.get(NS, "one") is not None
+        await client.create(TEMPLATES, template("two"))
+        for _ in range(500):
+            if informer.get(NS, "two") is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert informer.get(NS, "two") is not None
+        task.cancel()
