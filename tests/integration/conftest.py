@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -184,15 +183,6 @@ def pods_in(cluster: LocalCluster, namespace: str = NAMESPACE) -> dict[str, dict
 
 
 # -- waiting ------------------------------------------------------------------------------------------------
-
-
-async def wait_until(predicate: Callable[[], bool], *, within: float = 20.0, what: str = "") -> None:
-    """Poll ``predicate`` until it holds; fail after ``within`` real seconds (a deadline, not a timing)."""
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within}s: {what or predicate}")
-        await asyncio.sleep(0.01)
 
 
 def phase_of(ex: Executor, key: str) -> Phase:

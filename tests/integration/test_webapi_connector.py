@@ -23,8 +23,6 @@ from typing import Any
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers in tests/support
-
 from support.clocks import FastClock
 from support.connector_server import ConnectorServer, connector_server_fixture  # noqa: F401
 from support.webapi import (

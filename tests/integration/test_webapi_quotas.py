@@ -12,15 +12,12 @@ for a token is only retried by the resync (nothing wakes it when another task re
 from __future__ import annotations
 
 import contextlib
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers in tests/support
 
 from support.clocks import FastClock
 from support.connector_server import ConnectorServer, connector_server_fixture  # noqa: F401

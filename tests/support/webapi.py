@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
 
+from support.waiting import wait_until
 from taskplug.core import Clock
 from taskplug.executor import Platform, parse_spec
 from taskplug.executor._executor import Executor
@@ -156,15 +156,6 @@ def events_of(ex: Executor, key: str) -> list[tuple[str, str]]:
 
 def phases_of(ex: Executor, key: str) -> list[str]:
     return [phase for phase, _ in events_of(ex, key)]
-
-
-async def wait_until(predicate: Callable[[], bool], *, within: float = 20.0, what: str = "") -> None:
-    """Poll ``predicate`` until it holds; fail after ``within`` real seconds (a deadline, not a timing)."""
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within}s: {what or predicate}")
-        await asyncio.sleep(0.01)
 
 
 async def finished(ex: Executor, keys: Sequence[str], *, within: float = 20.0) -> list[Any]:

@@ -3,13 +3,19 @@
 ``async with open_executor(platform, kube_client=..., store=...) as ex: await ex.run(spec)`` runs a task
 execution to a terminal phase; ``render_object`` / ``observed_phase`` compute what ``taskplug render`` and
 ``taskplug status`` print.
+
+The platform, the spec, rendering and the state stores load at once; the executor itself and the engine it
+opens load on first use (PEP 562), so that ``taskplug render`` and ``status`` never import the engine.
 """
 
-from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings, OpenPlugins
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import EXECUTOR_SECTION, PLATFORM_DEFAULTS, ExecutorConfig, Platform
 from taskplug.executor._render import observed_phase, render_object
-from taskplug.executor._runtime import executor_settings, open_executor
 from taskplug.executor._spec import ExecutionSpec, load_spec, parse_spec
 from taskplug.executor._store import (
     Event,
@@ -19,6 +25,19 @@ from taskplug.executor._store import (
     StateStore,
 )
 from taskplug.executor._tasks import task_context_for
+
+if TYPE_CHECKING:
+    from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings, OpenPlugins
+    from taskplug.executor._runtime import executor_settings, open_executor
+
+_LAZY = {
+    "ExecutionResult": "taskplug.executor._executor",
+    "Executor": "taskplug.executor._executor",
+    "ExecutorSettings": "taskplug.executor._executor",
+    "OpenPlugins": "taskplug.executor._executor",
+    "executor_settings": "taskplug.executor._runtime",
+    "open_executor": "taskplug.executor._runtime",
+}
 
 __all__ = [
     "EXECUTOR_SECTION",
@@ -44,3 +63,10 @@ __all__ = [
     "render_object",
     "task_context_for",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

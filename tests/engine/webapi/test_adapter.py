@@ -28,7 +28,22 @@ from taskplug.core import (
     TaskExecutionID,
     TaskExecutionMetadata,
 )
-from taskplug.engine.webapi import RETURNED_UNKNOWN, BaseResourceManager, CacheItem, ConfigValidationError, InProcessResourceManager, State, SyncPluginAdapter, WebApiPhase, WebApiPluginAdapter, allocation_outcome, decode_state, encode_state, load_webapi_plugin, webapi_plugin_entry
+from taskplug.engine.webapi import (
+    RETURNED_UNKNOWN,
+    BaseResourceManager,
+    CacheItem,
+    ConfigValidationError,
+    InProcessResourceManager,
+    State,
+    SyncPluginAdapter,
+    WebApiPhase,
+    WebApiPluginAdapter,
+    allocation_outcome,
+    decode_state,
+    encode_state,
+    load_webapi_plugin,
+    webapi_plugin_entry,
+)
 from taskplug.webapi import PluginConfig, WebApiPluginEntry
 
 from ._doubles import ScriptedPlugin, ScriptedSyncPlugin

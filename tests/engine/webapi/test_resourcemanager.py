@@ -18,7 +18,22 @@ from taskplug.core import (
     ResourceConstraintsSpec,
     load_platform_config,
 )
-from taskplug.engine.webapi import RESOURCE_MANAGER_SECTION, FullyQualifiedConstraint, InProcessResourceManager, NoopResourceManager, RedisResourceManager, ResourceManagerConfig, ResourcePoolInfo, ResourceRegistrarProxy, TaskResourceManager, build_resource_manager, check_constraints, compose_token_prefix, decide_allocation, token_with_prefix
+from taskplug.engine.webapi import (
+    RESOURCE_MANAGER_SECTION,
+    FullyQualifiedConstraint,
+    InProcessResourceManager,
+    NoopResourceManager,
+    RedisResourceManager,
+    ResourceManagerConfig,
+    ResourcePoolInfo,
+    ResourceRegistrarProxy,
+    TaskResourceManager,
+    build_resource_manager,
+    check_constraints,
+    compose_token_prefix,
+    decide_allocation,
+    token_with_prefix,
+)
 
 GRANTED, EXHAUSTED = AllocationStatus.GRANTED, AllocationStatus.EXHAUSTED
 

@@ -8,11 +8,6 @@ stopped afterwards.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for the shared helpers
-
 from support.connector_server import ConnectorServer, connector_server_fixture
 
 __all__ = ["ConnectorServer", "connector_server_fixture"]

@@ -2,22 +2,16 @@
 
 Follows flyteplugins/go/tasks/plugins/webapi/connector (Flyte 1). Registered through the entry point
 ``connector = "taskplug.plugins.connector:plugin_entries"`` in the ``taskplug.plugins`` group.
+
+The registration (``plugin_entries``) and the config load at once; the plugin, its gRPC client and the fake
+load on first use (PEP 562), so that discovering plugins — which every command does — never imports gRPC.
 """
 
 from __future__ import annotations
 
-from flyteidl.core import tasks_pb2
-from google.protobuf import struct_pb2
+import importlib
+from typing import TYPE_CHECKING
 
-from taskplug.core import SetupContext, TaskExecutionContext
-from taskplug.k8s import PlatformPodConfig, to_k8s_pod_spec
-from taskplug.plugins.connector._client import (
-    ChannelFactory,
-    ConnectorClient,
-    ConnectorRpcError,
-    GrpcConnectorClient,
-    dial,
-)
 from taskplug.plugins.connector._config import (
     CONNECTOR_SECTION,
     DEFAULT_SERVICE_CONFIG,
@@ -26,21 +20,58 @@ from taskplug.plugins.connector._config import (
     ResourceConstraint,
     ResourceConstraints,
 )
-from taskplug.plugins.connector._fake import FakeConnectorClient, RecordedCall
-from taskplug.plugins.connector._plugin import (
-    ID,
-    ConnectorPlugin,
-    ConnectorResourceMeta,
-    LiteralMapOutputReader,
-    PodSpecBuilder,
-    ResourceWrapper,
-    TaskCategory,
-    passthrough_pod_spec,
-    resource_phase_info,
-    task_execution_metadata,
+from taskplug.plugins.connector._entries import (
+    config_from_setup,
+    load_connector_plugin,
+    pipeline_pod_spec,
+    plugin_entries,
 )
-from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
-from taskplug.webapi import WebApiPluginEntry
+from taskplug.plugins.connector._id import ID
+
+if TYPE_CHECKING:
+    from taskplug.plugins.connector._client import (
+        ChannelFactory,
+        ConnectorClient,
+        ConnectorRpcError,
+        GrpcConnectorClient,
+        dial,
+    )
+    from taskplug.plugins.connector._fake import FakeConnectorClient, RecordedCall
+    from taskplug.plugins.connector._plugin import (
+        ConnectorPlugin,
+        ConnectorResourceMeta,
+        LiteralMapOutputReader,
+        PodSpecBuilder,
+        ResourceWrapper,
+        TaskCategory,
+        passthrough_pod_spec,
+        resource_phase_info,
+        task_execution_metadata,
+    )
+    from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
+
+_LAZY = {
+    "ChannelFactory": "taskplug.plugins.connector._client",
+    "Connector": "taskplug.plugins.connector._registry",
+    "ConnectorClient": "taskplug.plugins.connector._client",
+    "ConnectorPlugin": "taskplug.plugins.connector._plugin",
+    "ConnectorRegistry": "taskplug.plugins.connector._registry",
+    "ConnectorResourceMeta": "taskplug.plugins.connector._plugin",
+    "ConnectorRpcError": "taskplug.plugins.connector._client",
+    "FakeConnectorClient": "taskplug.plugins.connector._fake",
+    "GrpcConnectorClient": "taskplug.plugins.connector._client",
+    "LiteralMapOutputReader": "taskplug.plugins.connector._plugin",
+    "PodSpecBuilder": "taskplug.plugins.connector._plugin",
+    "RecordedCall": "taskplug.plugins.connector._fake",
+    "ResourceWrapper": "taskplug.plugins.connector._plugin",
+    "TaskCategory": "taskplug.plugins.connector._plugin",
+    "build_registry": "taskplug.plugins.connector._registry",
+    "dial": "taskplug.plugins.connector._client",
+    "discover": "taskplug.plugins.connector._registry",
+    "passthrough_pod_spec": "taskplug.plugins.connector._plugin",
+    "resource_phase_info": "taskplug.plugins.connector._plugin",
+    "task_execution_metadata": "taskplug.plugins.connector._plugin",
+}
 
 __all__ = [
     "CONNECTOR_SECTION",
@@ -65,6 +96,7 @@ __all__ = [
     "ResourceWrapper",
     "TaskCategory",
     "build_registry",
+    "config_from_setup",
     "dial",
     "discover",
     "load_connector_plugin",
@@ -76,41 +108,8 @@ __all__ = [
 ]
 
 
-def config_from_setup(setup: SetupContext) -> ConnectorConfig:
-    """The connector section of the platform's config; the defaults when the setup carries no config."""
-    return setup.config.get(CONNECTOR_SECTION) if setup.config is not None else ConnectorConfig()
-
-
-def pipeline_pod_spec(platform: PlatformPodConfig) -> PodSpecBuilder:
-    """The pod spec a ``k8s_pod`` task sends its connector, built exactly as the pod plugin builds its pod
-    (Flyte's connector plugin calls flytek8s.ToK8sPodSpec)."""
-
-    def build(tctx: TaskExecutionContext, template: tasks_pb2.TaskTemplate) -> struct_pb2.Struct:
-        spec = struct_pb2.Struct()
-        spec.update(to_k8s_pod_spec(tctx, platform).spec)
-        return spec
-
-    return build
-
-
-async def load_connector_plugin(setup: SetupContext) -> ConnectorPlugin:
-    """The entry's loader: build the plugin and run its first discovery (the poller keeps it current)."""
-    builder: PodSpecBuilder = passthrough_pod_spec
-    if setup.config is not None:
-        builder = pipeline_pod_spec(PlatformPodConfig.from_config(setup.config, setup.pod_templates))
-    plugin = ConnectorPlugin(config_from_setup(setup), clock=setup.clock, pod_spec_builder=builder)
-    await plugin.start()
-    return plugin
-
-
-def plugin_entries() -> list[WebApiPluginEntry]:
-    """The entry-point hook. The registered task types are the default ``supportedTaskTypes``; the live set
-    (what discovery found) is answered by :meth:`ConnectorPlugin.handles_task_type`."""
-    return [
-        WebApiPluginEntry(
-            id=ID,
-            supported_task_types=ConnectorConfig().supported_task_types,
-            plugin_loader=load_connector_plugin,
-            config_sections=(CONNECTOR_SECTION,),
-        )
-    ]
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

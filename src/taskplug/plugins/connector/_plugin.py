@@ -37,6 +37,7 @@ from taskplug.core import (
 )
 from taskplug.plugins.connector._client import ConnectorClient, ConnectorRpcError, GrpcConnectorClient
 from taskplug.plugins.connector._config import ConnectorConfig
+from taskplug.plugins.connector._id import ID
 from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
 from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusContext
 
@@ -53,7 +54,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ID: Final = "connector-service"
 QUOTA_NAMESPACE: Final = "default"
 
 _P = execution_pb2.TaskExecution.Phase
