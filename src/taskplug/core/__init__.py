@@ -41,6 +41,7 @@ from taskplug.core._context import (
     TaskOverrides,
     TaskReader,
 )
+from taskplug.core._documents import DocumentError, load_document
 from taskplug.core._errors import (
     BadTaskSpecification,
     ConfigError,
@@ -101,6 +102,7 @@ __all__ = [
     "Clock",
     "ConfigError",
     "ConfigSection",
+    "DocumentError",
     "EntryLike",
     "ErrorCode",
     "ErrorKind",
@@ -167,6 +169,7 @@ __all__ = [
     "literal_map_to_plain",
     "literal_to_plain",
     "load_config_file",
+    "load_document",
     "load_platform_config",
     "load_plugin",
     "merge_documents",

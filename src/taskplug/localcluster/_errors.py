@@ -8,6 +8,7 @@ Follows k8s.io/apimachinery/pkg/api/errors/errors.go (``NewNotFound``, ``NewAlre
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,14 +140,17 @@ def method_not_allowed(message: str) -> KubeApiError:
     return KubeApiError(405, "MethodNotAllowed", message)
 
 
-def unsupported_media_type(content_type: str) -> KubeApiError:
+def unsupported_media_type(content_type: str, accepted: Sequence[str]) -> KubeApiError:
     return KubeApiError(
         415,
         "UnsupportedMediaType",
-        f"the body of the request was in an unknown format - accepted "
-        f"media types include: application/json-patch+json, application/merge-patch+json, "
-        f"application/strategic-merge-patch+json (got {content_type!r})",
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"{', '.join(accepted)} (got {content_type!r})",
     )
+
+
+def request_entity_too_large(limit: int) -> KubeApiError:
+    return KubeApiError(413, "RequestEntityTooLarge", f"the request body is larger than {limit} bytes")
 
 
 def internal_error(message: str = "injected fault") -> KubeApiError:

@@ -21,11 +21,16 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
-import yaml
 from aiohttp import web
 
+from taskplug.core import DocumentError, load_document
 from taskplug.k8s import KubeApiError, ResourceType
-from taskplug.localcluster._errors import bad_request, method_not_allowed, unsupported_media_type
+from taskplug.localcluster._errors import (
+    bad_request,
+    method_not_allowed,
+    request_entity_too_large,
+    unsupported_media_type,
+)
 from taskplug.localcluster._patch import apply_patch
 from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
@@ -57,6 +62,12 @@ class ApiBackend(Protocol):
     def logs(self, namespace: str, name: str, container: str | None = None) -> str: ...
 
 
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+"""kube-apiserver's limit on a request body (``MaxRequestBodyBytes``, 3 MB); larger ones get a 413 Status."""
+
+# What kube-apiserver decodes for create and update (protobuf aside, which the embedded cluster does not speak).
+_OBJECT_MEDIA_TYPES: Final = ("application/json", "application/yaml")
+
 _VERBS: Final = ["create", "delete", "get", "list", "patch", "update", "watch"]
 _PATCH_TYPES: Final = {
     "application/merge-patch+json": "merge",
@@ -77,6 +88,10 @@ def _error(err: KubeApiError) -> web.Response:
     if retry is not None and err.status in (429, 500, 503, 504):
         response.headers["Retry-After"] = str(retry)
     return response
+
+
+def _media_type(request: web.Request) -> str:
+    return request.headers.get("Content-Type", "").split(";")[0].strip().lower()
 
 
 def _truthy(value: str | None) -> bool:
@@ -127,6 +142,8 @@ class _Api:
             return await self._dispatch(request)
         except KubeApiError as err:
             return _error(err)
+        except web.HTTPRequestEntityTooLarge:
+            return _error(request_entity_too_large(MAX_BODY_BYTES))
 
     # -- routing -----------------------------------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -270,11 +287,11 @@ class _Api:
             return _json(self.store.replace(rtype, obj))
         if method == "PATCH":
             await faults.check("patch", rtype.plural)
-            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+            content_type = _media_type(request)
             patch_type = _PATCH_TYPES.get(content_type)
             if patch_type is None:
-                raise unsupported_media_type(content_type)
-            patch = await self._raw_body(request)
+                raise unsupported_media_type(content_type, tuple(_PATCH_TYPES))
+            patch = await self._raw_body(request, yaml_allowed=False)
             if sub == "status":
                 current = self.store.get(rtype, namespace, name)
                 patched = apply_patch(current, patch, patch_type)
@@ -307,18 +324,20 @@ class _Api:
             text = "".join(text.splitlines(keepends=True)[-int(tail) :]) if int(tail) else ""
         return web.Response(text=text, content_type="text/plain")
 
-    async def _raw_body(self, request: web.Request) -> Any:
+    async def _raw_body(self, request: web.Request, *, yaml_allowed: bool) -> Any:
         raw = await request.read()
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as err:
-                raise bad_request(f"the body of the request was in an unknown format: {err}") from None
+            return load_document(raw, "body", yaml_allowed=yaml_allowed)
+        except DocumentError as err:
+            raise bad_request(f"the body of the request was in an unknown format: {err}") from None
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
-        body = await self._raw_body(request)
+        # Only the media types an API server decodes: a browser's cross-site "simple" request (text/plain,
+        # a form, multipart) is refused before anything is created, so no web page can start a pod.
+        content_type = _media_type(request)
+        if content_type not in _OBJECT_MEDIA_TYPES:
+            raise unsupported_media_type(content_type, _OBJECT_MEDIA_TYPES)
+        body = await self._raw_body(request, yaml_allowed=content_type == "application/yaml")
         if not isinstance(body, dict):
             raise bad_request("the body of the request was in an unknown format: expected an object")
         return body
@@ -378,7 +397,7 @@ class _Api:
 
 
 async def start_server(cluster: ApiBackend, *, host: str, port: int) -> tuple[web.AppRunner, str]:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     holder: dict[str, _Api] = {}
 
     async def handle(request: web.Request) -> web.StreamResponse:
