@@ -63,11 +63,13 @@ async def test_a_create_in_a_media_type_an_api_server_does_not_decode_is_refused
     marker = tmp_path / "ran"
     payload = body if body is not None else orjson.dumps(pod("forged", marker))
     headers = {**ATTACKER, **({"Content-Type": content_type} if content_type else {})}
-    async with aiohttp.ClientSession() as session:
-        async with session.post(url + PODS, data=payload, headers=headers) as response:
-            status = await response.json(content_type=None)
-            assert response.status == 415
-            assert response.headers["Content-Type"].startswith("application/json")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url + PODS, data=payload, headers=headers) as response,
+    ):
+        status = await response.json(content_type=None)
+        assert response.status == 415
+        assert response.headers["Content-Type"].startswith("application/json")
     assert status["kind"] == "Status" and status["reason"] == "UnsupportedMediaType"
     assert "application/json" in status["message"]
     assert pods(cluster) == []
@@ -110,10 +112,10 @@ async def test_a_patch_in_another_media_type_is_refused(
 async def test_a_body_over_the_api_servers_limit_is_a_413_status(served: tuple[LocalCluster, str]) -> None:
     cluster, url = served
     big = b'{"metadata": {"name": "big", "annotations": {"a": "' + b"x" * (4 * 1024 * 1024) + b'"}}}'
-    async with aiohttp.ClientSession() as session:
-        async with session.post(url + PODS, data=big, headers={"Content-Type": "application/json"}) as r:
-            assert r.status == 413
-            status = await r.json(content_type=None)
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as session, session.post(url + PODS, data=big, headers=headers) as r:
+        assert r.status == 413
+        status = await r.json(content_type=None)
     assert status["kind"] == "Status" and status["reason"] == "RequestEntityTooLarge"
     assert pods(cluster) == []
 
@@ -124,9 +126,9 @@ async def test_a_yaml_alias_bomb_body_is_refused_at_once(served: tuple[LocalClus
     lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, 12)]
     bomb = ("metadata: {name: bomb}\nspec:\n  " + "\n  ".join(lines) + "\n").encode()
     assert len(bomb) < 1000
-    async with aiohttp.ClientSession() as session:
-        async with session.post(url + PODS, data=bomb, headers={"Content-Type": "application/yaml"}) as r:
-            assert r.status == 400
-            status = await r.json(content_type=None)
+    headers = {"Content-Type": "application/yaml"}
+    async with aiohttp.ClientSession() as session, session.post(url + PODS, data=bomb, headers=headers) as r:
+        assert r.status == 400
+        status = await r.json(content_type=None)
     assert "more than" in status["message"]
     assert pods(cluster) == []
