@@ -1,1 +1,3 @@
-"""The built-in plugins: pod (container, sidecar, k8s_pod), spark, and the connector service."""
+"""The built-in plugins, each a package registered through the ``taskplug.plugins`` entry points."""
+
+__all__: list[str] = []
