@@ -18,7 +18,10 @@ __all__ = ["COMMANDS", "cli", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("taskplug.cli._run:run", "Run a task execution to a terminal phase and print its timeline..."),
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
-    "status": ("taskplug.cli._status:status", "Print the phase the task's plugin reports for an observed..."),
+    "status": (
+        "taskplug.cli._status:status",
+        "Print the PhaseInfo the plugin reports for an observed object...",
+    ),
     "plugins": (
         "taskplug.cli._plugins_cmd:plugins",
         "List the registered plugins and the task types each...",

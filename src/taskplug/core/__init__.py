@@ -87,12 +87,18 @@ from taskplug.core._registry import (
     enabled_plugins,
     wrangle_plugins,
 )
+from taskplug.core._resource_manager_config import (
+    RESOURCE_MANAGER_SECTION,
+    RedisConfig,
+    ResourceManagerConfig,
+)
 from taskplug.core._templating import TemplateParameters, format_literal, per_retry_unique_key, render_command
 
 __all__ = [
     "DEFAULT_PHASE_VERSION",
     "ENTRY_POINT_GROUP",
     "PHASE_INFO_UNDEFINED",
+    "RESOURCE_MANAGER_SECTION",
     "SYSTEM_ERROR_CODE",
     "TASKS_SECTION",
     "UNKNOWN_TRANSITION",
@@ -134,8 +140,10 @@ __all__ = [
     "QuantityField",
     "QuantityFormat",
     "ReasonInfo",
+    "RedisConfig",
     "ResourceConstraintsSpec",
     "ResourceManager",
+    "ResourceManagerConfig",
     "ResourceRegistrar",
     "ResourceRequirements",
     "SecretManager",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from taskplug.core import (
+    RESOURCE_MANAGER_SECTION,
     TASKS_SECTION,
     Clock,
     EntryLike,
@@ -33,7 +34,7 @@ from taskplug.core import (
     wrangle_plugins,
 )
 from taskplug.engine.k8s import InformerFactory, SharedK8sMachinery, k8s_core_entry
-from taskplug.engine.webapi import RESOURCE_MANAGER_SECTION, build_resource_manager, webapi_plugin_entry
+from taskplug.engine.webapi import build_resource_manager, webapi_plugin_entry
 from taskplug.k8s import K8sPluginEntry, KubeClient, Operator, ResourceType
 from taskplug.webapi import WebApiPluginEntry
 

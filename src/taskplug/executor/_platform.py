@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from taskplug.core import (
+    RESOURCE_MANAGER_SECTION,
     TASKS_SECTION,
     Clock,
     ConfigSection,
@@ -41,7 +42,6 @@ from taskplug.core import (
     merge_documents,
 )
 from taskplug.core import ErrorCode as _ErrorCode
-from taskplug.engine.webapi import RESOURCE_MANAGER_SECTION
 from taskplug.k8s import (
     K8S_SECTION,
     LOGS_SECTION,
@@ -55,15 +55,26 @@ __all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ExecutorConfig", "Platform"
 
 
 class ExecutorConfig(StrictModel):
-    """``executor``: taskplug's own settings for running tasks (no Flyte equivalent)."""
+    """``executor``: taskplug's own settings for running tasks, in the place of flytepropeller's
+    (no Flyte section; the nearest is flytepropeller/pkg/controller/config/config.go)."""
 
     data_root: str = ".taskplug/data"
+    """Where inputs, outputs, error documents and raw data live: a local folder (relative to the working
+    directory) or any fsspec URL (``s3://bucket/prefix``)."""
     state_db: str = ".taskplug/state.db"
+    """SQLite file holding the executions' state (``taskplug run --state-db`` overrides it)."""
     workers: int = Field(default=64, ge=1)
+    """Executions worked on at the same time (a count of concurrent rounds)."""
     resync_period: GoDuration = timedelta(seconds=10)
+    """Go duration after which an execution's round runs again when no event woke it sooner."""
     max_system_failures: int = Field(default=3, ge=0)
+    """System (not user) retryable failures an execution may retry (a count), like propeller's
+    ``max-node-retries-system-failures``."""
     max_round_errors: int = Field(default=10, ge=1)
+    """Consecutive rounds in which a plugin may fail to decide (raise) before the attempt fails."""
     pod_template_namespace: str = "flyte"
+    """Namespace of pod templates loaded without one, and the namespace every pod template lookup falls
+    back to (as propeller's own namespace does)."""
 
 
 EXECUTOR_SECTION = ConfigSection("executor", ExecutorConfig)
@@ -118,6 +129,13 @@ def _core_sections() -> list[ConfigSection[Any]]:
 
 @dataclass
 class Platform:
+    """The platform a command runs on: the registered plugins, the parsed config, the pod templates, the
+    clock and the environment. ``Platform.load`` builds it (entry-point discovery, config over
+    :data:`PLATFORM_DEFAULTS`); ``taskplug run``, ``render``, ``status``, ``plugins`` and ``config`` start
+    from one. It answers which plugin entry runs a task type without loading any plugin
+    (:meth:`entry_for`), which ``taskplug render`` and ``status`` need; ``open_executor`` loads the plugins
+    from it."""
+
     registry: PluginRegistry
     config: PlatformConfig
     pod_templates: PodTemplateStore

@@ -1,4 +1,5 @@
-"""Allocation tokens (§5; §8 cases 57–63): pure rules, the in-process and noop managers, the proxies,
+"""Allocation tokens (flytepropeller's nodes/task/resourcemanager; its resourcemanager_test.go and
+redis_resourcemanager_test.go cases): pure rules, the in-process and noop managers, the proxies,
 the config section and the factory. Redis cases run against a real redis-server (integration)."""
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from taskplug.core import (
+    RESOURCE_MANAGER_SECTION,
     AllocationStatus,
     ConfigError,
     PluginError,
     ResourceConstraintsSpec,
+    ResourceManagerConfig,
     load_platform_config,
 )
 from taskplug.engine.webapi import (
-    RESOURCE_MANAGER_SECTION,
     FullyQualifiedConstraint,
     InProcessResourceManager,
     NoopResourceManager,
     RedisResourceManager,
-    ResourceManagerConfig,
     ResourcePoolInfo,
     ResourceRegistrarProxy,
     TaskResourceManager,

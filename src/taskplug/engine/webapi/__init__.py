@@ -24,14 +24,11 @@ from taskplug.engine.webapi._ratelimit import (
     try_take,
 )
 from taskplug.engine.webapi._resourcemanager import (
-    RESOURCE_MANAGER_SECTION,
     BaseResourceManager,
     FullyQualifiedConstraint,
     InProcessResourceManager,
     NoopResourceManager,
-    RedisConfig,
     RedisResourceManager,
-    ResourceManagerConfig,
     ResourcePoolInfo,
     ResourceRegistrarProxy,
     TaskResourceManager,
@@ -55,7 +52,6 @@ from taskplug.engine.webapi._validation import ConfigValidationError, validate_p
 
 __all__ = [
     "PLUGIN_STATE_VERSION",
-    "RESOURCE_MANAGER_SECTION",
     "RETURNED_UNKNOWN",
     "AutoRefreshCache",
     "BaseResourceManager",
@@ -66,11 +62,9 @@ __all__ = [
     "InProcessResourceManager",
     "ItemSyncResponse",
     "NoopResourceManager",
-    "RedisConfig",
     "RedisResourceManager",
     "ReportedPhase",
     "ResourceCache",
-    "ResourceManagerConfig",
     "ResourcePoolInfo",
     "ResourceRegistrarProxy",
     "State",

@@ -26,29 +26,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-
-from pydantic import ConfigDict, Field
+from typing import Any, Protocol
 
 from taskplug.core import (
+    RESOURCE_MANAGER_SECTION,
     AllocationStatus,
     ConfigError,
-    ConfigSection,
     ErrorCode,
     PluginError,
     ResourceConstraintsSpec,
-    StrictModel,
+    ResourceManagerConfig,
 )
 
 __all__ = [
-    "RESOURCE_MANAGER_SECTION",
     "BaseResourceManager",
     "FullyQualifiedConstraint",
     "InProcessResourceManager",
     "NoopResourceManager",
-    "RedisConfig",
     "RedisResourceManager",
-    "ResourceManagerConfig",
     "ResourcePoolInfo",
     "ResourceRegistrarProxy",
     "TaskResourceManager",
@@ -58,40 +53,6 @@ __all__ = [
     "decide_allocation",
     "token_with_prefix",
 ]
-
-# -- config -----------------------------------------------------------------------------------------------
-
-
-class _Camel(StrictModel):
-    # Flyte's resourcemanager keys are camelCase (json tags), not the kebab-case of the k8s section.
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, alias_generator=None)
-
-
-class RedisConfig(_Camel):
-    host_paths: tuple[str, ...] = Field(default=(), alias="hostPaths")
-    """Redis hosts as ``host:port``; several without ``primaryName`` means a Redis Cluster."""
-    primary_name: str = Field(default="", alias="primaryName")
-    """The primary's name when ``hostPaths`` are Redis Sentinels."""
-    host_path: str = Field(default="", alias="hostPath")
-    """Deprecated single host; used when ``hostPaths`` is empty."""
-    host_key: str = Field(default="", alias="hostKey")
-    """The Redis password."""
-    max_retries: int = Field(default=0, alias="maxRetries")
-    """Retries of a failed Redis command (0: none)."""
-
-
-class ResourceManagerConfig(_Camel):
-    """Flyte's ``resourcemanager`` section (a sub-section of ``propeller``)."""
-
-    type: Literal["inprocess", "noop", "redis"] = "inprocess"
-    """Which manager holds the allocation tokens. Deviation: Flyte's default is ``noop``."""
-    resource_max_quota: int = Field(default=1000, alias="resourceMaxQuota")
-    """The largest quota a plugin may register for one namespace."""
-    redis: RedisConfig = Field(default_factory=RedisConfig)
-
-
-RESOURCE_MANAGER_SECTION = ConfigSection("propeller.resourcemanager", ResourceManagerConfig)
-
 
 # -- pure rules ---------------------------------------------------------------------------------------------
 
