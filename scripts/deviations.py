@@ -21,6 +21,8 @@ _DOCSTRING_END = ('"""', "'''")
 def _continuation(lines: list[str], start: int) -> list[str]:
     """The rest of the sentence: more comment lines after a ``#`` mark, more text lines in a docstring."""
     in_comment = lines[start].lstrip().startswith("#")
+    if not in_comment and lines[start].rstrip().endswith(_DOCSTRING_END):
+        return []  # the mark's sentence ends with its docstring
     out: list[str] = []
     for line in lines[start + 1 :]:
         stripped = line.strip()

@@ -1,4 +1,5 @@
-"""Config primitives: Go durations, Flyte's map shapes, strict sections, the ``tasks`` section (§5.1)."""
+"""Config primitives: Go durations, Flyte's map shapes, strict sections, the ``tasks`` section
+(flytepropeller's nodes/task/config/config.go)."""
 
 from __future__ import annotations
 
@@ -234,7 +235,7 @@ def test_merge_documents_merges_mappings_and_replaces_everything_else() -> None:
     assert base == {"a": {"x": 1, "y": [1, 2]}, "b": 1}
 
 
-# -- the tasks section (§5.1) ----------------------------------------------------------------------------
+# -- the tasks section (nodes/task/config/config.go) -----------------------------------------------------
 
 
 def test_tasks_section_defaults_are_flytes() -> None:

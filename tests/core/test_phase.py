@@ -1,4 +1,4 @@
-"""Phases, PhaseInfo constructors and Transition (k8s-machinery.md §1.1, §1.3, §1.4)."""
+"""Phases, PhaseInfo constructors and Transition (Flyte's pluginmachinery/core/{phase,transition}.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Plugin registry, entry-point discovery, enabled plugins, wrangling and resolution (§1.5, §5)."""
+"""Plugin registry, entry-point discovery, enabled plugins, wrangling and resolution (Flyte's
+pluginmachinery/core/plugin.go and registry.go, flytepropeller's task/plugin_config.go and task/config)."""
 
 from __future__ import annotations
 

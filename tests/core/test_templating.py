@@ -1,4 +1,4 @@
-"""Command templating (k8s-machinery.md §1.9; Flyte's core/template/template_test.go as tables)."""
+"""Command templating (Flyte's core/template/template.go; its template_test.go as tables)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The execution spec loader (DESIGN.md "The execution spec"): a valid spec loads, a bad field is named."""
+"""The execution spec loader (docs/spec.md): a valid spec loads, a bad field is named."""
 
 from __future__ import annotations
 

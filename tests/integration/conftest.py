@@ -76,7 +76,7 @@ def container_spec_document(
     limits: Mapping[str, str] | None = None,
     greeting: bool = False,
 ) -> dict[str, Any]:
-    """The execution spec document (DESIGN.md) of :func:`container_spec`."""
+    """The execution spec document (docs/spec.md) of :func:`container_spec`."""
     resource_limits = {"cpu": "1", "memory": "256Mi", **(limits or {})}
     template: dict[str, Any] = {
         "id": {"resourceType": "TASK", "project": PROJECT, "domain": DOMAIN, "name": "t", "version": "v1"},

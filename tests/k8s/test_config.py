@@ -1,4 +1,5 @@
-"""The ``plugins.k8s``, ``plugins.logs`` and ``plugins`` sections (k8s-machinery.md §6, §10)."""
+"""The ``plugins.k8s``, ``plugins.logs`` and ``plugins`` sections (Flyte's flytek8s/config/config.go and
+logs/config.go, and its testdata config files)."""
 
 from __future__ import annotations
 
@@ -322,7 +323,7 @@ def test_a_bad_k8s_value_is_an_error_naming_the_path(keys: dict[str, Any], path:
     assert str(err.value).startswith(path + ": ")
 
 
-# -- Flyte's testdata (§10) ------------------------------------------------------------------------------
+# -- Flyte's testdata (flyteplugins/go/tasks/testdata, flytek8s/testdata) --------------------------------
 
 FLYTE_TESTDATA_CONFIG = """
 plugins:

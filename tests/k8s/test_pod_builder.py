@@ -1,5 +1,6 @@
 """The pod pipeline: containers, env, resources, tolerations, affinity, GPU, shared memory, base pod
-templates and overrides (k8s-machinery.md §7.1–§7.5)."""
+templates and overrides (Flyte's flytek8s/{container_helper,k8s_resource_adds,utils,pod_helper,
+pod_template_store}.go)."""
 
 from __future__ import annotations
 
@@ -331,7 +332,7 @@ def test_container_name_is_the_generated_name_when_a_valid_label(generated_name:
         assert re.fullmatch(r"[a-z0-9]{4}", name)
 
 
-# -- env (§7.2) ---------------------------------------------------------------------------------------------
+# -- env (flytek8s/k8s_resource_adds.go) --------------------------------------------------------------------
 
 
 def test_execution_env_vars_identify_execution_attempt_and_task() -> None:
@@ -517,7 +518,7 @@ def test_extract_container_resources_from_pod_template(
     assert (str(cpu) if cpu is not None else None) == expected_cpu
 
 
-# -- resource customization modes (§7.1) ----------------------------------------------------------------------
+# -- resource customization modes (flytek8s/container_helper.go) ---------------------------------------------
 
 
 def customize(
@@ -717,7 +718,7 @@ def test_primary_container_must_exist() -> None:
         build(pod_task(sidecar_pod(), primary="nope"))
 
 
-# -- UpdatePod (§7.4.1) ----------------------------------------------------------------------------------------
+# -- UpdatePod (flytek8s/pod_helper.go) ----------------------------------------------------------------------
 
 TOL_GPU = {"key": "flyte/gpu", "value": "dedicated", "operator": "Equal", "effect": "NoSchedule"}
 TOL_INTERRUPTIBLE = {"key": "x/flyte", "value": "interruptible", "operator": "Equal", "effect": "NoSchedule"}
@@ -994,7 +995,7 @@ def test_dns_config_defaults_when_unset() -> None:
     assert build(pod_task(spec), plat).spec["dnsConfig"] == {"nameservers": ["1.1.1.1"]}
 
 
-# -- GPU accelerators (§7.4.2) -------------------------------------------------------------------------------
+# -- GPU accelerators (ApplyGPUNodeSelectors, flytek8s/pod_helper.go) ----------------------------------------
 
 DEVICE_LABEL = "k8s.amazonaws.com/accelerator"
 PARTITION_LABEL = "k8s.amazonaws.com/gpu-partition-size"
@@ -1179,7 +1180,7 @@ def test_gpu_requirements_are_added_to_every_existing_term() -> None:
     ]
 
 
-# -- shared memory (§7.4.2) ---------------------------------------------------------------------------------
+# -- shared memory (ApplySharedMemory, flytek8s/pod_helper.go) ----------------------------------------------
 
 
 def shm(name: str = "dshm", path: str = "/dev/shm", size: str = "") -> tasks_pb2.SharedMemory:
@@ -1337,7 +1338,7 @@ def test_to_k8s_pod_spec_adds_extended_resource_tolerations() -> None:
     assert exists(GPU) in pod.spec["tolerations"]
 
 
-# -- base pod templates (§7.5) ---------------------------------------------------------------------------------
+# -- base pod templates (MergeWithBasePodTemplate, flytek8s/pod_helper.go) -----------------------------------
 
 
 def test_default_pod_template_is_merged_under_the_task_pod() -> None:

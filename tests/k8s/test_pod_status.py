@@ -1,4 +1,5 @@
-"""Pod status interpretation (k8s-machinery.md §7.7) and the pod plugin's phase (§8)."""
+"""Pod status interpretation (the ``Demystify*`` functions of Flyte's flytek8s/pod_helper.go) and the pod
+plugin's phase (plugins/k8s/pod/plugin.go)."""
 
 from __future__ import annotations
 

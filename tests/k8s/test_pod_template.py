@@ -1,4 +1,5 @@
-"""Pod templates: the store and Flyte's merge rules (k8s-machinery.md §7.5)."""
+"""Pod templates: the store and Flyte's merge rules (Flyte's flytek8s/pod_template_store.go and the
+``MergeWithBasePodTemplate`` family of flytek8s/pod_helper.go)."""
 
 from __future__ import annotations
 

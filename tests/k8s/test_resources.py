@@ -1,4 +1,5 @@
-"""Resource requirements: conversion, merging, defaulting and clamping (k8s-machinery.md §7.1, §7.3)."""
+"""Resource requirements: conversion, merging, defaulting and clamping (Flyte's flytek8s/container_helper.go
+and flytek8s/utils.go)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def entry(name: int, value: str) -> tasks_pb2.Resources.ResourceEntry:
     return R.ResourceEntry(name=name, value=value)
 
 
-# -- §7.3 ToK8sResourceList / ToK8sResourceRequirements ------------------------------------------------
+# -- flytek8s/utils.go ToK8sResourceList / ToK8sResourceRequirements -----------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""K8s task execution metadata (k8s-machinery.md §3.6): Flyte's marshaler_test.go cases and the labels."""
+"""K8s task execution metadata (flytepropeller's nodes/task/k8s/task_exec_context.go): Flyte's
+marshaler_test.go cases and the labels."""
 
 from __future__ import annotations
 

@@ -51,7 +51,8 @@ async def test_flytes_backoff_regexes_find_the_requested_and_limited_resources(s
     await client.create(RESOURCE_QUOTA, quota("team", {"limits.cpu": "4", "limits.memory": "4Gi"}))
     with pytest.raises(KubeApiError) as caught:
         await client.create(POD, limited("c", "8", "8Gi"))
-    # k8s-machinery.md §4.4: GetComputeResourceAndQuantity's regexes, split after ":" and on ",".
+    # flytepropeller's backoff/handler.go GetComputeResourceAndQuantity: its regexes, split after ":" and
+    # on ",".
     requested = re.search(r"requested: (limits.[a-zA-Z]+=[a-zA-Z0-9]+[,]*)+", caught.value.message)
     limited_ = re.search(r"limited: (limits.[a-zA-Z]+=[a-zA-Z0-9]+[,]*)+", caught.value.message)
     assert requested is not None and limited_ is not None

@@ -1,4 +1,4 @@
-"""A real flytekit connector server on loopback, as a session fixture (spec/connectors.md §3.1/§7).
+"""A real flytekit connector server on loopback, as a session fixture.
 
 ``pyflyte serve connector`` runs through the example's ``examples/connector/serve_loopback.py`` (gRPC and
 prometheus bound to 127.0.0.1)

@@ -17,6 +17,16 @@ __all__ = ["Clock", "FakeClock", "SystemClock"]
 
 
 class Clock(Protocol):
+    """The clock every time-based rule reads and sleeps through (Flyte's ``k8s.io/utils/clock.Clock``, which
+    Flyte passes into its back-off controller and its auto-refresh cache).
+
+    The executor, the plugin manager, the informer, the back-off controller, the web-API status cache and
+    the rate limits each take a clock as an argument and never call ``datetime.now`` or ``asyncio.sleep``
+    themselves. :class:`SystemClock` is the production clock; tests pass a :class:`FakeClock` and
+    ``await clock.advance(seconds)`` instead of sleeping. A plugin is handed the platform's clock in its
+    setup (``K8sPluginSetup.clock``, ``SetupContext.clock``).
+    """
+
     def now(self) -> datetime:
         """The current wall-clock time (timezone-aware, UTC)."""
         ...
@@ -29,6 +39,9 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The real clock: UTC wall time, ``time.monotonic`` and ``asyncio.sleep`` (Flyte's ``clock.RealClock``).
+    The default wherever a :class:`Clock` is optional."""
+
     def now(self) -> datetime:
         return datetime.now(UTC)
 

@@ -44,7 +44,11 @@ def kebab(name: str) -> str:
 
 
 class StrictModel(BaseModel):
-    """Frozen, unknown keys rejected, fields known by their Flyte key (kebab-case unless aliased)."""
+    """Frozen, unknown keys rejected, fields known by their Flyte key (kebab-case unless aliased).
+
+    A docstring under a field becomes its description (``use_attribute_docstrings``), which
+    ``scripts/config_doc.py`` renders into docs/config.md.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -52,6 +56,7 @@ class StrictModel(BaseModel):
         populate_by_name=True,
         alias_generator=kebab,
         arbitrary_types_allowed=True,
+        use_attribute_docstrings=True,
     )
 
 

@@ -87,6 +87,10 @@ class TaskOverrides:
 
 @dataclass(frozen=True, slots=True)
 class TaskExecutionID:
+    """The identity of one attempt (Flyte's ``core.TaskExecutionID``): the flyteidl identifier, the unique
+    node id, and the generated name, which is unique per attempt and names everything the attempt creates
+    (the Kubernetes object, the web-API cache entry, the allocation token)."""
+
     generated_name: str
     id: identifier_pb2.TaskExecutionIdentifier
     unique_node_id: str
@@ -131,6 +135,9 @@ class TaskExecutionMetadata:
 
 @runtime_checkable
 class TaskReader(Protocol):
+    """The task template of the execution (Flyte's ``core.TaskReader``). ``read`` does no I/O here: the
+    executor loaded the template once (see the module's deviation)."""
+
     @property
     def path(self) -> str: ...
 
@@ -139,6 +146,9 @@ class TaskReader(Protocol):
 
 @runtime_checkable
 class InputReader(Protocol):
+    """The execution's inputs and where they are stored (Flyte's ``io.InputReader``); ``get`` returns what the
+    executor already read, or None for a task without inputs."""
+
     @property
     def input_prefix(self) -> str: ...
 
@@ -149,6 +159,9 @@ class InputReader(Protocol):
 
 
 class OutputPaths(Protocol):
+    """Where an attempt writes its outputs, raw data and checkpoints (Flyte's ``io.OutputFilePaths``,
+    ``RawOutputPaths`` and ``CheckpointPaths``); the executor lays them out (``executor.ExecutionPaths``)."""
+
     @property
     def output_prefix(self) -> str: ...
 
@@ -169,6 +182,10 @@ class OutputReader(Protocol):
 
 
 class OutputWriter(OutputPaths, Protocol):
+    """Where a plugin says where a finished task's outputs are (Flyte's ``io.OutputWriter``). A Kubernetes
+    plugin usually puts nothing (the container wrote ``outputs.pb``); a web-API plugin puts an in-memory
+    :class:`OutputReader`. The executor reads the outputs once the phase is Success."""
+
     def put(self, reader: OutputReader | None) -> None:
         """Record the outputs; ``None`` means "read ``outputs.pb`` under the output prefix" (Flyte's
         remote-file output reader)."""
@@ -176,6 +193,9 @@ class OutputWriter(OutputPaths, Protocol):
 
 
 class PluginStateReader(Protocol):
+    """What the plugin wrote to its state last round (Flyte's ``core.PluginStateReader``); the executor
+    persists it between rounds and across restarts."""
+
     def get_state_version(self) -> int: ...
 
     def get(self) -> tuple[int, Mapping[str, Any] | None]:
@@ -184,6 +204,9 @@ class PluginStateReader(Protocol):
 
 
 class PluginStateWriter(Protocol):
+    """Where a plugin writes the state it needs next round (Flyte's ``core.PluginStateWriter``): a JSON-able
+    mapping and a version; the last put of a round wins, ``reset`` clears it."""
+
     def put(self, version: int, state: Mapping[str, Any]) -> None: ...
 
     def reset(self) -> None: ...
@@ -220,6 +243,9 @@ class PluginStateHolder:
 
 
 class AllocationStatus(enum.IntEnum):
+    """The answer to an allocation-token request (Flyte's ``core.AllocationStatus``); ``str()`` gives Flyte's
+    names. Nothing returns ``NAMESPACE_QUOTA_EXCEEDED`` (as in Flyte), but the value exists."""
+
     UNDEFINED = 0
     GRANTED = 1
     EXHAUSTED = 2
@@ -240,10 +266,17 @@ class ResourceConstraintsSpec:
 
 
 class ResourceRegistrar(Protocol):
+    """Where a plugin registers its quota per namespace at load time (Flyte's ``core.ResourceRegistrar``);
+    the web-API adapter registers ``resourceQuotas`` through it."""
+
     async def register_resource_quota(self, namespace: str, quota: int) -> None: ...
 
 
 class ResourceManager(Protocol):
+    """Allocation tokens under the registered quotas (Flyte's ``core.ResourceManager``): a plugin allocates a
+    token per attempt (its generated name) before starting remote work and releases it when finalizing.
+    The engine's ``TaskResourceManager`` implements it, in process or over Redis."""
+
     def get_id(self) -> str: ...
 
     async def allocate_resource(
@@ -254,6 +287,8 @@ class ResourceManager(Protocol):
 
 
 class SecretManager(Protocol):
+    """Looks up a secret by key (Flyte's ``core.SecretManager``); None on a context that has none."""
+
     async def get(self, key: str) -> str: ...
 
 
@@ -317,6 +352,8 @@ class SetupContext:
 
 @dataclass(frozen=True, slots=True)
 class StaticTaskReader:
+    """A :class:`TaskReader` over a template already loaded (the executor and ``taskplug.testing`` use it)."""
+
     template: tasks_pb2.TaskTemplate
     path: str = ""
 
@@ -326,6 +363,9 @@ class StaticTaskReader:
 
 @dataclass(frozen=True, slots=True)
 class StaticInputReader:
+    """An :class:`InputReader` over inputs already loaded; ``input_path`` is ``inputs.pb`` under the
+    prefix."""
+
     inputs: literals_pb2.LiteralMap | None
     input_prefix: str = ""
 
@@ -339,6 +379,9 @@ class StaticInputReader:
 
 @dataclass(slots=True)
 class StaticOutputWriter:
+    """An :class:`OutputWriter` that records the reader put this round (``was_put``, ``reader``) for the
+    executor to read the outputs from."""
+
     output_prefix: str = ""
     raw_output_prefix: str = ""
     checkpoint_prefix: str = ""

@@ -1,14 +1,34 @@
 """The error tree and Flyte's error codes.
 
 Follows flyteplugins/go/tasks/errors/errors.go and flytestdlib/errors. Flyte tells errors apart by *code*,
-not by type, so there are few classes here: one per thing somebody catches.
+not by type, so there are few classes: one per thing somebody catches. A class with a package named on the
+right is defined in that package (the one that raises it); the others live here. The CLI turns any of them
+into exit code 2 with the message.
 
-    TaskplugError                 every error taskplug raises carries a ``code``
-     ├── ConfigError              a config file or value is wrong; ``path`` names the key (exit code 2)
-     ├── SpecError                an execution spec is malformed; ``path`` names the field (exit code 2)
-     ├── QuantityError            a resource quantity does not parse (also a ValueError)
-     └── PluginError              a plugin or the machinery could not decide; ``code`` is Flyte's error code
-          └── BadTaskSpecification  the task template cannot be turned into a resource
+    TaskplugError                    every error taskplug raises carries a ``code``
+     ├── ConfigError                 a config file or value is wrong; ``path`` names the key
+     ├── SpecError                   an execution spec is malformed; ``path`` names the field
+     ├── QuantityError               a resource quantity does not parse (also a ValueError)
+     ├── KubeApiError                taskplug.k8s: what the Kubernetes API answered (status, reason, message);
+     │    │                          ``code`` is the reason; ``is_not_found`` & co. look for it in a chain
+     │    └── PatchError             taskplug.localcluster (internal): a patch the embedded API cannot apply
+     └── PluginError                 a plugin or the machinery could not decide; ``code``: Flyte's error code
+          ├── BadTaskSpecification   the task template cannot be turned into a resource
+          ├── BackOffError           taskplug.engine.k8s: a create refused or held back for quota or API
+          │                          overload (code BackOffError)
+          ├── ConfigValidationError  taskplug.engine.webapi: a web-API plugin's config is out of range
+          │                          (code PluginInitializationFailed)
+          └── ConnectorRpcError      taskplug.plugins.connector: a gRPC call to a connector failed
+                                     (code DownstreamSystemError)
+
+``KubeApiError`` is not a ``PluginError``: it is what a client adapter raises, and the plugin manager
+classifies it (quota, conflict, not found, ...) or wraps it in a ``PluginError`` with ``cause``.
+
+``ConfigValidationError`` is a ``PluginError``, not a ``ConfigError``, because of its code,
+``PluginInitializationFailed``: in Flyte a web-API plugin whose config fails ``validateConfig`` fails to
+load ("config validation failed. Error: ..."), exactly as a plugin whose loader errors does, so whoever
+handles a plugin that cannot be loaded handles this one too. Its message is Flyte's text; it names the
+ranges violated, not a key path.
 """
 
 from __future__ import annotations

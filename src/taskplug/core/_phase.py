@@ -105,6 +105,14 @@ class ErrorKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ExecutionError:
+    """Why a task failed, as a failure :class:`PhaseInfo` carries it (flyteidl's ``core.ExecutionError``).
+
+    ``code`` is a string (``OOMKilled``, an :class:`~taskplug.core.ErrorCode` value, a connector's own
+    code): Flyte tells failures apart by code, not by type. ``kind`` decides which retry budget the
+    executor charges (:class:`ErrorKind`). Plugins get one through the failure constructors
+    (``PhaseInfo.failure``, ``PhaseInfo.system_retryable_failure``, …) rather than building it.
+    """
+
     code: str
     message: str
     kind: ErrorKind = ErrorKind.USER
@@ -142,6 +150,13 @@ class ReasonInfo:
 
 @dataclass(frozen=True, slots=True)
 class ExternalResource:
+    """One of several things a task launched, reported in :attr:`TaskInfo.external_resources` (Flyte's
+    ``core.ExternalResource`` in pluginmachinery/core/phase.go, used by its array plugins).
+
+    ``index`` stays the same across retries while ``external_id`` may change. No built-in plugin reports
+    external resources yet; the type is here so a plugin that fans out can.
+    """
+
     external_id: str
     index: int = 0
     retry_attempt: int = 0
@@ -152,6 +167,13 @@ class ExternalResource:
 
 @dataclass(frozen=True, slots=True)
 class TaskInfo:
+    """What a plugin tells the user along with a phase (Flyte's ``core.TaskInfo``): log links, when the status
+    occurred and was reported, plugin-specific ``custom_info`` (shown as JSON), external resources, and
+    additional reasons (Kubernetes events, which the plugin manager adds; they are not persisted).
+
+    A :class:`PhaseInfo` constructor fills a missing ``occurred_at`` with the current time, as Flyte's does.
+    """
+
     logs: tuple[TaskLog, ...] = ()
     occurred_at: datetime | None = None
     reported_at: datetime | None = None
@@ -294,7 +316,7 @@ class PhaseInfo:
         return cls._failure(Phase.RETRYABLE_FAILURE, code, message, ErrorKind.SYSTEM, info, True)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON shape printed by ``taskplug status`` (DESIGN.md)."""
+        """The JSON shape ``taskplug status`` prints."""
         info = self.info
         return {
             "phase": str(self.phase),
@@ -330,6 +352,9 @@ def _rfc3339(t: datetime | None) -> str | None:
 
 
 class TransitionType(enum.IntEnum):
+    """Flyte's ``TransitionType``: every transition taskplug makes is ``EPHEMERAL``; ``BARRIER`` is deprecated
+    in Flyte and kept only so the names and ``str()`` forms match."""
+
     EPHEMERAL = 0
     BARRIER = 1  # deprecated in Flyte, kept for parity
 
@@ -339,6 +364,14 @@ class TransitionType(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Transition:
+    """What :meth:`Plugin.handle` returns for one round: the :class:`PhaseInfo` to report and the transition
+    type (Flyte's ``core.Transition`` in pluginmachinery/core/transition.go).
+
+    Build it with :meth:`Transition.to` (Flyte's ``DoTransition``). The executor records the phase as an
+    event when it is new, persists what the plugin wrote to its state, and acts on a terminal phase
+    (outputs, retry, finalize). :data:`UNKNOWN_TRANSITION` is Flyte's ``UnknownTransition``.
+    """
+
     info: PhaseInfo = field(default_factory=PhaseInfo)
     type: TransitionType = TransitionType.EPHEMERAL
 

@@ -21,6 +21,15 @@ __all__ = ["Plugin", "PluginEntry", "PluginKind", "PluginLoader", "PluginPropert
 
 
 class PluginKind(enum.StrEnum):
+    """Which machinery runs a registered entry: ``CORE`` (the entry's loader returns a :class:`Plugin`),
+    ``K8S`` (a ``taskplug.k8s.K8sPluginEntry``, run behind the engine's plugin manager) or ``WEBAPI`` (a
+    ``taskplug.webapi.WebApiPluginEntry``, run behind the web-API adapter).
+
+    Flyte registers each kind through its own function (``RegisterCorePlugin``, ``RegisterK8sPlugin``,
+    ``RegisterRemotePlugin`` in pluginmachinery/registry.go); here the entry says what it is and
+    ``wrangle_plugins`` wraps it accordingly.
+    """
+
     CORE = "core"
     K8S = "k8s"
     WEBAPI = "webapi"
@@ -28,12 +37,30 @@ class PluginKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class PluginProperties:
+    """What a core plugin declares about itself (Flyte's ``core.PluginProperties``).
+
+    ``generated_name_max_length`` caps the length of the task execution's generated name (the name of the
+    object a Kubernetes plugin creates); :func:`load_plugin` refuses a cap below 8, as Flyte does.
+    ``disable_node_level_caching`` is kept for parity; taskplug has no node-level cache.
+    """
+
     disable_node_level_caching: bool = False
     generated_name_max_length: int | None = None
 
 
 @runtime_checkable
 class Plugin(Protocol):
+    """The one interface the executor drives (Flyte's ``core.Plugin`` in pluginmachinery/core/plugin.go).
+
+    Every plugin ends up as one: a Kubernetes plugin behind the engine's ``PluginManager``, a web-API plugin
+    behind ``WebApiPluginAdapter``, or a plain core plugin that implements this directly and registers a
+    :class:`PluginEntry`. The executor calls :meth:`handle` once per round until the phase is terminal, then
+    :meth:`finalize`; :meth:`abort` when the execution is aborted or a failure asks for cleanup. All three
+    must be idempotent (a round may be replayed after a restart) and must return quickly. A task that
+    failed is a failure :class:`PhaseInfo`; raising means "could not decide this round" and the executor
+    tries again (``executor.max-round-errors`` rounds in a row fail the attempt).
+    """
+
     @property
     def id(self) -> str: ...
 

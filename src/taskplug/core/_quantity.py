@@ -22,6 +22,9 @@ _NANO: Final = 10**9
 
 
 class QuantityFormat(enum.Enum):
+    """How a :class:`Quantity` was written, which decides how it prints (apimachinery's
+    ``resource.Format``)."""
+
     DECIMAL_EXPONENT = "DecimalExponent"  # 12e6
     BINARY_SI = "BinarySI"  # 12Mi
     DECIMAL_SI = "DecimalSI"  # 12M

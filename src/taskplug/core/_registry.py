@@ -41,23 +41,46 @@ ENTRY_POINT_GROUP = "taskplug.plugins"
 
 
 class BackOffConfig(StrictModel):
+    """``tasks.backoff``: the exponential back-off of pod creation after resource-quota and throttling
+    errors, shared by every Kubernetes plugin (flytepropeller/pkg/controller/nodes/task/config/config.go)."""
+
     base_second: int = 2
+    """Base of the exponential back-off, in seconds: the n-th consecutive back-off waits ``base^(n-1)``
+    seconds (1 s, 2 s, 4 s … with the default). 0 turns back-off off."""
     max_duration: GoDuration = timedelta(seconds=20)
+    """Cap of one back-off wait, as a Go duration (``20s``)."""
 
 
 class TaskPluginsConfig(StrictModel):
+    """``tasks.task-plugins``: which plugins are enabled and which one handles a task type
+    (flytepropeller/pkg/controller/nodes/task/config/config.go)."""
+
     enabled_plugins: list[str] = Field(default_factory=list)
+    """Ids of the enabled plugins (trimmed, case-insensitive); an empty list enables every registered
+    plugin."""
     default_for_task_types: StrMap = Field(default_factory=dict)
+    """Task type → plugin id that handles it when several plugins register the type; every plugin named
+    must be enabled."""
     # Deviation (taskplug key, flyte#5076): Flyte silently runs a task of an unknown type with the global
     # default plugin. taskplug refuses unless this is switched on, so a Ray task never runs as one container.
     fallback_to_default_plugin: bool = False
+    """taskplug key: when true, a task type no enabled plugin handles runs with the default plugin, as
+    Flyte does silently; when false it is an error."""
 
 
 class TasksConfig(StrictModel):
+    """``tasks``: the task handler's settings — enabled plugins, plugin resolution, back-off
+    (flytepropeller/pkg/controller/nodes/task/config/config.go)."""
+
     task_plugins: TaskPluginsConfig = Field(default_factory=TaskPluginsConfig)
+    """Enabled plugins and the plugin chosen for each task type."""
     max_plugin_phase_versions: int = 100000
+    """Most phase versions a plugin may report within one phase (a count); beyond it the task fails
+    with ``TooManyPluginPhaseVersions``."""
     backoff: BackOffConfig = Field(default_factory=BackOffConfig)
+    """Back-off of pod creation after resource-quota and throttling errors."""
     max_log_message_length: int = Field(default=0, alias="maxLogMessageLength")
+    """Deprecated in Flyte (max length of an error message, in characters); accepted and ignored."""
 
 
 TASKS_SECTION = ConfigSection("tasks", TasksConfig)

@@ -44,6 +44,10 @@ _NON_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9_]+")
 
 @dataclass(frozen=True, slots=True)
 class TemplateParameters:
+    """What :func:`render_command` substitutes into a command line (Flyte's ``template.Parameters``): the
+    execution's metadata, its inputs and output paths, optionally the task (for ``{{.TaskTemplatePath}}``)
+    and whether to expand the console URL."""
+
     metadata: TaskExecutionMetadata
     inputs: InputReader | None
     output_paths: OutputPaths | None

@@ -59,6 +59,11 @@ OpenPlugins = Callable[["Executor"], contextlib.AbstractAsyncContextManager[Plug
 
 @dataclass(frozen=True, slots=True)
 class ExecutorSettings:
+    """The executor's knobs, read from the ``executor`` and ``tasks`` config sections by
+    ``executor_settings``: where data goes, how many rounds run at once, the resync period, the
+    system-failure retry budget, how many rounds in a row a plugin may fail to decide, and Flyte's
+    ``max-plugin-phase-versions``."""
+
     data_root: str = ".taskplug/data"
     workers: int = 64
     resync_period: float = 10.0
@@ -69,6 +74,9 @@ class ExecutorSettings:
 
 @dataclass(frozen=True, slots=True)
 class ExecutionResult:
+    """How an execution ended, as ``Executor.run`` / ``wait`` return it and ``taskplug run -o json`` prints
+    it: the final phase, the attempts made, the error, the outputs as plain values and every phase event."""
+
     key: str
     phase: str
     attempts: int

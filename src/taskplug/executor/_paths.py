@@ -26,6 +26,9 @@ def normalize_root(root: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ExecutionPaths:
+    """The data-store locations of one attempt (:meth:`for_attempt`): inputs, outputs and the error document
+    under the node's metadata prefix, raw data and checkpoints under the attempt's raw prefix."""
+
     input_prefix: str
     output_prefix: str
     raw_output_prefix: str

@@ -1,4 +1,4 @@
-"""The execution spec: one YAML or JSON document describing one task execution (DESIGN.md).
+"""The execution spec: one YAML or JSON document describing one task execution (docs/spec.md).
 
 It is loaded into the real Flyte IDL (``flyteidl.core.TaskTemplate``, literals) and taskplug's
 :class:`~taskplug.core.TaskExecutionMetadata`. Every malformed field is reported by its dotted path.

@@ -49,6 +49,10 @@ class Event:
 
 @dataclass(slots=True)
 class ExecutionRecord:
+    """Everything the executor must remember about one execution to resume it after a restart (what
+    flytepropeller keeps in a task node's status): the attempt, the phase last reported, the plugin state,
+    the failure budgets spent, the cleanup flag, and once terminal the outcome, error and outputs."""
+
     key: str
     attempt: int = 0
     phase: int = 0  # the Phase last reported this attempt
@@ -82,6 +86,10 @@ _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 
 class StateStore(Protocol):
+    """Where the executor keeps execution records and their events. :class:`SQLiteStateStore` is durable
+    (``taskplug run`` resumes from it); :class:`MemoryStateStore` is for tests and benchmarks. ``save`` may
+    batch writes; ``flush`` commits them, and the executor flushes before anything is deleted."""
+
     def load(self, key: str) -> ExecutionRecord | None: ...
 
     def save(self, record: ExecutionRecord) -> None: ...

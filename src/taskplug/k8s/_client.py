@@ -25,6 +25,10 @@ KubeObject = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ResourceType:
+    """A Kubernetes resource type: apiVersion, kind, the plural its URL uses, and whether it is namespaced
+    (what controller-runtime finds in its scheme and REST mapper). A :class:`K8sPluginEntry` names the type
+    it watches with one; :data:`POD` and :data:`EVENT` are predefined."""
+
     api_version: str  # "v1", "sparkoperator.k8s.io/v1beta2"
     kind: str  # "Pod", "SparkApplication"
     plural: str  # "pods", "sparkapplications"
@@ -56,6 +60,9 @@ EVENT = ResourceType("events.k8s.io/v1", "Event", "events")
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
+    """One event of a watch stream (client-go's ``watch.Event``): what happened and the object as it is now
+    (for ``ERROR``, the API's ``Status``)."""
+
     type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
     object: KubeObject
 

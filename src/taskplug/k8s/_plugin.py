@@ -55,6 +55,10 @@ KubeObject = dict[str, Any]
 
 
 class ErrorAggregationStrategy(enum.IntEnum):
+    """How a multi-pod plugin's errors are combined (Flyte's ``k8s.ErrorAggregationStrategy``): one error file
+    (``DEFAULT``) or the earliest error of all pods (``EARLIEST``). Declared for parity; the executor reads
+    one error document."""
+
     DEFAULT = 0  # a single error file
     EARLIEST = 1
 
@@ -64,6 +68,13 @@ class ErrorAggregationStrategy(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class K8sPluginProperties:
+    """What a Kubernetes plugin declares about the objects it builds (Flyte's ``k8s.PluginProperties``).
+
+    The plugin manager reads them: no owner references on the object (and no owner-kind filter in the
+    informer), no finalizer even when ``plugins.k8s.inject-finalizer`` is on, no delete on finalize even
+    when ``delete-resource-on-finalize`` is on, and a cap on the generated name (the object's name).
+    """
+
     disable_inject_owner_references: bool = False
     disable_inject_finalizer: bool = False
     generated_name_max_length: int | None = None
@@ -131,6 +142,29 @@ class StaticPluginContext:
 
 @runtime_checkable
 class K8sPlugin(Protocol):
+    """What a Kubernetes plugin author implements (Flyte's ``k8s.Plugin`` in pluginmachinery/k8s/plugin.go).
+
+    The plugin only translates: a task into an object, an observed object into a phase. The engine's
+    ``PluginManager`` does every API call (create with back-off, watch through the informer, delete on
+    abort, drop the finalizer on finalize), so none of these methods may touch the cluster or block.
+
+    * :meth:`build_identity_resource` returns the object's type only (apiVersion and kind); the manager fills
+      name and namespace to find, abort and finalize the object.
+    * :meth:`build_resource` returns the full object for one attempt, built from the task context alone
+      (pure: same context, same object). It leaves name, namespace, owner references and finalizer to
+      :func:`build_object`, which sets them afterwards and merges the execution's labels and annotations
+      over the object's own. Raise :class:`~taskplug.core.PluginError` (or any error) for a task that
+      cannot be built: the attempt fails permanently with ``FailedToBuildResource``.
+    * :meth:`get_task_phase` maps the object as last observed (from the informer's cache) to a
+      :class:`~taskplug.core.PhaseInfo`, once per round while the task runs (pure: no I/O; the time is
+      ``pctx.now``). A failed task is a failure PhaseInfo, not an exception. On success, put an output
+      reader on ``pctx.output_writer`` only when the outputs are not in ``outputs.pb`` under the output
+      prefix. Finish with :func:`maybe_update_phase_version` so a new reason in the same phase is reported.
+
+    Register it with a :class:`K8sPluginEntry`; check it with ``taskplug.testing.check_k8s_plugin``. An
+    optional :class:`PluginAbortOverride` changes what abort does.
+    """
+
     def get_properties(self) -> K8sPluginProperties: ...
 
     def build_identity_resource(self, meta: TaskExecutionMetadata) -> KubeObject:

@@ -3,7 +3,7 @@
 Follows flyteplugins/go/tasks/pluginmachinery/flytek8s/pod_helper.go (``DemystifyPending``,
 ``DemystifySuccess``, ``DeterminePrimaryContainerPhase``, ``DemystifyFailure``,
 ``GetLastTransitionOccurredAt``, ``GetReportedAt``) and flyteplugins/go/tasks/plugins/k8s/pod/plugin.go
-(``DemystifyPodStatus``, ``GetTaskPhaseWithLogs``). See k8s-machinery.md §7.7 and §8.
+(``DemystifyPodStatus``, ``GetTaskPhaseWithLogs``).
 
 The pod is the API's JSON as a dict (camelCase keys). Every function is pure: the current time and the
 config are passed in, so tests never read the wall clock.
@@ -160,7 +160,8 @@ def _after_grace(message: str, grace: timedelta) -> str:
 def demystify_pending(
     status: Mapping[str, Any], info: TaskInfo, *, config: K8sPluginConfig, now: datetime
 ) -> PhaseInfo:
-    """A Pending pod: still queued or initializing, or stuck in a state it will not leave (§7.7)."""
+    """A Pending pod: still queued or initializing, or stuck in a state it will not leave (Flyte's
+    ``DemystifyPending``)."""
     info = _with_occurred_at(info, now)
     phase_info, t = _pending_from_conditions(status, info, config, now)
     if phase_info.phase.is_terminal:
@@ -178,7 +179,7 @@ def demystify_pending(
 
 
 def demystify_success(status: Mapping[str, Any], info: TaskInfo) -> PhaseInfo:
-    """A Succeeded pod is a success unless some container was OOMKilled (§7.7)."""
+    """A Succeeded pod is a success unless some container was OOMKilled (Flyte's ``DemystifySuccess``)."""
     for cs in (
         _statuses(status, "initContainerStatuses")
         + _statuses(status, "containerStatuses")
@@ -195,7 +196,7 @@ def demystify_success(status: Mapping[str, Any], info: TaskInfo) -> PhaseInfo:
 def determine_primary_container_phase(
     primary_name: str, statuses: Sequence[Mapping[str, Any]], info: TaskInfo
 ) -> PhaseInfo:
-    """The task's phase from its primary container alone (§7.7)."""
+    """The task's phase from its primary container alone (Flyte's ``DeterminePrimaryContainerPhase``)."""
     for cs in statuses:
         if cs.get("name") != primary_name:
             continue
@@ -226,7 +227,8 @@ def determine_primary_container_phase(
 
 
 def demystify_failure(status: Mapping[str, Any], info: TaskInfo, primary_name: str) -> PhaseInfo:
-    """A Failed pod: whose fault, and the containers' exit details appended to the message (§7.7)."""
+    """A Failed pod: whose fault, and the containers' exit details appended to the message (Flyte's
+    ``DemystifyFailure``)."""
     code = status.get("reason") or "UnknownError"
     message = status.get("message") or "Pod failed. No message received from kubernetes."
     # Node interruptions are system failures so they don't spend the user's retries and interruptible
@@ -292,7 +294,7 @@ def _all_terminated_successfully(status: Mapping[str, Any]) -> bool:
 def demystify_pod_status(
     pod: Mapping[str, Any], info: TaskInfo, *, config: K8sPluginConfig, now: datetime
 ) -> PhaseInfo:
-    """The phase of a pod task from the whole pod (Flyte's pod plugin ``DemystifyPodStatus``, §8)."""
+    """The phase of a pod task from the whole pod (``DemystifyPodStatus`` of Flyte's pod plugin)."""
     info = _with_occurred_at(info, now)
     status: Mapping[str, Any] = pod.get("status") or {}
     annotations: Mapping[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
@@ -387,7 +389,7 @@ def get_task_phase_with_logs(
     extra_log_vars: Mapping[str, str] | None = None,
 ) -> PhaseInfo:
     """The pod plugin's ``GetTaskPhase``: times, log links for the first container, the pod's phase, and a
-    version bump when the reason changed since last round (§8)."""
+    version bump when the reason changed since last round."""
     now: datetime = pctx.now
     state = pctx.plugin_state
     template = pctx.task_reader.read()

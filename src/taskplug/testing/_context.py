@@ -119,7 +119,7 @@ def fake_task_context(
     """A real task-execution context for ``task``, as the executor would build it for its first round.
 
     ``task`` is an execution spec, a template or a TaskTemplate message (:data:`TaskLike`). The keywords
-    set what the spec's ``execution`` section would (DESIGN.md): ``inputs`` (plain values or Literal JSON),
+    set what the spec's ``execution`` section would (docs/spec.md): ``inputs`` (plain values or Literal JSON),
     ``config`` (entries added to the template's ``config`` map, e.g. ``primary_container_name``),
     ``interruptible``, ``platform_resources`` and ``resources`` (the overrides) in Kubernetes form
     (``{"requests": {"cpu": "1"}, "limits": {...}}``), ``namespace``, ``labels``, ``annotations``, and

@@ -1,4 +1,5 @@
-"""Back-off (k8s-machinery.md §4): Flyte's handler_test.go tables plus one case per rule."""
+"""Back-off (flytepropeller/pkg/controller/nodes/task/backoff): Flyte's handler_test.go tables plus one case
+per rule."""
 
 from __future__ import annotations
 

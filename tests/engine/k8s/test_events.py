@@ -1,4 +1,5 @@
-"""The event watcher (k8s-machinery.md §3.9) fed by an Event informer on the local cluster."""
+"""The event watcher (flytepropeller's nodes/task/k8s/event_watcher.go) fed by an Event informer on the
+local cluster."""
 
 from __future__ import annotations
 

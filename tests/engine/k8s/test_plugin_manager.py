@@ -1,4 +1,5 @@
-"""The plugin manager (k8s-machinery.md §3) against the local cluster's API, with a bare-Pod test plugin."""
+"""The plugin manager (flytepropeller/pkg/controller/nodes/task/k8s/plugin_manager.go) against the local
+cluster's API, with a bare-Pod test plugin."""
 
 from __future__ import annotations
 
@@ -264,7 +265,7 @@ def quota_error(requested: str = "limits.memory=1Gi", limited: str = "limits.mem
     )
 
 
-# -- construction (§3.2) -------------------------------------------------------------------------------------
+# -- construction (NewPluginManager) -------------------------------------------------------------------------
 
 
 async def test_construction_requires_an_enqueue_owner(harness: Harness) -> None:
@@ -329,7 +330,7 @@ async def test_properties_expose_only_the_generated_name_max_length(harness: Har
     assert manager.get_properties().generated_name_max_length == 20
 
 
-# -- launch (§3.3, §3.4, §3.5) --------------------------------------------------------------------------------
+# -- launch (Handle, launchResource, addObjectMetadata) ------------------------------------------------------
 
 
 async def test_first_round_creates_the_object_with_flytes_metadata_and_reports_queued(
@@ -696,7 +697,7 @@ def test_object_metadata_precedence_and_name_conversion() -> None:
     assert obj["metadata"]["finalizers"] == ["x", FINALIZER]
 
 
-# -- plugin state (§3.3 step 1, 7) -----------------------------------------------------------------------------
+# -- plugin state (read and written by Handle) ---------------------------------------------------------------
 
 
 async def test_unreadable_state_of_another_version_is_a_retryable_corrupted_state_failure(
@@ -730,7 +731,7 @@ async def test_state_is_written_only_when_it_changes(harness: Harness) -> None:
     assert third.plugin_state.written[0] is False
 
 
-# -- observing (§3.7) -------------------------------------------------------------------------------------------
+# -- observing (checkResourcePhase) --------------------------------------------------------------------------
 
 
 async def test_steady_state_reads_come_from_the_informer_cache_not_the_api(harness: Harness) -> None:
@@ -841,7 +842,7 @@ async def test_errors_are_counted_by_phase_and_code(harness: Harness) -> None:
     assert value == 1.0
 
 
-# -- informer → enqueue owner (§3.2 step 4) ---------------------------------------------------------------------
+# -- informer → enqueue owner (NewPluginManager's event handler) ---------------------------------------------
 
 
 async def test_updates_of_owned_objects_enqueue_the_owner_by_execution_id_label(harness: Harness) -> None:
@@ -884,7 +885,7 @@ async def test_same_resource_version_and_unlabelled_updates_do_not_enqueue(harne
     assert harness.enqueued == [(NS, "e")]
 
 
-# -- events (§3.3 step 6, §3.9) -----------------------------------------------------------------------------------
+# -- events (Handle, event_watcher.go) -----------------------------------------------------------------------
 
 
 def k8s_event(name: str, pod: str, note: str, reason: str = "Scheduled") -> dict[str, Any]:
@@ -927,7 +928,7 @@ async def test_object_events_become_additional_reasons_and_bump_the_stored_versi
     assert info3.info is not None and info3.info.additional_reasons == ()
 
 
-# -- abort (§3.10) -----------------------------------------------------------------------------------------------
+# -- abort (Abort) -------------------------------------------------------------------------------------------
 
 
 async def test_abort_deletes_the_object_and_tolerates_it_being_gone(harness: Harness) -> None:
@@ -1015,7 +1016,7 @@ async def test_abort_override_errors_skip_the_client_unless_not_found(harness: H
     assert harness.client.calls["delete"] == 0
 
 
-# -- finalize (§3.11) ---------------------------------------------------------------------------------------------
+# -- finalize (Finalize) -------------------------------------------------------------------------------------
 
 
 async def drive(clock: FakeClock, coro: Any) -> Any:
@@ -1116,7 +1117,7 @@ async def test_finalize_reports_a_failed_delete(harness: Harness) -> None:
         await manager.finalize(tctx)
 
 
-# -- resource monitor (§3.12) ------------------------------------------------------------------------------------
+# -- resource monitor (plugin_collector.go) ------------------------------------------------------------------
 
 
 async def test_resource_monitor_counts_objects_per_namespace_every_ten_seconds(harness: Harness) -> None:
@@ -1137,7 +1138,7 @@ async def test_resource_monitor_counts_objects_per_namespace_every_ten_seconds(h
     await harness.until(lambda: gauge() == 1.0)
 
 
-# -- wiring (§5.2) ------------------------------------------------------------------------------------------------
+# -- wiring (WranglePluginsAndGenerateFinalList, task/plugin_config.go) --------------------------------------
 
 
 async def test_core_entries_have_lower_cased_ids_and_share_one_backoff_controller(harness: Harness) -> None:

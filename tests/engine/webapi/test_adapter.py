@@ -1,4 +1,5 @@
-"""The web-API core adapter (§3; §8 cases 4–13): the lifecycle over rounds, tokens, the cache, abort and
+"""The web-API core adapter (internal/webapi/{core,launcher,monitor,allocation_token}.go and their
+_test.go cases): the lifecycle over rounds, tokens, the cache, abort and
 finalize, and the deviations (terminal re-report, non-terminal create results, write limit, SyncPlugin)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The auto-refresh cache (§4.1; §8 cases 48–56), on a fake clock."""
+"""The auto-refresh cache (flytestdlib/cache/in_memory_auto_refresh.go and its _test.go cases), on a fake
+clock."""
 
 from __future__ import annotations
 

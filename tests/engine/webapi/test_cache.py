@@ -1,4 +1,5 @@
-"""The web-API status cache: CacheItem terminality and SyncResource (§4.2; §8 cases 14–19), plus the
+"""The web-API status cache: CacheItem terminality and SyncResource (internal/webapi/cache.go;
+cache_test.go's TestNewResourceCache and TestResourceCache_SyncResource cases), plus the
 consecutive-failure deviation."""
 
 from __future__ import annotations

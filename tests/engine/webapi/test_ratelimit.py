@@ -1,4 +1,4 @@
-"""Token-bucket arithmetic and the work-queue read limit (§4.3), on a fake clock."""
+"""Token-bucket arithmetic and the work-queue read limit of the status cache, on a fake clock."""
 
 from __future__ import annotations
 

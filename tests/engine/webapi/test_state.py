@@ -1,4 +1,5 @@
-"""Web-API phases, the persisted state and ToPluginPhase (§3.1, §3.6; §8 cases 20, 21, 64)."""
+"""Web-API phases, the persisted state and ToPluginPhase (internal/webapi/state.go and monitor.go; the
+TestToPluginPhase and TestPhase_IsTerminal cases)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Flyte's validateConfig (§2; §8 cases 1–3) and the quota map shapes the config loader accepts."""
+"""Flyte's validateConfig (internal/webapi/core.go; core_test.go Test_validateConfig) and the quota map
+shapes the config loader accepts."""
 
 from __future__ import annotations
 

@@ -128,7 +128,8 @@ def test_a_zero_poll_interval_is_rejected() -> None:
     assert e.value.path == "plugins.connector-service.pollInterval"
 
 
-# Flyte case 26: per-operation timeouts win, DeleteTask falls back to defaultTimeout.
+# Flyte's connector plugin_test.go TestPlugin, "test getFinalTimeout": per-operation timeouts win,
+# DeleteTask falls back to defaultTimeout.
 @pytest.mark.parametrize(
     ("operation", "expected"),
     [("CreateTask", 0.001), ("GetTask", 0.001), ("ExecuteTaskSync", 0.001), ("DeleteTask", 10.0)],
@@ -140,7 +141,8 @@ def test_operation_timeout_prefers_its_own_entry_then_the_default(operation: str
     assert deployment.timeout_for(operation) == pytest.approx(expected)
 
 
-# Flyte case 27: a configured timeout gives a deadline; an empty deployment gives none.
+# Flyte's connector plugin_test.go TestPlugin, "test getFinalContext": a configured timeout gives a
+# deadline; an empty deployment gives none.
 def test_a_zero_timeout_means_no_deadline() -> None:
     assert Deployment().timeout_for("GetTask") is None
     assert (
@@ -157,7 +159,7 @@ def test_timeout_lookup_ignores_the_case_viper_lowered() -> None:
     assert deployment.timeout_for("GetTask") == 2.0
 
 
-# Flyte case 22.
+# Flyte's connector plugin_test.go TestPlugin: "get config".
 def test_get_config_returns_the_web_api_section() -> None:
     cfg = load({"webApi": {"caching": {"size": 10}}})
     plugin = ConnectorPlugin(cfg, client=FakeConnectorClient())
@@ -165,7 +167,7 @@ def test_get_config_returns_the_web_api_section() -> None:
     assert plugin.get_config().caching.size == 10
 
 
-# Flyte case 23.
+# Flyte's connector plugin_test.go TestPlugin: "get ResourceRequirements".
 async def test_resource_requirements_are_the_default_namespace_and_the_configured_constraints() -> None:
     from connector_helpers import make_tctx
     from flyteidl.core import tasks_pb2
@@ -176,7 +178,7 @@ async def test_resource_requirements_are_the_default_namespace_and_the_configure
     assert spec == ResourceConstraintsSpec(project_scope=100, namespace_scope=50)
 
 
-# Flyte case 24.
+# Flyte's connector plugin_test.go TestPlugin: "test newConnectorPlugin".
 def test_plugin_entry_is_connector_service_with_a_loader_and_its_config_section() -> None:
     [entry] = plugin_entries()
     assert entry.id == "connector-service"

@@ -103,7 +103,7 @@ def config_for(endpoint: str, **default: object) -> ConnectorConfig:
     return ConnectorConfig.model_validate({"defaultConnector": {"endpoint": endpoint, **default}})
 
 
-# Flyte case 42.
+# Flyte's connector integration_test.go TestEndToEnd: "run an async task".
 async def test_async_task_over_grpc_creates_with_rendered_args_and_succeeds_twice(server: Server) -> None:
     async with ConnectorPlugin(config_for(server.endpoint), clock=FakeClock()) as plugin:
         for _ in range(2):
@@ -119,7 +119,7 @@ async def test_async_task_over_grpc_creates_with_rendered_args_and_succeeds_twic
     assert delete.resource_meta == bytes([1, 2, 3, 4])
 
 
-# Flyte case 43.
+# Flyte's connector integration_test.go TestEndToEnd: "run a sync task".
 async def test_sync_task_over_grpc_streams_header_then_inputs_and_returns_outputs(server: Server) -> None:
     server.service.agents = [
         agent_pb2.Agent(
@@ -143,7 +143,7 @@ async def test_sync_task_over_grpc_streams_header_then_inputs_and_returns_output
     assert parts[1].inputs == int_literals(y=5)
 
 
-# Flyte case 46.
+# Flyte's connector integration_test.go TestEndToEnd: "run a k8s_pod task with rendered template args".
 async def test_k8s_pod_task_over_grpc_sends_a_rendered_pod_spec(server: Server) -> None:
     spec = struct_pb2.Struct()
     spec.update({"containers": [{"name": "primary", "args": ["--out", "{{.outputPrefix}}", "{{.input}}"]}]})
@@ -157,7 +157,8 @@ async def test_k8s_pod_task_over_grpc_sends_a_rendered_pod_spec(server: Server) 
     assert sent["containers"][0]["args"] == ["--out", "/tmp/123", "/in/inputs.pb"]
 
 
-# Flyte case 44, over a real (refused) connection.
+# Flyte's connector integration_test.go TestEndToEnd: "failed to create a job", over a real (refused)
+# connection.
 async def test_create_against_a_closed_port_fails_with_unavailable() -> None:
     async with ConnectorPlugin(config_for(f"127.0.0.1:{free_port()}"), clock=FakeClock()) as plugin:
         with pytest.raises(PluginError) as e:
@@ -182,7 +183,7 @@ async def test_a_missed_deadline_is_a_deadline_exceeded_error(server: Server) ->
             await plugin.create(make_tctx(container_template()))
 
 
-# Flyte case 39.
+# Flyte's connector client_test.go TestInitializeClients.
 async def test_one_channel_per_endpoint_and_all_closed_on_stop(server: Server) -> None:
     other = grpc.aio.server()
     agent_pb2_grpc.add_AgentMetadataServiceServicer_to_server(ScriptedConnectorService(), other)

@@ -1,4 +1,5 @@
-"""Create / get / delete against a scripted in-memory connector client (Flyte cases 42–47 and §6.3–§6.5)."""
+"""Create / get / delete against a scripted in-memory connector client (the TestEndToEnd cases of
+Flyte's connector integration_test.go, and Create / Get / Delete of its plugin.go)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def test_the_plugin_satisfies_the_async_plugin_contract() -> None:
     assert isinstance(ConnectorPlugin(ConnectorConfig(), client=FakeConnectorClient()), AsyncPlugin)
 
 
-# Flyte case 42, on the fake client (test_connector_grpc.py runs it over real gRPC).
+# Flyte's connector integration_test.go TestEndToEnd: "run an async task", on the fake client
+# (test_connector_grpc.py runs it over real gRPC).
 async def test_async_round_trip_renders_args_and_reaches_success_twice() -> None:
     client = FakeConnectorClient()
     client.answer(DEFAULT, "CreateTask", agent_pb2.CreateTaskResponse(resource_meta=bytes([1, 2, 3, 4])))
@@ -219,7 +221,7 @@ async def test_get_and_delete_wrap_connector_errors() -> None:
     await plugin.stop()
 
 
-# Flyte case 44.
+# Flyte's connector integration_test.go TestEndToEnd: "failed to create a job".
 async def test_create_without_a_reachable_connector_fails_and_abort_then_deletes_nothing() -> None:
     client = FakeConnectorClient()  # nothing answers at the default endpoint
     plugin = await started(client)
@@ -247,7 +249,7 @@ class _BrokenInputs:
         raise OSError("inputs unreadable")
 
 
-# Flyte case 45.
+# Flyte's connector integration_test.go TestEndToEnd: "failed to read task template".
 async def test_a_template_read_failure_fails_create() -> None:
     plugin = await started(FakeConnectorClient())
     tctx = make_tctx(container_template())
@@ -257,7 +259,7 @@ async def test_a_template_read_failure_fails_create() -> None:
     await plugin.stop()
 
 
-# Flyte case 47.
+# Flyte's connector integration_test.go TestEndToEnd: "failed to read inputs".
 async def test_an_input_read_failure_fails_create() -> None:
     plugin = await started(FakeConnectorClient())
     tctx = make_tctx(container_template())
@@ -302,7 +304,7 @@ def pod_template() -> tasks_pb2.TaskTemplate:
     )
 
 
-# Flyte case 46.
+# Flyte's connector integration_test.go TestEndToEnd: "run a k8s_pod task with rendered template args".
 async def test_a_k8s_pod_task_sends_its_pod_spec_with_rendered_args() -> None:
     client = FakeConnectorClient()
     client.answer(DEFAULT, "CreateTask", agent_pb2.CreateTaskResponse(resource_meta=b"m"))
@@ -356,7 +358,7 @@ def sync_response(**resource: object) -> agent_pb2.ExecuteTaskSyncResponse:
     )
 
 
-# Flyte case 43.
+# Flyte's connector integration_test.go TestEndToEnd: "run a sync task".
 async def test_a_sync_connector_answers_create_with_the_finished_resource_and_outputs() -> None:
     client = sync_client(sync_response(phase=P.SUCCEEDED, outputs=int_literals(x=1)))
     plugin = await started(client)

@@ -38,7 +38,7 @@ def config(**kwargs: object) -> ConnectorConfig:
     return ConnectorConfig.model_validate(kwargs)
 
 
-# Flyte case 38.
+# Flyte's connector plugin_test.go TestInitializeConnectorRegistry.
 async def test_registry_holds_discovered_categories_and_the_configured_supported_types() -> None:
     cfg = config(defaultConnector={"endpoint": "c:80"})
     client = FakeConnectorClient(agents={"c:80": [agent("task1", "task2", "task3")]})
@@ -48,7 +48,7 @@ async def test_registry_holds_discovered_categories_and_the_configured_supported
     assert registry.routes["task_type_3"][0].deployment == cfg.default_connector
 
 
-# Flyte case 25.
+# Flyte's connector plugin_test.go TestPlugin: "test getFinalConnector".
 @pytest.mark.parametrize(
     ("task_type", "endpoint"),
     [("spark", "localhost:80"), ("foo", "default:80"), ("bar", "default:80")],
@@ -74,7 +74,7 @@ def test_routing_matches_the_task_type_version() -> None:
     assert (fallback.deployment.endpoint, fallback.is_sync) == ("default:80", False)
 
 
-# Flyte case 40.
+# Flyte's connector client_test.go TestAgentForTaskTypesAlwaysOverwrite.
 def test_connector_for_task_types_wins_over_discovery() -> None:
     cfg = config(
         connectors={"x": {"endpoint": "x:80"}, "y": {"endpoint": "y:80"}, "z": {"endpoint": "z:80"}},
@@ -148,7 +148,8 @@ async def test_discovery_skips_unimplemented_and_failing_deployments(
     assert "down:80" in caplog.text
 
 
-# Flyte case 39 (the channel side is covered with real gRPC in test_connector_grpc.py).
+# Flyte's connector client_test.go TestInitializeClients (the channel side is covered with real gRPC in
+# test_connector_grpc.py).
 async def test_every_deployment_is_asked_for_its_connectors() -> None:
     cfg = config(connectors={"x": {"endpoint": "x:80"}, "y": {"endpoint": "y:80"}})
     client = FakeConnectorClient(agents={"x:80": [agent("a")], "y:80": [agent("b")]})

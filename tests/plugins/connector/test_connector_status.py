@@ -36,7 +36,8 @@ def wrap(**fields: object) -> ResourceWrapper:
     return ResourceWrapper.from_proto(agent_pb2.Resource(**fields))  # type: ignore[arg-type]
 
 
-# Flyte cases 28–31, 33, 34, and the rest of the table.
+# Flyte's connector plugin_test.go TestPlugin: the PENDING, RUNNING, PERMANENT_FAILURE, RETRYABLE_FAILURE and
+# TaskExecution_* Status cases, and the rest of the table.
 @pytest.mark.parametrize(
     ("resource", "phase", "reason"),
     [
@@ -59,13 +60,14 @@ async def test_non_terminal_phases_and_states_map_with_their_reason(
 @pytest.mark.parametrize(
     ("resource", "phase", "code", "message"),
     [
-        # Flyte case 30, 31, 33: the state table; a resource with neither phase nor state is retryable.
+        # The PERMANENT_FAILURE, RETRYABLE_FAILURE and TaskExecution_UNDEFINED Status cases: the state
+        # table; a resource with neither phase nor state is retryable.
         (dict(state=S.PERMANENT_FAILURE, message="x"), Phase.PERMANENT_FAILURE, "TaskFailedWithError",
          "failed to run the job.\nx"),
         (dict(state=S.RETRYABLE_FAILURE, message="x"), Phase.RETRYABLE_FAILURE, "TaskFailedWithError",
          "failed to run the job.\nx"),
         (dict(), Phase.RETRYABLE_FAILURE, "TaskFailedWithError", "failed to run the job.\n"),
-        # Flyte case 34 (ABORTED), 35, 36.
+        # The TaskExecution_ABORTED, TaskExecution_FAILED and "FAILED Without Connector Error" Status cases.
         (dict(phase=P.ABORTED), Phase.PERMANENT_FAILURE, "TaskFailedWithError",
          "failed to run the job with aborted phase."),
         (dict(phase=P.FAILED, message="boom", agent_error=agent_pb2.AgentError(code="ERROR: 500")),
@@ -87,7 +89,8 @@ async def test_failures_carry_flytes_messages_and_the_connectors_code(
     assert (info.err.code, info.err.message, info.err.kind) == (code, message, ErrorKind.USER)
 
 
-# Flyte cases 32 and 37.
+# Flyte's connector plugin_test.go TestPlugin: "test UNDEFINED Status" (state 5) and "test UNDEFINED
+# Phase" (state 8).
 @pytest.mark.parametrize(
     ("resource", "message"),
     [
@@ -103,7 +106,7 @@ async def test_an_unknown_phase_or_state_is_a_system_error(resource: ResourceWra
     assert e.value.message == message
 
 
-# Flyte case 29.
+# Flyte's connector plugin_test.go TestPlugin: "test RUNNING Status".
 async def test_custom_info_and_log_links_become_task_info() -> None:
     custom = struct_pb2.Struct()
     custom.update({"job_id": "j1", "poll": 3, "nested": {"a": [1, "b"]}})

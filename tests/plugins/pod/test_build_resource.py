@@ -1,5 +1,5 @@
 """The pod plugin's BuildResource: sidecar v0 / v1 / k8s_pod targets, the primary container annotation and
-the service account (k8s-machinery.md §8)."""
+the service account (Flyte's plugins/k8s/pod/plugin.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Interop with real Flyte tooling: TaskTemplates serialized by flytekit (connectors.md §4), loaded from a
+"""Interop with real Flyte tooling: TaskTemplates serialized offline by flytekit, loaded from a
 binary ``templateFile`` by the execution spec loader and built into a Pod by the pod plugin."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Building the SparkApplication (k8s-machinery.md §9.1–§9.5)."""
+"""Building the SparkApplication (BuildResource of Flyte's plugins/k8s/spark/spark.go)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_main_class_and_main_application_file_are_set_when_given() -> None:
     assert (spec["mainApplicationFile"], spec["mainClass"]) == ("s3://b/app.py", "M")
 
 
-# -- spark conf (§9.2) ------------------------------------------------------------------------------------
+# -- spark conf (getSparkConfig) --------------------------------------------------------------------------
 
 
 def conf_of(custom: dict[str, Any], **config: Any) -> dict[str, str]:
@@ -220,7 +220,7 @@ def test_limit_cores_are_copied_from_requests_or_cores(
     assert f"spark.kubernetes.{other}.limit.cores" not in conf
 
 
-# -- driver and executor (§9.3, §9.4) ---------------------------------------------------------------------
+# -- driver and executor (createDriverSpec, createExecutorSpec) -------------------------------------------
 
 INTERRUPTIBLE_PLATFORM = {
     "interruptible-tolerations": [
@@ -472,7 +472,7 @@ def test_an_overlay_pod_spec_that_is_not_a_pod_spec_is_a_bad_task_specification(
         build(spark_job(driver_pod={"podSpec": {"containers": "not-a-list"}}))
 
 
-# -- the application (§9.5) -------------------------------------------------------------------------------
+# -- the application (createSparkApplication) -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

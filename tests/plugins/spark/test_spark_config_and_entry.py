@@ -1,4 +1,5 @@
-"""The ``plugins.spark`` section (k8s-machinery.md §9, §10) and the plugin's registration."""
+"""The ``plugins.spark`` section (Flyte's plugins/k8s/spark/config.go, loaded as its testdata config.yaml
+is) and the plugin's registration."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from taskplug.plugins.spark import (
     plugin_entries,
 )
 
-# Shaped like flyteplugins/go/tasks/testdata/config.yaml (§10): maps written as lists of single-key maps.
+# Shaped like flyteplugins/go/tasks/testdata/config.yaml: maps written as lists of single-key maps.
 FLYTE_TESTDATA = """
 plugins:
   enabled-plugins: [container]

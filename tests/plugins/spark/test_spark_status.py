@@ -1,4 +1,5 @@
-"""A SparkApplication's phase, log links and custom info (k8s-machinery.md §9.6, §9.7)."""
+"""A SparkApplication's phase, log links and custom info (GetTaskPhase and getEventInfoForSpark of Flyte's
+plugins/k8s/spark/spark.go)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def test_the_version_is_bumped_when_the_same_phase_comes_back_with_a_new_reason(
     assert phase_of(app_object("RUNNING"), state=running).version == 0
 
 
-# -- log links and custom info (§9.7) ---------------------------------------------------------------------
+# -- log links and custom info (getEventInfoForSpark) -----------------------------------------------------
 
 
 def template_config(name: str) -> dict[str, Any]:

@@ -18,12 +18,12 @@ __all__ = ["BATCHJOB_SECTION", "BatchJobConfig"]
 
 
 class BatchJobConfig(StrictModel):
-    """``plugins.batchjob``."""
+    """``plugins.batchjob``: the example BatchJob plugin's limits on pods per job."""
 
     default_parallelism: int = Field(default=1, ge=1)
-    """Pods per BatchJob for a task whose ``custom`` has no ``parallelism``."""
+    """Pods per BatchJob (a count) for a task whose ``custom`` has no ``parallelism``."""
     max_parallelism: int = Field(default=100, ge=1)
-    """The most pods one task may ask for."""
+    """The most pods (a count) one task may ask for; more is a BadTaskSpecification."""
 
     @model_validator(mode="after")
     def _default_within_max(self) -> BatchJobConfig:

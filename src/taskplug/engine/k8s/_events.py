@@ -27,6 +27,10 @@ _Regarding = tuple[str, str, str]  # kind, namespace, name
 
 @dataclass(frozen=True, slots=True)
 class EventInfo:
+    """One Kubernetes event about an object a plugin created (Flyte's ``EventInfo`` in event_watcher.go): its
+    reason and note, when the API created it, and when the watcher saw it (the tie-break for ordering). The
+    plugin manager reports the notes as the task's additional reasons."""
+
     reason: str
     note: str
     created_at: datetime

@@ -1,8 +1,8 @@
 """An asyncio informer: a local cache of one resource type kept current by list + watch.
 
 Plays the role of client-go's shared informer behind controller-runtime's cache, which Flyte's plugin
-manager, event watcher and resource monitor read from. No Python client ships an asyncio informer
-(python-k8s-clients.md §1), so this is ours:
+manager, event watcher and resource monitor read from. No Python client ships an asyncio informer,
+so this is ours:
 
 * list, then watch from the list's resourceVersion;
 * a stream that ends cleanly is resumed from the last resourceVersion seen (bookmarks included);

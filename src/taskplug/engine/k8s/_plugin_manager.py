@@ -1,7 +1,7 @@
 """The plugin manager: a core plugin that runs a Kubernetes plugin's objects on a cluster.
 
 Follows flytepropeller/pkg/controller/nodes/task/k8s/{plugin_manager,plugin_context,task_exec_context}.go
-and the k8s part of task/plugin_config.go (k8s-machinery.md §3, §5.2). The Kubernetes plugin builds an
+and the k8s part of task/plugin_config.go. The Kubernetes plugin builds an
 object and maps an observed object to a phase; the manager creates it (under resource-aware back-off for
 Pods), follows it through a shared informer (no GET per task in steady state), reports Kubernetes events,
 aborts and finalizes it.
@@ -157,7 +157,8 @@ def _limits(container: Mapping[str, Any]) -> dict[str, Quantity]:
 
 
 def effective_pod_limits(pod: Mapping[str, Any]) -> dict[str, Quantity]:
-    """Per resource, max(max over init containers, sum over containers) of *limits* only (§3.8)."""
+    """Per resource, max(max over init containers, sum over containers) of *limits* only (Flyte's
+    ``getPodEffectiveResourceLimits``)."""
     spec = pod.get("spec") or {}
     init: dict[str, Quantity] = {}
     for container in spec.get("initContainers") or []:

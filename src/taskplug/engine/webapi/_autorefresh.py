@@ -64,12 +64,17 @@ T = TypeVar("T", bound=CacheableItem)
 
 
 class SyncAction(enum.Enum):
+    """What a sync function says about an item (flytestdlib's ``cache.SyncAction``): keep the cached value,
+    or replace it with the returned one."""
+
     UNCHANGED = 0
     UPDATE = 1
 
 
 @dataclass(frozen=True, slots=True)
 class ItemSyncResponse(Generic[T]):
+    """A sync function's answer for one item of a batch (flytestdlib's ``cache.ItemSyncResponse``)."""
+
     id: str
     item: T
     action: SyncAction
@@ -86,6 +91,15 @@ def _one_item_per_batch(snapshot: Sequence[tuple[str, T]]) -> list[Batch[T]]:
 
 
 class AutoRefreshCache(Generic[T]):
+    """An LRU whose items background workers keep in sync (flytestdlib's ``cache.AutoRefresh``); the rules are
+    in the module docstring.
+
+    The web-API adapter keeps one per plugin (``ResourceCache``, its items the remote jobs, its sync
+    function the plugin's ``get``) so a round reads a job's status from memory and never waits on the
+    remote service. Run it with ``async with`` (or :meth:`start` / :meth:`stop`); time comes from the
+    injected clock, so tests drive the resync with a ``FakeClock``.
+    """
+
     def __init__(
         self,
         name: str,

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the web-API machinery, with Flyte's names (§3.10).
+"""Prometheus metrics of the web-API machinery, with Flyte's names.
 
 Follows flyteplugins/go/tasks/pluginmachinery/internal/webapi/metrics.go and flytestdlib/cache's
 ``metrics``. Flyte's scopes become a metric-name prefix: ``<namespace>_<name>`` for the plugin and

@@ -41,6 +41,10 @@ RETURNED_UNKNOWN = "RETURNED_UNKNOWN"
 
 
 class WebApiPhase(enum.IntEnum):
+    """Where a web-API task is in the adapter's lifecycle (Flyte's ``webapi.Phase`` in
+    internal/webapi/state.go); ``SUCCEEDED``, ``USER_FAILURE`` and ``SYSTEM_FAILURE`` are terminal.
+    :func:`to_plugin_phase` maps a core phase onto it."""
+
     NOT_STARTED = 0
     ALLOCATION_TOKEN_ACQUIRED = 1
     RESOURCES_CREATED = 2
@@ -75,6 +79,11 @@ class ReportedPhase:
 
 @dataclass(frozen=True, slots=True)
 class State:
+    """The persisted state of one web-API attempt (Flyte's ``webapi.State``): the lifecycle phase and its
+    version, the plugin's resource meta, the status cache's failure count and error message, when the
+    token was first asked for, and (taskplug only) the terminal phase reported. Written as JSON by
+    :func:`encode_state`."""
+
     phase: WebApiPhase = WebApiPhase.NOT_STARTED
     phase_version: int = 0
     resource_meta: Any = None

@@ -42,11 +42,12 @@ class _CamelModel(StrictModel):
 
 
 class Deployment(_CamelModel):
-    """Where one connector deployment listens and how to call it.
+    """Where one connector deployment listens and how to call it: ``defaultConnector`` and each value of
+    ``connectors`` in ``plugins.connector-service``.
 
     The field defaults are Go's zero values: that is what an entry of ``connectors`` gets for the keys it
-    leaves out (viper decodes map values into fresh structs). ``defaultConnector`` starts from
-    :data:`DEFAULT_CONNECTOR` instead.
+    leaves out (viper decodes map values into fresh structs). ``defaultConnector`` starts from its own
+    defaults instead (:data:`DEFAULT_CONNECTOR`: insecure, round-robin, a 10 s default timeout).
     """
 
     endpoint: str = ""
@@ -58,10 +59,10 @@ class Deployment(_CamelModel):
     timeouts: Annotated[dict[str, GoDuration], BeforeValidator(list_of_maps_to_map)] = Field(
         default_factory=dict
     )
-    """Per-operation deadline (``CreateTask``, ``GetTask``, ``DeleteTask``, ``ExecuteTaskSync``,
-    ``ListConnectors``); zero means no deadline."""
+    """Operation (``CreateTask``, ``GetTask``, ``DeleteTask``, ``ExecuteTaskSync``, ``ListConnectors``) →
+    deadline of its calls, a Go duration; zero means no deadline."""
     default_timeout: GoDuration = Field(default=timedelta(0), alias="defaultTimeout")
-    """Deadline for operations without an entry in ``timeouts``; zero means no deadline."""
+    """Deadline, a Go duration, of operations without an entry in ``timeouts``; zero means no deadline."""
 
     def timeout_for(self, operation: str) -> float | None:
         """Seconds allowed for ``operation``, or None for no deadline (Flyte's getFinalTimeout).
@@ -86,14 +87,21 @@ DEFAULT_CONNECTOR: Final = Deployment(
 
 
 class ResourceConstraint(_CamelModel):
+    """One cap of ``resourceConstraints`` (Go's ``core.ResourceConstraint``)."""
+
     value: int = Field(alias="Value")
+    """Jobs that may hold an allocation token at once within the scope (a count; the check is
+    ``count < Value``)."""
 
 
 class ResourceConstraints(_CamelModel):
-    """Flyte's ResourceConstraintsSpec as written in YAML (Go field names)."""
+    """``plugins.connector-service.resourceConstraints``: Flyte's ResourceConstraintsSpec as written in
+    YAML (Go field names; flyteplugins/go/tasks/pluginmachinery/core/resource_manager.go)."""
 
     project_scope: ResourceConstraint | None = Field(default=None, alias="ProjectScopeResourceConstraint")
+    """Cap on the tokens held by one project's executions; unset: no cap."""
     namespace_scope: ResourceConstraint | None = Field(default=None, alias="NamespaceScopeResourceConstraint")
+    """Cap on the tokens held by one project and domain's executions; unset: no cap."""
 
     def to_spec(self) -> ResourceConstraintsSpec:
         return ResourceConstraintsSpec(
@@ -142,7 +150,8 @@ def _over_default_connector(value: Any) -> Any:
 
 
 class ConnectorConfig(_CamelModel):
-    """Section ``plugins.connector-service``."""
+    """``plugins.connector-service``: the connector plugin — where connectors listen, which task types
+    go where, and the web-API machinery's limits (flyteplugins/go/tasks/plugins/webapi/connector/config.go)."""
 
     web_api: Annotated[PluginConfig, BeforeValidator(_over_connector_web_api)] = Field(
         default=_CONNECTOR_WEB_API, alias="webApi"
@@ -154,7 +163,8 @@ class ConnectorConfig(_CamelModel):
         ),
         alias="resourceConstraints",
     )
-    """Caps on allocation tokens, returned by ``resource_requirements``."""
+    """Caps on the allocation tokens one project, and one project and domain, may hold (returned by
+    ``resource_requirements``)."""
     default_connector: Annotated[Deployment, BeforeValidator(_over_default_connector)] = Field(
         default=DEFAULT_CONNECTOR, alias="defaultConnector"
     )
@@ -172,7 +182,7 @@ class ConnectorConfig(_CamelModel):
     )
     """Legacy: task types routed to the default connector when discovery did not find them."""
     poll_interval: GoDuration = Field(default=timedelta(seconds=10), alias="pollInterval")
-    """How often discovery (ListAgents on every deployment) runs again."""
+    """Go duration between discovery runs (ListAgents on every deployment); must be positive."""
 
     @field_validator("poll_interval")
     @classmethod

@@ -1,6 +1,6 @@
 """The Spark plugin: a ``spark`` task as a spark-operator ``SparkApplication``.
 
-Follows flyteplugins/go/tasks/plugins/k8s/spark/spark.go (k8s-machinery.md §9). The task's ``custom`` is a
+Follows flyteplugins/go/tasks/plugins/k8s/spark/spark.go. The task's ``custom`` is a
 ``flyteidl.plugins.SparkJob`` (flytekit writes it as a JSON struct with camelCase keys). The driver and the
 executor pod specs each go through the full pod pipeline (``taskplug.k8s``), the driver always as
 non-interruptible; the operator then builds the pods from the SparkApplication. Everything here is a pure
