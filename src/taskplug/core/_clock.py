@@ -6,12 +6,14 @@ everywhere time matters, so no test ever sleeps to see a time-based rule fire.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Clock", "FakeClock", "SystemClock"]
 
@@ -49,6 +51,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # here: every command imports core, few ever sleep (asyncio is ~25 ms to import)
+
         await asyncio.sleep(max(0.0, seconds))
 
 
@@ -68,6 +72,8 @@ class FakeClock:
         return self._mono
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # here: every command imports core, few ever sleep (asyncio is ~25 ms to import)
+
         if seconds <= 0:
             await asyncio.sleep(0)
             return
@@ -81,6 +87,8 @@ class FakeClock:
 
     async def advance(self, seconds: float) -> None:
         """Move time forward, waking every sleeper whose deadline is reached, in deadline order."""
+        import asyncio  # here: every command imports core, few ever sleep (asyncio is ~25 ms to import)
+
         target = self._mono + seconds
         while self._sleepers and self._sleepers[0][0] <= target:
             deadline, _, future = heapq.heappop(self._sleepers)
