@@ -33,6 +33,7 @@ def test_show_prints_every_section_with_flytes_defaults(runner: CliRunner) -> No
         "sidecar",
         "spark",
         "connector-service",
+        "echo",
     ]
     assert effective["tasks"]["backoff"] == {"base-second": 2, "max-duration": "20s"}
     # Plugin sections come from the registered plugins.

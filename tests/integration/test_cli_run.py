@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
+from support.waiting import wait_until
 from taskplug.core import Phase
 from taskplug.engine.k8s._plugin_manager import FINALIZER
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
 
-from .conftest import WRITE_OUTPUT, PodLedger, container_spec_document, pods_in, wait_until
+from .conftest import WRITE_OUTPUT, PodLedger, container_spec_document, pods_in
 
 pytestmark = pytest.mark.integration
 

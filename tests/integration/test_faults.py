@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from support.waiting import wait_until
 from taskplug.core import Phase
 from taskplug.executor import ExecutionSpec, Platform
 from taskplug.executor._executor import ExecutionResult, Executor
@@ -26,7 +27,7 @@ from taskplug.executor._store import MemoryStateStore
 from taskplug.k8s import POD, KubeApiError
 from taskplug.localcluster import ANNOTATION_DURATION, NAMESPACE, LocalCluster
 
-from .conftest import PodLedger, container_spec, kube_client_for, make_platform, phase_of, pods_in, wait_until
+from .conftest import PodLedger, container_spec, kube_client_for, make_platform, phase_of, pods_in
 
 DEADLINE = 30.0
 TASKS = 4

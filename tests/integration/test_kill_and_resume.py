@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from support.waiting import wait_until
 from taskplug.engine.k8s._lightkube import LightkubeClient
 from taskplug.executor._runtime import open_executor
 from taskplug.executor._store import Event, ExecutionRecord, SQLiteStateStore
@@ -34,7 +35,7 @@ from taskplug.k8s import POD, KubeApiError, ResourceType
 from taskplug.localcluster import LocalCluster
 from taskplug.localcluster._store import StoredEvent
 
-from .conftest import PodLedger, container_spec, make_platform, wait_until
+from .conftest import PodLedger, container_spec, make_platform
 
 VENV_BIN = Path(sys.executable).parent
 DRIVER = Path(__file__).with_name("kill_resume_driver.py")

@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from support.waiting import wait_until
 from taskplug.core import FakeClock, Phase
 from taskplug.engine.k8s._plugin_manager import FINALIZER
 from taskplug.executor._runtime import open_executor
@@ -29,7 +30,6 @@ from .conftest import (
     make_platform,
     phase_of,
     pods_in,
-    wait_until,
 )
 
 DEADLINE = 30.0

@@ -18,6 +18,7 @@ from taskplug.core._config import (
 from taskplug.core._context import (
     AllocationStatus,
     InputReader,
+    LiteralMapOutputReader,
     OutputPaths,
     OutputReader,
     OutputWriter,
@@ -117,6 +118,7 @@ __all__ = [
     "FakeClock",
     "GoDuration",
     "InputReader",
+    "LiteralMapOutputReader",
     "OutputPaths",
     "OutputReader",
     "OutputWriter",

@@ -24,6 +24,7 @@ from taskplug.core._quantity import Quantity
 __all__ = [
     "AllocationStatus",
     "InputReader",
+    "LiteralMapOutputReader",
     "OutputPaths",
     "OutputReader",
     "OutputWriter",
@@ -375,6 +376,17 @@ class StaticInputReader:
 
     def get(self) -> literals_pb2.LiteralMap | None:
         return self.inputs
+
+
+@dataclass(frozen=True, slots=True)
+class LiteralMapOutputReader:
+    """Outputs already in memory: a plugin that computed them (echo) or was handed them (a connector's
+    ``Resource.outputs``) gives this to ``output_writer.put`` instead of writing ``outputs.pb``."""
+
+    literals: literals_pb2.LiteralMap
+
+    async def read(self) -> literals_pb2.LiteralMap | None:
+        return self.literals
 
 
 @dataclass(slots=True)

@@ -11,8 +11,9 @@ import enum
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from taskplug.core._config import ConfigSection
 from taskplug.core._context import SetupContext, TaskExecutionContext
 from taskplug.core._errors import ErrorCode, PluginError
 from taskplug.core._phase import Transition
@@ -91,6 +92,8 @@ class PluginEntry:
     load_plugin: PluginLoader
     is_default: bool = False
     kind: PluginKind = PluginKind.CORE
+    config_sections: tuple[ConfigSection[Any], ...] = ()
+    """The config sections the plugin reads (``plugins.echo``, ...), known to the config loader."""
 
     def validate(self) -> None:
         if not self.id:

@@ -82,7 +82,7 @@ EXECUTOR_SECTION = ConfigSection("executor", ExecutorConfig)
 PLATFORM_DEFAULTS: Mapping[str, Any] = {
     "tasks": {
         "task-plugins": {
-            "enabled-plugins": ["container", "sidecar", "spark", "connector-service"],
+            "enabled-plugins": ["container", "sidecar", "spark", "connector-service", "echo"],
             "default-for-task-types": {
                 "container": "container",
                 "python-task": "container",

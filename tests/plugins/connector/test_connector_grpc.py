@@ -18,14 +18,13 @@ from flyteidl.service import agent_pb2_grpc
 from google.protobuf import json_format, struct_pb2
 
 from support.net import free_port
-from taskplug.core import FakeClock, Phase, PluginError
+from taskplug.core import FakeClock, LiteralMapOutputReader, Phase, PluginError
 from taskplug.plugins.connector import (
     DEFAULT_SERVICE_CONFIG,
     ConnectorConfig,
     ConnectorPlugin,
     Deployment,
     GrpcConnectorClient,
-    LiteralMapOutputReader,
     dial,
 )
 from taskplug.webapi import DeleteContext, GetContext, StatusContext

@@ -19,8 +19,16 @@ from connector_helpers import container_template, int_literals, int_outputs, mak
 from flyteidl.core import tasks_pb2
 from google.protobuf import struct_pb2
 
-from taskplug.core import FakeClock, Phase, PhaseInfo, PluginError, StaticTaskExecutionContext, TaskLog
-from taskplug.plugins.connector import ConnectorConfig, ConnectorPlugin, LiteralMapOutputReader
+from taskplug.core import (
+    FakeClock,
+    LiteralMapOutputReader,
+    Phase,
+    PhaseInfo,
+    PluginError,
+    StaticTaskExecutionContext,
+    TaskLog,
+)
+from taskplug.plugins.connector import ConnectorConfig, ConnectorPlugin
 from taskplug.webapi import DeleteContext, GetContext, StatusContext
 
 pytestmark = pytest.mark.integration

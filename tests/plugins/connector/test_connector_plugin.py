@@ -11,14 +11,20 @@ from flyteidl.admin import agent_pb2
 from flyteidl.core import execution_pb2, tasks_pb2
 from google.protobuf import json_format, struct_pb2
 
-from taskplug.core import ErrorCode, FakeClock, Phase, PluginError, StaticTaskExecutionContext
+from taskplug.core import (
+    ErrorCode,
+    FakeClock,
+    LiteralMapOutputReader,
+    Phase,
+    PluginError,
+    StaticTaskExecutionContext,
+)
 from taskplug.plugins.connector import (
     ConnectorConfig,
     ConnectorPlugin,
     ConnectorResourceMeta,
     ConnectorRpcError,
     FakeConnectorClient,
-    LiteralMapOutputReader,
     ResourceWrapper,
     TaskCategory,
 )

@@ -8,14 +8,17 @@ from flyteidl.admin import agent_pb2
 from flyteidl.core import execution_pb2, tasks_pb2
 from google.protobuf import struct_pb2
 
-from taskplug.core import ErrorCode, ErrorKind, FakeClock, Phase, PluginError, StaticOutputWriter, TaskLog
-from taskplug.plugins.connector import (
-    ConnectorConfig,
-    ConnectorPlugin,
-    FakeConnectorClient,
+from taskplug.core import (
+    ErrorCode,
+    ErrorKind,
+    FakeClock,
     LiteralMapOutputReader,
-    ResourceWrapper,
+    Phase,
+    PluginError,
+    StaticOutputWriter,
+    TaskLog,
 )
+from taskplug.plugins.connector import ConnectorConfig, ConnectorPlugin, FakeConnectorClient, ResourceWrapper
 from taskplug.webapi import StatusContext
 
 P = execution_pb2.TaskExecution.Phase

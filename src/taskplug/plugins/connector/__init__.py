@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from taskplug.plugins.connector._plugin import (
         ConnectorPlugin,
         ConnectorResourceMeta,
-        LiteralMapOutputReader,
         PodSpecBuilder,
         ResourceWrapper,
         TaskCategory,
@@ -60,7 +59,6 @@ _LAZY = {
     "ConnectorRpcError": "taskplug.plugins.connector._client",
     "FakeConnectorClient": "taskplug.plugins.connector._fake",
     "GrpcConnectorClient": "taskplug.plugins.connector._client",
-    "LiteralMapOutputReader": "taskplug.plugins.connector._plugin",
     "PodSpecBuilder": "taskplug.plugins.connector._plugin",
     "RecordedCall": "taskplug.plugins.connector._fake",
     "ResourceWrapper": "taskplug.plugins.connector._plugin",
@@ -88,7 +86,6 @@ __all__ = [
     "Deployment",
     "FakeConnectorClient",
     "GrpcConnectorClient",
-    "LiteralMapOutputReader",
     "PodSpecBuilder",
     "RecordedCall",
     "ResourceConstraint",

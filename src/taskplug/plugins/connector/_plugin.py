@@ -23,6 +23,7 @@ from google.protobuf import json_format, struct_pb2
 from taskplug.core import (
     Clock,
     ErrorCode,
+    LiteralMapOutputReader,
     Phase,
     PhaseInfo,
     PluginError,
@@ -44,7 +45,6 @@ from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusConte
 __all__ = [
     "ConnectorPlugin",
     "ConnectorResourceMeta",
-    "LiteralMapOutputReader",
     "PodSpecBuilder",
     "ResourceWrapper",
     "TaskCategory",
@@ -158,16 +158,6 @@ def _task_log(link: Any) -> TaskLog:
         show_while_pending=link.ShowWhilePending,
         hide_once_finished=link.HideOnceFinished,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class LiteralMapOutputReader:
-    """Outputs already in memory (the connector returned them in ``Resource.outputs``)."""
-
-    literals: literals_pb2.LiteralMap
-
-    async def read(self) -> literals_pb2.LiteralMap | None:
-        return self.literals
 
 
 # -- status mapping (pure) ----------------------------------------------------------------------------------
