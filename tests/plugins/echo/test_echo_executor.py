@@ -1,5 +1,5 @@
 """The echo plugin end to end: loaded from its entry point by ``open_executor``, run by the executor, with
-the fake clock (k8s-plugins.md §9.2); and ``taskplug run examples/echo.yaml`` as a user runs it.
+the fake clock (Flyte's plugins/testing/echo.go); and ``taskplug run examples/echo.yaml`` as a user runs it.
 
 The executor's resync period is set to an hour, so an execution that finishes after a few fake seconds was
 woken by the plugin's own timer (through ``enqueue_owner``), not by the resync.

@@ -1,4 +1,4 @@
-"""The echo core plugin, rule by rule (k8s-plugins.md §9.2, §1.1, Q15), with a fake clock.
+"""The echo core plugin, rule by rule (Flyte's plugins/testing/echo.go), with a fake clock.
 
 Each case drives ``handle`` round after round as the executor does: the plugin state one round writes is what
 the next round reads; time only moves when the test advances the clock.
@@ -130,7 +130,7 @@ def test_a_bad_key_or_value_is_refused_naming_its_path(section: dict[str, Any], 
     assert caught.value.path == path
 
 
-# -- registration (§1.1) -----------------------------------------------------------------------------------
+# -- registration (pluginmachinery/registry.go) --------------------------------------------------------------------------------
 
 
 def test_the_entry_is_a_core_plugin_for_task_type_echo_that_is_not_a_default() -> None:

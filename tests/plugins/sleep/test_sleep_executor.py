@@ -1,5 +1,5 @@
 """The core-sleep plugin end to end: loaded from its entry point by ``open_executor`` and run by the executor
-with the fake clock (k8s-plugins.md §9.1); and ``taskplug run`` on a core-sleep task as a user runs it.
+with the fake clock (Flyte's plugins/core/sleep/plugin.go); and ``taskplug run`` on a core-sleep task as a user runs it.
 
 core-sleep asks for no wake-up, as in Flyte: the executor's resync (``executor.resync-period``, 10 s here)
 runs it again, so it succeeds at the first resync after its duration.

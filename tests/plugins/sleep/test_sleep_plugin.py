@@ -1,4 +1,4 @@
-"""The core-sleep plugin, rule by rule (k8s-plugins.md §9.1, §1.1, Q15), with a fake clock.
+"""The core-sleep plugin, rule by rule (Flyte's plugins/core/sleep/plugin.go), with a fake clock.
 
 Each case drives ``handle`` as the executor does: the plugin state one round writes is what the next round
 reads; time only moves when the test moves the clock.
@@ -74,7 +74,7 @@ def next_round(tctx: StaticTaskExecutionContext) -> StaticTaskExecutionContext:
     return dataclasses.replace(tctx, plugin_state=holder)
 
 
-# -- registration (§1.1) -----------------------------------------------------------------------------------
+# -- registration (pluginmachinery/registry.go) --------------------------------------------------------------------------------
 
 
 def test_the_entry_is_a_core_plugin_for_task_type_core_sleep_that_is_not_a_default() -> None:
