@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from taskplug.core import ConfigSection, PluginRegistry, Quantity
+from taskplug.core import ConfigSection, PluginRegistry, Quantity, field_docs
 from taskplug.executor import Platform
 
 HEADER = """\
@@ -248,9 +248,10 @@ def rows(
 
     ``defaults`` is the dumped effective value (a section) or None (a shape: each field's own default).
     """
+    docs = field_docs(model)
     for name, field in model.model_fields.items():
         key = prefix + _key(name, field)
-        description = prose(field.description)
+        description = prose(docs.get(name))
         nested = _flattened(field)
         if defaults is None:
             default = "" if field.is_required() else yaml_text(_dump_default(field))
