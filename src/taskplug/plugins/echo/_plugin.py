@@ -17,11 +17,10 @@ hands over the outputs a connector returned.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from flyteidl.core import literals_pb2, tasks_pb2
 
@@ -43,6 +42,9 @@ from taskplug.core import (
 )
 from taskplug.k8s import owner_key
 from taskplug.plugins.echo._config import ECHO_SECTION, EchoConfig
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "ECHO_TASK_TYPE",
@@ -169,6 +171,8 @@ class EchoPlugin:
     async def finalize(self, tctx: TaskExecutionContext) -> None:
         # Flyte forgets the start time here (its goroutine still fires later, harmlessly); the start time is
         # plugin state here, so what is left to forget is the timer.
+        import asyncio  # here, not at the top: discovery (every command) imports this module
+
         timer = self._timers.pop(tctx.metadata.task_execution_id.generated_name, None)
         if timer is not None:
             timer.cancel()
@@ -177,6 +181,8 @@ class EchoPlugin:
 
     async def aclose(self) -> None:
         """Stop every pending timer (the engine calls this when it unloads the plugin)."""
+        import asyncio  # here, not at the top: discovery (every command) imports this module
+
         timers, self._timers = list(self._timers.values()), {}
         for timer in timers:
             timer.cancel()
@@ -185,6 +191,8 @@ class EchoPlugin:
     def _arm_timer(self, tctx: TaskExecutionContext, remaining: timedelta) -> None:
         # One timer per execution: the first round arms it; a round after a restart (state kept, timer lost)
         # or after a timer that fired a little early arms a new one for what is left.
+        import asyncio  # here, not at the top: discovery (every command) imports this module
+
         name = tctx.metadata.task_execution_id.generated_name
         timer = self._timers.get(name)
         if timer is not None and not timer.done():
