@@ -5,6 +5,7 @@ pod_template_store}.go)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,10 +20,7 @@ from taskplug.core import (
     PluginError,
     Quantity,
     ResourceRequirements,
-    StaticInputReader,
-    StaticOutputWriter,
     StaticTaskExecutionContext,
-    StaticTaskReader,
     TaskExecutionID,
     TaskExecutionMetadata,
     TaskOverrides,
@@ -50,9 +48,12 @@ from taskplug.k8s._pod_builder import (
 )
 from taskplug.k8s._pod_template import PodTemplateStore
 from taskplug.k8s._resources import ResourceCustomizationMode, Resources
+from taskplug.testing import fake_task_context
 
 R = tasks_pb2.Resources
 GPU = "nvidia.com/gpu"
+DATA_ROOT = "s3://bucket"
+EXECUTION: dict[str, Any] = {"id": {"project": "p", "domain": "d", "name": "exec1", "nodeId": "n0"}}
 INPUT_PREFIX = "s3://bucket/metadata/p/d/exec1/n0"
 OUTPUT_PREFIX = "s3://bucket/metadata/p/d/exec1/n0/0"
 RAW_PREFIX = "s3://bucket/raw/exec1-n0-0"
@@ -133,24 +134,26 @@ def pod_task(
 
 def requirements(
     requests: Mapping[str, str] | None = None, limits: Mapping[str, str] | None = None
-) -> ResourceRequirements:
-    return ResourceRequirements.from_k8s({"requests": dict(requests or {}), "limits": dict(limits or {})})
+) -> dict[str, dict[str, str]]:
+    """Resource requirements in the execution spec's (Kubernetes) form."""
+    return {"requests": dict(requests or {}), "limits": dict(limits or {})}
+
+
+def message(value: Any) -> dict[str, Any]:
+    """A protobuf message as the execution spec's JSON."""
+    return dict(json_format.MessageToDict(value))
 
 
 def metadata(
     *,
-    namespace: str = "ns",
-    generated_name: str = GENERATED_NAME,
     with_execution_id: bool = True,
     with_task_id: bool = True,
-    overrides: TaskOverrides | None = None,
-    platform_resources: ResourceRequirements | None = None,
-    interruptible: bool = False,
     service_account: str = "",
     security_service_account: str = "",
     environment: Mapping[str, str] | None = None,
-    console_url: str = "",
 ) -> TaskExecutionMetadata:
+    """Metadata for the functions that take metadata alone, in shapes an execution spec cannot give (no
+    execution or task id, a unique node id apart from the node id, attempt 2 under the name of attempt 0)."""
     tid = identifier_pb2.TaskExecutionIdentifier(retry_attempt=2)
     if with_execution_id:
         tid.node_execution_id.CopyFrom(
@@ -167,38 +170,33 @@ def metadata(
     if security_service_account:
         security.run_as.k8s_service_account = security_service_account
     return TaskExecutionMetadata(
-        task_execution_id=TaskExecutionID(generated_name, tid, "n0-unique"),
-        namespace=namespace,
+        task_execution_id=TaskExecutionID(GENERATED_NAME, tid, "n0-unique"),
+        namespace="ns",
         owner_name="exec1",
-        overrides=overrides if overrides is not None else TaskOverrides(resources=ResourceRequirements()),
+        overrides=TaskOverrides(resources=ResourceRequirements()),
         k8s_service_account=service_account,
         security_context=security,
-        interruptible=interruptible,
-        platform_resources=platform_resources,
         environment_variables=dict(environment or {}),
-        console_url=console_url,
     )
 
 
-def inputs(**values: int) -> literals_pb2.LiteralMap:
-    return literals_pb2.LiteralMap(
-        literals={
-            k: literals_pb2.Literal(scalar=literals_pb2.Scalar(primitive=literals_pb2.Primitive(integer=v)))
-            for k, v in values.items()
-        }
-    )
-
-
-def context(template: tasks_pb2.TaskTemplate, **meta: Any) -> StaticTaskExecutionContext:
-    return StaticTaskExecutionContext(
-        metadata=metadata(**meta),
-        task_reader=StaticTaskReader(template, f"{INPUT_PREFIX}/task.pb"),
-        input_reader=StaticInputReader(inputs(x=3), INPUT_PREFIX),
-        output_writer=StaticOutputWriter(
-            output_prefix=OUTPUT_PREFIX,
-            raw_output_prefix=RAW_PREFIX,
-            checkpoint_prefix=f"{RAW_PREFIX}/_flytecheckpoints",
-        ),
+def context(
+    template: tasks_pb2.TaskTemplate,
+    *,
+    namespace: str = "ns",
+    execution: Mapping[str, Any] | None = None,
+    **kit: Any,
+) -> StaticTaskExecutionContext:
+    """The executor's context for ``template``: execution p/d/exec1, node n0, attempt 0 (so the generated
+    name is ``exec1-n0-0``), namespace ``ns``, data under ``s3://bucket``, input ``x = 3``. ``execution``
+    fields are added to that execution; ``kit`` are :func:`fake_task_context`'s other keywords."""
+    return fake_task_context(
+        template,
+        inputs={"x": 3},
+        namespace=namespace,
+        execution={**EXECUTION, **(execution or {})},
+        data_root=DATA_ROOT,
+        **kit,
     )
 
 
@@ -280,7 +278,9 @@ def test_build_raw_container_needs_a_container_target() -> None:
 
 
 def test_build_raw_container_needs_override_resources() -> None:
-    tctx = context(container_task(), overrides=TaskOverrides(resources=None))
+    tctx = context(container_task())
+    # An execution spec always gives override resources (empty when it sets none); Flyte's may be nil.
+    tctx.metadata = dataclasses.replace(tctx.metadata, overrides=TaskOverrides(resources=None))
     with raises_bad_spec("resource requirements not found for container task, required!"):
         build_raw_container(tctx, platform())
 
@@ -325,7 +325,9 @@ def test_build_raw_container_sets_no_pull_policy_by_default() -> None:
     ],
 )
 def test_container_name_is_the_generated_name_when_a_valid_label(generated_name: str, kept: bool) -> None:
-    name = build_raw_container(context(container_task(), generated_name=generated_name), platform())["name"]
+    name = build_raw_container(
+        context(container_task(), execution={"generatedName": generated_name}), platform()
+    )["name"]
     if kept:
         assert name == generated_name
     else:
@@ -436,7 +438,7 @@ def test_env_is_not_deduplicated() -> None:
 def test_console_url_only_with_a_link_type_key_in_the_task_config(
     config: dict[str, str], has_url: bool
 ) -> None:
-    pod = build(container_task(config=config), console_url="https://console.example.com")
+    pod = build(container_task(config=config), execution={"consoleUrl": "https://console.example.com"})
     assert ("FLYTE_EXECUTION_URL" in env_names(pod.spec["containers"][0])) is has_url
 
 
@@ -525,15 +527,12 @@ def customize(
     container: dict[str, Any],
     mode: ResourceCustomizationMode,
     *,
-    overrides: ResourceRequirements | None = None,
-    platform_resources: ResourceRequirements | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    platform_resources: Mapping[str, Any] | None = None,
     template_resources: Resources | None = None,
     plat: PlatformPodConfig | None = None,
 ) -> dict[str, Any]:
-    p = params(
-        overrides=TaskOverrides(resources=overrides or ResourceRequirements()),
-        platform_resources=platform_resources,
-    )
+    p = params(resources=overrides, platform_resources=platform_resources)
     add_flyte_customizations_to_container(container, p, mode, plat or platform(), template_resources)
     return container.get("resources", {})  # type: ignore[no-any-return]
 
@@ -903,7 +902,13 @@ def test_update_pod_service_account_is_the_executions(
     spec = sidecar_pod()
     if own:
         spec["serviceAccountName"] = own
-    pod = build(pod_task(spec), service_account=k8s_account, security_service_account=security_account)
+    pod = build(
+        pod_task(spec),
+        execution={
+            "serviceAccount": k8s_account,
+            "securityContext": {"runAs": {"k8sServiceAccount": security_account}},
+        },
+    )
     assert pod.spec.get("serviceAccountName") == expected
 
 
@@ -1152,9 +1157,7 @@ def test_gpu_accelerator_through_the_pipeline_and_override_replacing_it_wholesal
         {"key": PARTITION_LABEL, "operator": "In", "values": ["1g"]},
     ]
     override = tasks_pb2.ExtendedResources(gpu_accelerator=tasks_pb2.GPUAccelerator(unpartitioned=True))
-    pod = build(
-        template, overrides=TaskOverrides(resources=ResourceRequirements(), extended_resources=override)
-    )
+    pod = build(template, execution={"overrides": {"extendedResources": message(override)}})
     assert required_expressions(pod.spec) == [{"key": PARTITION_LABEL, "operator": "DoesNotExist"}]
 
 
@@ -1257,9 +1260,7 @@ def test_shared_memory_override_replaces_the_tasks() -> None:
     pod = build(template)
     assert pod.spec["containers"][0]["volumeMounts"] == [{"name": "task", "mountPath": "/task"}]
     override = tasks_pb2.ExtendedResources(shared_memory=shm(name="over", path="/over", size="1Gi"))
-    pod = build(
-        template, overrides=TaskOverrides(resources=ResourceRequirements(), extended_resources=override)
-    )
+    pod = build(template, execution={"overrides": {"extendedResources": message(override)}})
     assert pod.spec["containers"][0]["volumeMounts"] == [{"name": "over", "mountPath": "/over"}]
     assert pod.spec["volumes"] == [{"name": "over", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
 
@@ -1439,7 +1440,7 @@ def test_template_resources_feed_the_primary_below_inline_and_overrides() -> Non
     pod = build(
         task,
         platform(templates=[template], default_pod_template_name="base"),
-        overrides=TaskOverrides(resources=requirements(limits={"memory": "2Gi"})),
+        resources=requirements(limits={"memory": "2Gi"}),
     )
     assert pod.spec["containers"][0]["resources"] == {
         "limits": {"memory": "2Gi", "cpu": "4"},
@@ -1458,7 +1459,7 @@ def test_pod_template_override_replaces_the_task_pod_wholesale() -> None:
     override.metadata.labels.update({"l": "override", "o": "1"})
     override.metadata.annotations.update({"a": "override"})
     task = pod_task(sidecar_pod(), labels={"l": "task", "t": "1"}, annotations={"a": "task"})
-    pod = build(task, overrides=TaskOverrides(resources=ResourceRequirements(), pod_template=override))
+    pod = build(task, execution={"overrides": {"podTemplate": message(override)}})
     assert pod.primary == "over"
     assert [c["name"] for c in pod.spec["containers"]] == ["over"]
     assert pod.spec["hostIPC"] is True
@@ -1469,25 +1470,21 @@ def test_pod_template_override_applies_to_container_tasks() -> None:
     override = tasks_pb2.K8sPod(
         pod_spec=struct({"containers": [{"name": "p", "image": "x"}]}), primary_container_name="p"
     )
-    pod = build(
-        container_task(), overrides=TaskOverrides(resources=ResourceRequirements(), pod_template=override)
-    )
+    pod = build(container_task(), execution={"overrides": {"podTemplate": message(override)}})
     assert pod.primary == "p"
     assert pod.spec["containers"][0]["image"] == "x"
 
 
 def test_a_pod_template_override_without_a_pod_spec_is_ignored() -> None:
     override = tasks_pb2.K8sPod(primary_container_name="p")
-    pod = build(
-        container_task(), overrides=TaskOverrides(resources=ResourceRequirements(), pod_template=override)
-    )
+    pod = build(container_task(), execution={"overrides": {"podTemplate": message(override)}})
     assert pod.primary == GENERATED_NAME
 
 
 def test_container_image_override_replaces_only_the_primary_image() -> None:
     pod = build(
         pod_task(sidecar_pod()),
-        overrides=TaskOverrides(resources=ResourceRequirements(), container_image="new:2"),
+        execution={"overrides": {"containerImage": "new:2"}},
     )
     assert [c["image"] for c in pod.spec["containers"]] == ["new:2", "side:1"]
 

@@ -7,10 +7,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from flyteidl.core import tasks_pb2
+from flyteidl.core import literals_pb2, tasks_pb2
 
 import taskplug.testing
-from taskplug.core import ConfigError, FakeClock, Phase, SpecError, StaticTaskExecutionContext
+from taskplug.core import (
+    ConfigError,
+    FakeClock,
+    LiteralMapOutputReader,
+    Phase,
+    SpecError,
+    StaticTaskExecutionContext,
+)
 from taskplug.k8s import K8S_SECTION, PluginState
 from taskplug.plugins.pod import plugin_entries as pod_entries
 from taskplug.plugins.spark import SPARK_SECTION
@@ -20,6 +27,7 @@ from taskplug.testing import (
     fake_plugin_setup,
     fake_task_context,
     load_k8s_plugin,
+    next_round,
 )
 
 TEMPLATE: dict[str, Any] = {
@@ -94,6 +102,79 @@ def test_the_callers_documents_are_never_changed() -> None:
 def test_a_malformed_task_names_the_field() -> None:
     with pytest.raises(SpecError, match=r"template\.container\.image"):
         fake_task_context({"type": "container", "container": {}})
+
+
+def test_explicit_execution_values_are_merged_over_the_default_execution() -> None:
+    tctx = fake_task_context(
+        TEMPLATE,
+        inputs={"x": 1},
+        execution={
+            "generatedName": "custom-name",
+            "serviceAccount": "runner",
+            "securityContext": {"runAs": {"k8sServiceAccount": "sa"}},
+            "environment": {"ENV": "1"},
+            "consoleUrl": "https://console.example.com",
+            "ownerReference": {"apiVersion": "v1", "kind": "Job", "name": "j", "uid": "u"},
+        },
+        data_root="s3://bucket",
+    )
+    meta = tctx.metadata
+    assert meta.task_execution_id.generated_name == "custom-name"
+    assert meta.task_execution_id.id.node_execution_id.execution_id.name == "exec1"  # the default id is kept
+    assert (meta.k8s_service_account, meta.security_context.run_as.k8s_service_account) == ("runner", "sa")
+    assert dict(meta.environment_variables) == {"ENV": "1"}
+    assert meta.console_url == "https://console.example.com"
+    assert meta.owner_reference == {"apiVersion": "v1", "kind": "Job", "name": "j", "uid": "u"}
+    assert tctx.input_reader.input_prefix == "s3://bucket/metadata/testproject/development/exec1/n0"
+    assert tctx.output_writer.output_prefix == "s3://bucket/metadata/testproject/development/exec1/n0/0"
+    assert tctx.output_writer.raw_output_prefix == "s3://bucket/raw/custom-name"
+
+
+def test_a_first_round_has_no_plugin_state() -> None:
+    tctx = fake_task_context(TEMPLATE, inputs={"x": 1})
+    assert tctx.plugin_state_reader.get() == (0, None)
+    assert tctx.plugin_state.written == (False, 0, None)
+
+
+def test_state_is_what_an_earlier_round_stored_and_a_copy() -> None:
+    stored: dict[str, Any] = {"phase": 2, "meta": {"job": "j-1"}}
+    tctx = fake_task_context(TEMPLATE, inputs={"x": 1}, state=stored, state_version=3)
+    assert tctx.plugin_state_reader.get_state_version() == 3
+    version, state = tctx.plugin_state_reader.get()
+    assert (version, state) == (3, stored)
+    assert state is not stored
+    stored["meta"]["job"] = "changed by the caller"
+    assert tctx.plugin_state_reader.get() == (3, {"phase": 2, "meta": {"job": "j-1"}})
+    assert tctx.plugin_state.written == (False, 0, None)  # read, nothing written yet
+
+
+def test_next_round_reads_what_this_round_put_and_starts_with_nothing_put() -> None:
+    first = fake_task_context(TEMPLATE, inputs={"x": 1})
+    first.plugin_state_writer.put(2, {"phase": "started"})
+    outputs = LiteralMapOutputReader(literals_pb2.LiteralMap())
+    first.output_writer.put(outputs)
+    second = next_round(first)
+    assert second.plugin_state_reader.get() == (2, {"phase": "started"})
+    assert second.plugin_state.written == (False, 0, None)
+    assert (second.output_writer.was_put, second.output_writer.reader) == (False, None)
+    assert second.output_writer.output_prefix == first.output_writer.output_prefix
+    assert (second.metadata, second.task_reader, second.input_reader) == (
+        first.metadata,
+        first.task_reader,
+        first.input_reader,
+    )
+    # The round before is left as it was.
+    assert first.plugin_state.written == (True, 2, {"phase": "started"})
+    assert first.plugin_state_reader.get() == (0, None)
+    assert (first.output_writer.was_put, first.output_writer.reader) == (True, outputs)
+
+
+def test_next_round_keeps_the_state_when_nothing_was_written_and_clears_it_after_a_reset() -> None:
+    tctx = fake_task_context(TEMPLATE, inputs={"x": 1}, state={"phase": "started"}, state_version=2)
+    unchanged = next_round(tctx)
+    assert unchanged.plugin_state_reader.get() == (2, {"phase": "started"})
+    unchanged.plugin_state_writer.reset()
+    assert next_round(unchanged).plugin_state_reader.get() == (0, None)
 
 
 def test_the_plugin_context_carries_state_and_a_reproducible_now() -> None:

@@ -9,6 +9,7 @@ Flyte's equivalent is the hand-wired mocks in flyteplugins' ``pluginmachinery/co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeAlias
@@ -20,6 +21,7 @@ from taskplug.core import (
     Clock,
     FakeClock,
     PluginRegistry,
+    PluginStateHolder,
     StaticTaskExecutionContext,
     TaskExecutionContext,
 )
@@ -41,6 +43,7 @@ __all__ = [
     "fake_plugin_setup",
     "fake_task_context",
     "load_k8s_plugin",
+    "next_round",
     "spec_document",
 ]
 
@@ -115,15 +118,24 @@ def fake_task_context(
     annotations: Mapping[str, str] | None = None,
     execution: Mapping[str, Any] | None = None,
     data_root: str = DEFAULT_DATA_ROOT,
+    state: Mapping[str, Any] | None = None,
+    state_version: int = 0,
 ) -> StaticTaskExecutionContext:
-    """A real task-execution context for ``task``, as the executor would build it for its first round.
+    """A real task-execution context for ``task``, as the executor would build it for a round.
 
     ``task`` is an execution spec, a template or a TaskTemplate message (:data:`TaskLike`). The keywords
     set what the spec's ``execution`` section would (docs/spec.md): ``inputs`` (plain values or Literal JSON),
     ``config`` (entries added to the template's ``config`` map, e.g. ``primary_container_name``),
     ``interruptible``, ``platform_resources`` and ``resources`` (the overrides) in Kubernetes form
     (``{"requests": {"cpu": "1"}, "limits": {...}}``), ``namespace``, ``labels``, ``annotations``, and
-    ``execution`` for any other field (``maxAttempts``, ``securityContext``, ``overrides.podTemplate``, …).
+    ``execution`` for any other field (``id``, ``generatedName``, ``serviceAccount``, ``environment``,
+    ``maxAttempts``, ``securityContext``, ``ownerReference``, ``overrides.podTemplate``, …), merged over the
+    spec's own section key by key (a nested value such as ``id`` is replaced whole). The executor's paths
+    (inputs, outputs, raw data, checkpoints) lie under ``data_root``.
+
+    ``state`` and ``state_version`` are the plugin state stored by an earlier round (what the plugin put
+    with ``plugin_state_writer.put(version, state)``); by default there is none, as in a first round. For
+    the round after one the test ran, use :func:`next_round`.
 
     A malformed task raises :class:`taskplug.core.SpecError` naming the field.
     """
@@ -139,7 +151,26 @@ def fake_task_context(
         annotations=annotations,
         execution=execution,
     )
-    return task_context_for(parse_spec(document), data_root)
+    return task_context_for(
+        parse_spec(document),
+        data_root,
+        state_version=state_version,
+        state=_copy(state) if state is not None else None,
+    )
+
+
+def next_round(tctx: StaticTaskExecutionContext) -> StaticTaskExecutionContext:
+    """The context the executor builds for the round after ``tctx`` has been handled.
+
+    The plugin state this round put (or reset) is what the next round reads; when the round wrote none, the
+    next reads the same state again. Nothing is put on the output writer yet; the metadata, the readers,
+    the paths and the managers stay those of ``tctx``, which is left as it is (its ``plugin_state.written``
+    still tells what the round wrote).
+    """
+    changed, version, state = tctx.plugin_state.written
+    holder = PluginStateHolder(version, state) if changed else PluginStateHolder(*tctx.plugin_state.get())
+    writer = dataclasses.replace(tctx.output_writer, reader=None, was_put=False)
+    return dataclasses.replace(tctx, output_writer=writer, plugin_state=holder)
 
 
 def fake_plugin_context(

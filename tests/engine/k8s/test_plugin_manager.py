@@ -4,6 +4,7 @@ cluster's API, with a bare-Pod test plugin."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,12 +20,8 @@ from taskplug.core import (
     Phase,
     PhaseInfo,
     PluginError,
-    PluginStateHolder,
     SetupContext,
-    StaticInputReader,
-    StaticOutputWriter,
     StaticTaskExecutionContext,
-    StaticTaskReader,
     TaskExecutionContext,
     TaskExecutionID,
     TaskExecutionMetadata,
@@ -53,12 +50,20 @@ from taskplug.k8s._plugin import (
     PluginContext,
     PluginState,
 )
+from taskplug.testing import fake_task_context, next_round
 
 if TYPE_CHECKING:
     from conftest import CountingKubeClient
 
 NS = "flyte-ns"
 OWNER_KIND = "FlyteWorkflow"
+OWNER_REFERENCE: dict[str, Any] = {
+    "apiVersion": "flyte.lyft.com/v1alpha1",
+    "kind": OWNER_KIND,
+    "name": "exec1",
+    "uid": "u-1",
+    "controller": True,
+}
 PHASE_ANNOTATION = "test.taskplug/phase"
 RESOURCE_QUOTA = ResourceType("v1", "ResourceQuota", "resourcequotas")
 POD_TEMPLATE = ResourceType("v1", "PodTemplate", "podtemplates")
@@ -136,19 +141,14 @@ class AbortingPlugin(BarePodPlugin):
 
 
 def metadata(name: str = "exec1-n0-0", **kw: Any) -> TaskExecutionMetadata:
+    """Metadata alone, for ``add_object_metadata`` (an execution spec always adds the standard labels)."""
     task_id = identifier_pb2.TaskExecutionIdentifier()
     task_id.node_execution_id.execution_id.name = "exec1"
     defaults: dict[str, Any] = {
         "task_execution_id": TaskExecutionID(name, task_id, "n0"),
         "namespace": NS,
         "owner_name": "exec1",
-        "owner_reference": {
-            "apiVersion": "flyte.lyft.com/v1alpha1",
-            "kind": OWNER_KIND,
-            "name": "exec1",
-            "uid": "u-1",
-            "controller": True,
-        },
+        "owner_reference": dict(OWNER_REFERENCE),
         "labels": {"execution-id": "exec1", "shared": "exec"},
         "annotations": {"exec": "a"},
     }
@@ -157,29 +157,23 @@ def metadata(name: str = "exec1-n0-0", **kw: Any) -> TaskExecutionMetadata:
 
 
 def make_tctx(
-    meta: TaskExecutionMetadata | None = None,
     template: tasks_pb2.TaskTemplate | None = None,
-    state: PluginStateHolder | None = None,
+    *,
+    name: str = "exec1-n0-0",
+    owner_reference: Mapping[str, Any] = OWNER_REFERENCE,
+    state: Mapping[str, Any] | None = None,
+    state_version: int = 0,
 ) -> StaticTaskExecutionContext:
-    return StaticTaskExecutionContext(
-        metadata=meta or metadata(),
-        task_reader=StaticTaskReader(template or tasks_pb2.TaskTemplate(type="bare")),
-        input_reader=StaticInputReader(None),
-        output_writer=StaticOutputWriter(output_prefix="s3://bucket/out"),
-        plugin_state=state or PluginStateHolder(),
-    )
-
-
-def next_round(tctx: StaticTaskExecutionContext) -> StaticTaskExecutionContext:
-    """The context of the next round: what was put this round is what is read."""
-    changed, version, state = tctx.plugin_state.written
-    holder = PluginStateHolder(version, state) if changed else PluginStateHolder(*tctx.plugin_state.get())
-    return StaticTaskExecutionContext(
-        metadata=tctx.metadata,
-        task_reader=tctx.task_reader,
-        input_reader=tctx.input_reader,
-        output_writer=StaticOutputWriter(output_prefix="s3://bucket/out"),
-        plugin_state=holder,
+    """A round of a ``bare`` task (or ``template``) of execution exec1 in namespace ``NS``, owned by
+    ``owner_reference``; ``name`` is the generated name, ``state`` the plugin state an earlier round stored."""
+    return fake_task_context(
+        template if template is not None else tasks_pb2.TaskTemplate(type="bare"),
+        namespace=NS,
+        labels={"shared": "exec"},
+        annotations={"exec": "a"},
+        execution={"generatedName": name, "ownerReference": owner_reference},
+        state=state,
+        state_version=state_version,
     )
 
 
@@ -342,7 +336,9 @@ async def test_first_round_creates_the_object_with_flytes_metadata_and_reports_q
     template.metadata.metadata.labels["tmpl"] = "l"
     template.metadata.metadata.labels["shared"] = "template"
     template.metadata.metadata.annotations["tmpl"] = "a"
-    tctx = make_tctx(metadata(name="Exec1_N0-0"), template)
+    tctx = make_tctx(template, name="Exec1_N0-0")
+    # The executor also labels node-id and interruptible; the precedence below is pinned on these two.
+    tctx.metadata = dataclasses.replace(tctx.metadata, labels={"execution-id": "exec1", "shared": "exec"})
 
     transition = await manager.handle(tctx)
 
@@ -588,7 +584,7 @@ async def test_quota_exceeded_pods_back_off_per_kind_and_namespace_and_are_then_
     await harness.clock.advance(0.001)
     harness.cluster.faults.fail("create", error=quota_error(), times=None)
 
-    first = await manager.handle(make_tctx(metadata(name="t1")))
+    first = await manager.handle(make_tctx(name="t1"))
     assert first.info.phase is Phase.WAITING_FOR_RESOURCES
     handler = controller.get_handler(f"/v1, Kind=Pod,{NS}")
     assert handler is not None
@@ -596,14 +592,14 @@ async def test_quota_exceeded_pods_back_off_per_kind_and_namespace_and_are_then_
     assert {k: str(v) for k, v in handler.ceilings.ceilings.items()} == {"memory": "1Gi"}
     creates = harness.client.calls["create"]
 
-    blocked = await manager.handle(make_tctx(metadata(name="t2")))
+    blocked = await manager.handle(make_tctx(name="t2"))
     assert blocked.info.phase is Phase.WAITING_FOR_RESOURCES
     assert "blocked by back-off" in blocked.info.reason
     assert harness.client.calls["create"] == creates
 
     harness.cluster.faults.clear()
     await harness.clock.advance(1.001)
-    ok = await manager.handle(make_tctx(metadata(name="t2")))
+    ok = await manager.handle(make_tctx(name="t2"))
     assert ok.info.phase is Phase.QUEUED
     assert handler.blocker.exponent == 0
     assert {k: str(v) for k, v in handler.ceilings.ceilings.items()} == {"memory": "1Ei"}
@@ -623,16 +619,16 @@ async def test_real_resource_quota_admission_drives_the_classification(harness: 
     manager = harness.manager(
         BarePodPlugin(limits={"cpu": "1", "memory": "2Gi"}), backoff=BackOffController(harness.clock)
     )
-    never = await manager.handle(make_tctx(metadata(name="too-big")))
+    never = await manager.handle(make_tctx(name="too-big"))
     assert never.info.phase is Phase.PERMANENT_FAILURE
     assert never.info.err is not None and never.info.err.code == "ResourceRequestsExceedLimits"
     fits = harness.manager(
         BarePodPlugin(limits={"cpu": "1", "memory": "512Mi"}), backoff=BackOffController(harness.clock)
     )
-    assert (await fits.handle(make_tctx(metadata(name="first")))).info.phase is Phase.QUEUED
-    full = await fits.handle(make_tctx(metadata(name="second")))
+    assert (await fits.handle(make_tctx(name="first"))).info.phase is Phase.QUEUED
+    full = await fits.handle(make_tctx(name="second"))
     assert full.info.phase is Phase.QUEUED  # 512Mi + 512Mi = 1Gi fits exactly
-    third = await fits.handle(make_tctx(metadata(name="third")))
+    third = await fits.handle(make_tctx(name="third"))
     assert third.info.phase is Phase.WAITING_FOR_RESOURCES
 
 
@@ -703,7 +699,7 @@ def test_object_metadata_precedence_and_name_conversion() -> None:
 async def test_unreadable_state_of_another_version_is_a_retryable_corrupted_state_failure(
     harness: Harness,
 ) -> None:
-    tctx = make_tctx(state=PluginStateHolder(3, {"gob": "bytes"}))
+    tctx = make_tctx(state={"gob": "bytes"}, state_version=3)
     transition = await harness.manager(BarePodPlugin()).handle(tctx)
     assert transition.info.phase is Phase.RETRYABLE_FAILURE
     assert transition.info.err is not None
@@ -712,7 +708,7 @@ async def test_unreadable_state_of_another_version_is_a_retryable_corrupted_stat
 
 
 async def test_unreadable_state_of_the_current_version_is_an_error(harness: Harness) -> None:
-    tctx = make_tctx(state=PluginStateHolder(1, {"phase": "started?"}))
+    tctx = make_tctx(state={"phase": "started?"}, state_version=1)
     with pytest.raises(PluginError) as info:
         await harness.manager(BarePodPlugin()).handle(tctx)
     assert info.value.code == "CorruptedPluginState"
@@ -857,10 +853,8 @@ async def test_updates_of_owned_objects_enqueue_the_owner_by_execution_id_label(
 
 async def test_updates_of_objects_owned_by_another_kind_are_ignored(harness: Harness) -> None:
     manager = harness.manager(BarePodPlugin())
-    other = metadata(
-        owner_reference={"apiVersion": "v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}
-    )
-    await manager.handle(make_tctx(other))
+    other = {"apiVersion": "v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}
+    await manager.handle(make_tctx(owner_reference=other))
     await harness.in_cache("exec1-n0-0")
     await harness.set_phase("exec1-n0-0", "Running")
     assert harness.enqueued == []
@@ -1122,8 +1116,8 @@ async def test_finalize_reports_a_failed_delete(harness: Harness) -> None:
 
 async def test_resource_monitor_counts_objects_per_namespace_every_ten_seconds(harness: Harness) -> None:
     manager = harness.manager(BarePodPlugin())
-    await manager.handle(make_tctx(metadata(name="a")))
-    await manager.handle(make_tctx(metadata(name="b")))
+    await manager.handle(make_tctx(name="a"))
+    await manager.handle(make_tctx(name="b"))
     await harness.in_cache("b")
 
     def gauge() -> float | None:

@@ -5,11 +5,10 @@ finalize, and the deviations (terminal re-report, non-terminal create results, w
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
-from flyteidl.core import identifier_pb2, tasks_pb2
 from prometheus_client import CollectorRegistry
 
 from taskplug.core import (
@@ -20,14 +19,9 @@ from taskplug.core import (
     Phase,
     PhaseInfo,
     PluginError,
-    PluginStateHolder,
     ResourceConstraintsSpec,
     SetupContext,
-    StaticInputReader,
     StaticTaskExecutionContext,
-    StaticTaskReader,
-    TaskExecutionID,
-    TaskExecutionMetadata,
 )
 from taskplug.engine.webapi import (
     RETURNED_UNKNOWN,
@@ -45,6 +39,7 @@ from taskplug.engine.webapi import (
     load_webapi_plugin,
     webapi_plugin_entry,
 )
+from taskplug.testing import fake_task_context, next_round
 from taskplug.webapi import PluginConfig, WebApiPluginEntry
 
 from ._doubles import ScriptedPlugin, ScriptedSyncPlugin
@@ -64,29 +59,20 @@ def config(**overrides: Any) -> PluginConfig:
 
 
 def tctx(
-    name: str = "my-id", *, exec_name: str = "exec", state: State | None = None
+    name: str = "my-id", *, exec_name: str = "exec", state: State | Mapping[str, Any] | None = None
 ) -> StaticTaskExecutionContext:
-    node = identifier_pb2.NodeExecutionIdentifier(
-        node_id="n0",
-        execution_id=identifier_pb2.WorkflowExecutionIdentifier(project="p", domain="d", name=exec_name),
+    """A round of task ``name`` (its generated name) of execution p/d/``exec_name``, namespace ``p-d``, with
+    ``state`` stored by an earlier round: a :class:`State` as the adapter writes it, or a raw mapping."""
+    stored = encode_state(state) if isinstance(state, State) else state
+    return fake_task_context(
+        {"type": "test"},
+        execution={
+            "id": {"project": "p", "domain": "d", "name": exec_name, "nodeId": "n0"},
+            "generatedName": name,
+        },
+        state=stored,
+        state_version=1 if stored is not None else 0,
     )
-    task_id = identifier_pb2.TaskExecutionIdentifier(node_execution_id=node, retry_attempt=0)
-    metadata = TaskExecutionMetadata(TaskExecutionID(name, task_id, "n0"), namespace="p-d")
-    holder = PluginStateHolder(1, encode_state(state)) if state is not None else PluginStateHolder()
-    return StaticTaskExecutionContext(
-        metadata,
-        StaticTaskReader(tasks_pb2.TaskTemplate(type="test")),
-        StaticInputReader(None),
-        plugin_state=holder,
-    )
-
-
-def next_round(ctx: StaticTaskExecutionContext) -> StaticTaskExecutionContext:
-    """The executor's part: what was put this round is what the next round reads."""
-    changed, version, state = ctx.plugin_state.written
-    if changed:
-        ctx.plugin_state = PluginStateHolder(version, state)
-    return ctx
 
 
 def persisted(ctx: StaticTaskExecutionContext) -> State:
@@ -214,7 +200,8 @@ async def test_a_non_terminal_create_result_with_meta_is_followed_as_created(
     assert transition.info.phase is Phase.RUNNING
     assert persisted(ctx).phase is WebApiPhase.RESOURCES_CREATED
     assert adapter.cache.get("my-id").resource == "Running"
-    transition = await adapter.handle(next_round(ctx))
+    ctx = next_round(ctx)
+    transition = await adapter.handle(ctx)
     assert transition.info.phase is Phase.RUNNING  # the seeded resource, before any get
     await advance(clock, 0.01)
     assert (await adapter.handle(next_round(ctx))).info.phase is Phase.SUCCESS
@@ -265,18 +252,21 @@ async def test_a_job_is_queued_until_the_first_sync_then_follows_the_remote_stat
     ctx = tctx()
     await adapter.handle(ctx)
     # Nothing synced yet (the 5 ms queue delay has not passed).
-    transition = await adapter.handle(next_round(ctx))
+    ctx = next_round(ctx)
+    transition = await adapter.handle(ctx)
     assert (transition.info.phase, transition.info.version, transition.info.reason) == (
         Phase.QUEUED,
         2,
         "job submitted",
     )
     await advance(clock, 0.01)
-    transition = await adapter.handle(next_round(ctx))
+    ctx = next_round(ctx)
+    transition = await adapter.handle(ctx)
     assert (transition.info.phase, transition.info.version) == (Phase.RUNNING, 3)
     assert persisted(ctx) == State(WebApiPhase.RESOURCES_CREATED, 3, "abc")
     await advance(clock, 10.1, step=0.05)
-    transition = await adapter.handle(next_round(ctx))
+    ctx = next_round(ctx)
+    transition = await adapter.handle(ctx)
     assert transition.info.phase is Phase.SUCCESS
     assert persisted(ctx).phase is WebApiPhase.SUCCEEDED
     # Deviation: re-entering the terminal state re-reports it.
@@ -320,7 +310,8 @@ async def test_a_job_never_synced_fails_after_too_many_get_failures(
     ctx = tctx(state=State(WebApiPhase.RESOURCES_CREATED, 2, "abc"))
     await adapter.handle(ctx)
     await advance(clock, 5 * 4, step=0.05)  # 3 failures recorded (max 2), the 4th pass marks SystemFailure
-    transition = await adapter.handle(next_round(ctx))
+    ctx = next_round(ctx)
+    transition = await adapter.handle(ctx)
     assert transition.info.phase is Phase.PERMANENT_FAILURE
     assert transition.info.err is not None
     assert (transition.info.err.code, transition.info.err.message) == (
@@ -339,7 +330,8 @@ async def test_get_failures_after_a_success_still_fail_the_task(
     ctx = tctx(state=State(WebApiPhase.RESOURCES_CREATED, 2, "abc"))
     await adapter.handle(ctx)
     await advance(clock, 0.01)
-    assert (await adapter.handle(next_round(ctx))).info.phase is Phase.RUNNING
+    ctx = next_round(ctx)
+    assert (await adapter.handle(ctx)).info.phase is Phase.RUNNING
     await advance(clock, 5 * 4, step=0.05)
     transition = await adapter.handle(next_round(ctx))
     assert transition.info.phase is Phase.PERMANENT_FAILURE
@@ -373,8 +365,7 @@ async def test_a_failing_status_is_an_error(load: Loader) -> None:
 async def test_a_state_that_does_not_decode_is_corrupted(load: Loader) -> None:
     registry = CollectorRegistry()
     adapter = await load(ScriptedPlugin(config=config()), registry=registry)
-    ctx = tctx()
-    ctx.plugin_state = PluginStateHolder(1, {"phase": 42})
+    ctx = tctx(state={"phase": 42})
     with pytest.raises(PluginError) as info:
         await adapter.handle(ctx)
     assert info.value.code == ErrorCode.CORRUPTED_PLUGIN_STATE
@@ -446,7 +437,8 @@ async def test_an_exhausted_quota_waits_until_the_holder_is_finalized(load: Load
     assert transition.info.phase is Phase.WAITING_FOR_RESOURCES
     assert persisted(waiter) == State(WebApiPhase.NOT_STARTED, allocation_token_request_start_time=started)
     await clock.advance(7)
-    assert (await adapter.handle(next_round(waiter))).info.phase is Phase.WAITING_FOR_RESOURCES
+    waiter = next_round(waiter)
+    assert (await adapter.handle(waiter)).info.phase is Phase.WAITING_FOR_RESOURCES
     assert persisted(waiter).allocation_token_request_start_time == started  # the first request time is kept
     await adapter.finalize(holder)
     assert manager.allocated("inprocessresourcemanager:test-plugin:ns") == frozenset()

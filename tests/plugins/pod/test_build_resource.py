@@ -8,26 +8,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from flyteidl.core import identifier_pb2, literals_pb2, security_pb2, tasks_pb2
+from flyteidl.core import tasks_pb2
 from google.protobuf import json_format, struct_pb2
 
-from taskplug.core import (
-    BadTaskSpecification,
-    ResourceRequirements,
-    StaticInputReader,
-    StaticOutputWriter,
-    StaticTaskExecutionContext,
-    StaticTaskReader,
-    TaskExecutionID,
-    TaskExecutionMetadata,
-    TaskOverrides,
-)
+from taskplug.core import BadTaskSpecification, StaticInputReader, StaticTaskExecutionContext
 from taskplug.k8s._config import K8sPluginConfig
 from taskplug.k8s._plugin import K8sPluginProperties
 from taskplug.k8s._pod_builder import PlatformPodConfig
 from taskplug.k8s._pod_template import PodTemplateStore
 from taskplug.plugins.pod._plugin import PodPlugin, plugin_entries
+from taskplug.testing import fake_task_context
 
+EXECUTION: dict[str, Any] = {"id": {"project": "p", "domain": "d", "name": "exec1", "nodeId": "n0"}}
 GENERATED_NAME = "exec1-n0-0"
 PRIMARY_KEY = "primary_container_name"
 
@@ -92,27 +84,17 @@ def context(
     service_account: str = "",
     security_service_account: str = "",
 ) -> StaticTaskExecutionContext:
-    tid = identifier_pb2.TaskExecutionIdentifier(
-        node_execution_id=identifier_pb2.NodeExecutionIdentifier(
-            node_id="n0",
-            execution_id=identifier_pb2.WorkflowExecutionIdentifier(project="p", domain="d", name="exec1"),
-        )
-    )
-    security = security_pb2.SecurityContext()
-    if security_service_account:
-        security.run_as.k8s_service_account = security_service_account
-    meta = TaskExecutionMetadata(
-        task_execution_id=TaskExecutionID(GENERATED_NAME, tid, "n0"),
+    """The executor's context for ``template``: execution p/d/exec1, node n0 (generated name ``exec1-n0-0``),
+    namespace ``ns``, data under ``s3://b``, run by the given service accounts."""
+    return fake_task_context(
+        template,
         namespace="ns",
-        overrides=TaskOverrides(resources=ResourceRequirements()),
-        k8s_service_account=service_account,
-        security_context=security,
-    )
-    return StaticTaskExecutionContext(
-        metadata=meta,
-        task_reader=StaticTaskReader(template, "s3://b/in/task.pb"),
-        input_reader=StaticInputReader(literals_pb2.LiteralMap(), "s3://b/in"),
-        output_writer=StaticOutputWriter(output_prefix="s3://b/out", raw_output_prefix="s3://b/raw"),
+        execution={
+            **EXECUTION,
+            "serviceAccount": service_account,
+            "securityContext": {"runAs": {"k8sServiceAccount": security_service_account}},
+        },
+        data_root="s3://b",
     )
 
 
@@ -278,7 +260,10 @@ def test_primary_annotation_for_sidecars_or_exactly_one_non_raw_container(
 
 
 def test_container_task_is_annotated_with_its_generated_container_name() -> None:
-    pod = build(container_task())
+    tctx = context(container_task())
+    # The executor puts inputs under s3://b/metadata/p/d/exec1/n0; this test pins a shorter prefix.
+    tctx.input_reader = StaticInputReader(tctx.input_reader.get(), "s3://b/in")
+    pod = plugin().build_resource(tctx)
     assert pod["metadata"]["annotations"] == {PRIMARY_KEY: GENERATED_NAME}
     container = pod["spec"]["containers"][0]
     assert container["args"] == ["run", "s3://b/in/inputs.pb"]
