@@ -43,7 +43,7 @@ from taskplug.plugins.echo import (
     output_variable_mapping,
     plugin_entries,
 )
-from taskplug.testing import DEFAULT_EXECUTION, fake_task_context
+from taskplug.testing import DEFAULT_EXECUTION, fake_task_context, next_round
 
 INT = {"type": {"simple": "INTEGER"}}
 
@@ -68,18 +68,6 @@ def context(
     values: dict[str, Any] | None = None,
 ) -> StaticTaskExecutionContext:
     return fake_task_context(template(inputs, outputs), inputs=values)
-
-
-def next_round(tctx: StaticTaskExecutionContext) -> StaticTaskExecutionContext:
-    """The context of the following round: the state this round put (else the same), nothing put yet."""
-    changed, version, state = tctx.plugin_state.written
-    before_version, before = tctx.plugin_state.get()
-    holder = PluginStateHolder(version, state) if changed else PluginStateHolder(before_version, before)
-    return dataclasses.replace(
-        tctx,
-        output_writer=dataclasses.replace(tctx.output_writer, reader=None, was_put=False),
-        plugin_state=holder,
-    )
 
 
 def plugin(sleep: str = "0s", clock: FakeClock | None = None) -> tuple[EchoPlugin, list[tuple[str, str]]]:

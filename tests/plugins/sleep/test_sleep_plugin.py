@@ -30,7 +30,7 @@ from taskplug.core import (
 )
 from taskplug.plugins import sleep
 from taskplug.plugins.sleep import SLEEP_TASK_TYPE, SleepPlugin, plugin_entries, resolve_sleep_duration
-from taskplug.testing import DEFAULT_EXECUTION, fake_task_context
+from taskplug.testing import DEFAULT_EXECUTION, fake_task_context, next_round
 
 DURATION = {"type": {"simple": "DURATION"}}
 
@@ -64,14 +64,6 @@ def context(
 
 def sleeping(value: str, **execution: Any) -> StaticTaskExecutionContext:
     return context({"d": DURATION}, None, {"d": duration(value)}, **execution)
-
-
-def next_round(tctx: StaticTaskExecutionContext) -> StaticTaskExecutionContext:
-    """The following round's context: the state this round put (else the same one)."""
-    changed, version, state = tctx.plugin_state.written
-    before_version, before = tctx.plugin_state.get()
-    holder = PluginStateHolder(version, state) if changed else PluginStateHolder(before_version, before)
-    return dataclasses.replace(tctx, plugin_state=holder)
 
 
 # -- registration (pluginmachinery/registry.go) --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from taskplug.executor import parse_spec, task_context_for
 from taskplug.k8s import K8sPluginConfig, PluginState, StaticPluginContext
 from taskplug.k8s._pod_builder import PlatformPodConfig
 from taskplug.plugins.spark import SparkConfig, build_spark_application
+from taskplug.testing import fake_plugin_context
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
@@ -114,15 +115,7 @@ def build(
 def plugin_context(
     *, template: Mapping[str, Any] | None = None, state: PluginState | None = None, **exec_kw: Any
 ) -> StaticPluginContext:
-    tctx = tctx_for(template, **exec_kw)
-    return StaticPluginContext(
-        metadata=tctx.metadata,
-        task_reader=tctx.task_reader,
-        input_reader=tctx.input_reader,
-        output_writer=tctx.output_writer,
-        plugin_state=state or PluginState(),
-        now=NOW,
-    )
+    return fake_plugin_context(tctx_for(template, **exec_kw), state=state, now=NOW)
 
 
 def app_object(
