@@ -1,9 +1,9 @@
 """Build and serialize 10,000 pods through the full pipeline; print microseconds per pod.
 
-The workload is the one of ../shared/spec/peers.md §2: image, command and args, 3 env vars, cpu/memory
-requests and limits, a GPU limit, 2 default labels and annotations, a default toleration, a node selector,
-and a base pod template (label, annotation, service account, priority class, dnsPolicy, pod securityContext,
-2 volumes, a primary container with 1 env var, 2 mounts and a securityContext) to merge.
+The workload: image, command and args, 3 env vars, cpu/memory requests and limits, a GPU limit, 2 default
+labels and annotations, a default toleration, a node selector, and a base pod template (label, annotation,
+service account, priority class, dnsPolicy, pod securityContext, 2 volumes, a primary container with 1 env
+var, 2 mounts and a securityContext) to merge.
 
 Timed per pod: the pod plugin's build_resource (every piece of platform config, template merge), the plugin
 manager's object metadata (name, namespace, labels, annotations, finalizer), and JSON serialization.

@@ -90,6 +90,7 @@ def test_the_platform_defaults_enable_the_built_in_plugins_only() -> None:
         "sidecar",
         "spark",
         "connector-service",
+        "echo",
     ]
 
 

@@ -3,7 +3,6 @@ with a simulated operator for the embedded local cluster. See ``docs/plugins.md`
 
 from taskplug_batchjob._config import BATCHJOB_SECTION, BatchJobConfig
 from taskplug_batchjob._operator import ANNOTATION_SIMULATE_FAILURE, BatchJobLocalOperator, next_status
-from taskplug_batchjob._resource import BATCH_JOB
 from taskplug_batchjob._plugin import (
     BATCHJOB_TASK_TYPE,
     FAILED_ERROR_CODE,
@@ -12,6 +11,7 @@ from taskplug_batchjob._plugin import (
     build_batch_job,
     plugin_entries,
 )
+from taskplug_batchjob._resource import BATCH_JOB
 
 __all__ = [
     "ANNOTATION_SIMULATE_FAILURE",

@@ -1,0 +1,96 @@
+"""The kubeflow plugins (task types ``pytorch``, ``tensorflow``, ``mpi``): training-operator PyTorchJobs,
+TFJobs and MPIJobs, and a training operator for the embedded local cluster that really runs them."""
+
+from taskplug.plugins.kubeflow._common import LogTarget, current_condition, kubeflow_task_phase
+from taskplug.plugins.kubeflow._config import KF_OPERATOR_SECTION, KfOperatorConfig
+from taskplug.plugins.kubeflow._kinds import (
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    MPI,
+    MPI_JOB,
+    OPERATOR_NAME_LABEL,
+    PYTORCH,
+    PYTORCH_JOB,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    TENSORFLOW,
+    TF_JOB,
+    JobKind,
+)
+from taskplug.plugins.kubeflow._local_operator import (
+    CONFIG_MAP,
+    SERVICE,
+    MPIJobOperator,
+    PyTorchJobOperator,
+    TFJobOperator,
+    TrainingOperator,
+)
+from taskplug.plugins.kubeflow._mpi import WORKER_SPEC_COMMAND_KEY, build_mpi_job, mpi_log_targets
+from taskplug.plugins.kubeflow._plugin import (
+    MPIPlugin,
+    PyTorchPlugin,
+    TensorFlowPlugin,
+    mpi_entries,
+    plugin_entries,
+    pytorch_entries,
+    tensorflow_entries,
+)
+from taskplug.plugins.kubeflow._pytorch import build_pytorch_job, elastic_policy, pytorch_log_targets
+from taskplug.plugins.kubeflow._reconcile import (
+    HOSTFILE_PATH,
+    LOOPBACK,
+    Plan,
+    ServiceWanted,
+    hostfile,
+    reconcile_job,
+    services_wanted,
+)
+from taskplug.plugins.kubeflow._tensorflow import build_tf_job, tf_log_targets
+
+__all__ = [
+    "CONFIG_MAP",
+    "HOSTFILE_PATH",
+    "JOB_NAME_LABEL",
+    "JOB_ROLE_LABEL",
+    "KF_OPERATOR_SECTION",
+    "LOOPBACK",
+    "MPI",
+    "MPI_JOB",
+    "OPERATOR_NAME_LABEL",
+    "PYTORCH",
+    "PYTORCH_JOB",
+    "REPLICA_INDEX_LABEL",
+    "REPLICA_TYPE_LABEL",
+    "SERVICE",
+    "TENSORFLOW",
+    "TF_JOB",
+    "WORKER_SPEC_COMMAND_KEY",
+    "JobKind",
+    "KfOperatorConfig",
+    "LogTarget",
+    "MPIJobOperator",
+    "MPIPlugin",
+    "Plan",
+    "PyTorchJobOperator",
+    "PyTorchPlugin",
+    "ServiceWanted",
+    "TFJobOperator",
+    "TensorFlowPlugin",
+    "TrainingOperator",
+    "build_mpi_job",
+    "build_pytorch_job",
+    "build_tf_job",
+    "current_condition",
+    "elastic_policy",
+    "hostfile",
+    "kubeflow_task_phase",
+    "mpi_entries",
+    "mpi_log_targets",
+    "plugin_entries",
+    "pytorch_entries",
+    "pytorch_log_targets",
+    "reconcile_job",
+    "services_wanted",
+    "tensorflow_entries",
+    "tf_log_targets",
+]
