@@ -425,3 +425,23 @@ def test_numeric_quantities_in_a_spec_are_read_as_kubernetes_reads_them() -> Non
     assert spec.metadata.platform_resources is not None
     assert str(spec.metadata.platform_resources.requests["cpu"]) == "500m"
     assert str(spec.metadata.platform_resources.requests["memory"]) == "2"
+
+
+def test_a_plugins_generated_name_limit_shortens_a_longer_name_as_propeller_does() -> None:
+    from taskplug.executor import task_context_for
+    from taskplug.k8s import fixed_length_unique_id
+
+    spec = parse_spec(
+        {
+            "template": {"id": {"name": "t"}, "type": "container", "container": {"image": "i"}},
+            "execution": {"id": {"name": "an-execution-name-long-enough-to-need-hashing", "nodeId": "n0"}},
+        }
+    )
+    name = spec.metadata.task_execution_id.generated_name
+    assert len(name) > 47
+    shortened = task_context_for(spec, "/data", generated_name_max_length=47).metadata.task_execution_id
+    assert shortened.generated_name == fixed_length_unique_id(name, 47)
+    assert len(shortened.generated_name) <= 47 and shortened.generated_name != name
+    kept = task_context_for(spec, "/data", generated_name_max_length=100).metadata.task_execution_id
+    assert kept.generated_name == name
+    assert task_context_for(spec, "/data").metadata.task_execution_id.generated_name == name

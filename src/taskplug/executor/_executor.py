@@ -329,6 +329,7 @@ class Executor:
             state_version=record.state_version,
             state=record.plugin_state,
             resource_manager=self.resource_manager,
+            generated_name_max_length=execution.plugin.get_properties().generated_name_max_length,
         )
 
     async def _ensure_inputs(self, execution: _Execution, paths: ExecutionPaths) -> None:

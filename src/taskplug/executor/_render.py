@@ -19,7 +19,8 @@ def render_object(platform: Platform, spec: ExecutionSpec, *, data_root: str) ->
     finalizers and all): the manager's own :func:`taskplug.k8s.build_object`."""
     entry = platform.k8s_entry_for(spec.template.type)
     plugin = entry.load_plugin(platform.k8s_setup())
-    tctx = task_context_for(spec, data_root)
+    max_length = plugin.get_properties().generated_name_max_length
+    tctx = task_context_for(spec, data_root, generated_name_max_length=max_length)
     return build_object(plugin, tctx, platform.config.get(K8S_SECTION), watched=entry.resource_to_watch)
 
 
@@ -35,7 +36,8 @@ def observed_phase(
     """The PhaseInfo the task's plugin reports for an observed object."""
     entry = platform.k8s_entry_for(spec.template.type)
     plugin = entry.load_plugin(platform.k8s_setup())
-    tctx = task_context_for(spec, data_root)
+    max_length = plugin.get_properties().generated_name_max_length
+    tctx = task_context_for(spec, data_root, generated_name_max_length=max_length)
     pctx = StaticPluginContext(
         tctx.metadata, tctx.task_reader, tctx.input_reader, tctx.output_writer, state, now
     )

@@ -6,6 +6,7 @@ Shared by ``taskplug render`` / ``status`` (one context, nothing run) and the ex
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from taskplug.core import (
@@ -17,6 +18,7 @@ from taskplug.core import (
 )
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
+from taskplug.k8s import fixed_length_unique_id
 
 __all__ = ["task_context_for"]
 
@@ -28,10 +30,24 @@ def task_context_for(
     state_version: int = 0,
     state: Mapping[str, Any] | None = None,
     resource_manager: Any = None,
+    generated_name_max_length: int | None = None,
 ) -> StaticTaskExecutionContext:
-    paths = ExecutionPaths.for_attempt(data_root, spec.metadata)
+    """The context of one round of ``spec``'s current attempt.
+
+    ``generated_name_max_length`` is the plugin's (Flyte's ``PluginProperties.GeneratedNameMaxLength``, e.g.
+    47 for Ray, whose operator derives longer names from it): a longer generated name is replaced by its
+    fixed-length unique id, as propeller's ``FixedLengthUniqueIDForParts`` does.
+    """
+    metadata = spec.metadata
+    name = metadata.task_execution_id.generated_name
+    if generated_name_max_length is not None and len(name) > generated_name_max_length:
+        short = fixed_length_unique_id(name, generated_name_max_length)
+        metadata = replace(
+            metadata, task_execution_id=replace(metadata.task_execution_id, generated_name=short)
+        )
+    paths = ExecutionPaths.for_attempt(data_root, metadata)
     return StaticTaskExecutionContext(
-        metadata=spec.metadata,
+        metadata=metadata,
         task_reader=StaticTaskReader(spec.template, f"{paths.input_prefix}/task.pb"),
         input_reader=StaticInputReader(spec.inputs, paths.input_prefix),
         output_writer=StaticOutputWriter(

@@ -36,7 +36,7 @@ from taskplug.k8s._errors import (
     is_too_many_requests,
 )
 from taskplug.k8s._exec_context import PluginTaskExecutionContext
-from taskplug.k8s._names import convert_to_dns1123_subdomain_compatible
+from taskplug.k8s._names import convert_to_dns1123_subdomain_compatible, fixed_length_unique_id
 from taskplug.k8s._object import (
     EXECUTION_ID_LABEL,
     FINALIZER,
@@ -137,6 +137,7 @@ __all__ = [
     "demystify_pod_status",
     "demystify_success",
     "execution_labels",
+    "fixed_length_unique_id",
     "get_container",
     "get_last_transition_occurred_at",
     "get_reported_at",

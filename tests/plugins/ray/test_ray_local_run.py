@@ -155,11 +155,6 @@ async def test_taskplug_run_runs_the_ray_example(tmp_path: Path) -> None:
     assert document["outputs"]["job_id"].startswith("ray-1-n0-0-")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the executor does not apply a plugin's generated_name_max_length yet "
-    "(TaskExecutionID.generated_name_with is never called), so KubeRay rejects the 58-character name",
-)
 async def test_a_long_execution_name_gives_a_ray_job_name_kuberay_accepts(tmp_path: Path) -> None:
     # GeneratedNameMaxLength=47: KubeRay refuses longer RayJob names (ValidationFailed).
     document = {
