@@ -53,6 +53,7 @@ from taskplug.core._errors import (
     SpecError,
     TaskplugError,
 )
+from taskplug.core._kube_client import EVENT, POD, KubeClient, ResourceType, WatchEvent
 from taskplug.core._literals import (
     literal_map_from_plain,
     literal_map_to_plain,
@@ -99,7 +100,9 @@ from taskplug.core._templating import TemplateParameters, format_literal, per_re
 __all__ = [
     "DEFAULT_PHASE_VERSION",
     "ENTRY_POINT_GROUP",
+    "EVENT",
     "PHASE_INFO_UNDEFINED",
+    "POD",
     "RESOURCE_MANAGER_SECTION",
     "SYSTEM_ERROR_CODE",
     "TASKS_SECTION",
@@ -119,6 +122,7 @@ __all__ = [
     "FakeClock",
     "GoDuration",
     "InputReader",
+    "KubeClient",
     "LiteralMapOutputReader",
     "OutputPaths",
     "OutputReader",
@@ -149,6 +153,7 @@ __all__ = [
     "ResourceManagerConfig",
     "ResourceRegistrar",
     "ResourceRequirements",
+    "ResourceType",
     "SecretManager",
     "SetupContext",
     "SpecError",
@@ -172,6 +177,7 @@ __all__ = [
     "TemplateParameters",
     "Transition",
     "TransitionType",
+    "WatchEvent",
     "enabled_plugins",
     "field_docs",
     "format_go_duration",

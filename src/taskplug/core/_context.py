@@ -19,6 +19,7 @@ from flyteidl.core import identifier_pb2, literals_pb2, security_pb2, tasks_pb2
 
 from taskplug.core._clock import Clock, SystemClock
 from taskplug.core._config import PlatformConfig
+from taskplug.core._kube_client import KubeClient
 from taskplug.core._quantity import Quantity
 
 __all__ = [
@@ -341,6 +342,8 @@ class SetupContext:
 
     enqueue_owner: Callable[[str, str], None]
     owner_kind: str = "FlyteWorkflow"
+    kube_client: KubeClient | None = None
+    """The cluster, for a core plugin that creates objects itself (Flyte's k8s array plugin)."""
     secret_manager: SecretManager | None = None
     resource_registrar: ResourceRegistrar | None = None
     clock: Clock = field(default_factory=SystemClock)

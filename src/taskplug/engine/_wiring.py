@@ -102,6 +102,7 @@ async def open_plugins(
     setup = SetupContext(
         enqueue_owner=wakeups.enqueue_owner,
         owner_kind="",
+        kube_client=kube_client,
         clock=clock,
         config=config,
         pod_templates=pod_templates,

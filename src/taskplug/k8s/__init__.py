@@ -9,7 +9,7 @@ the plugin manager creates is :func:`build_object`'s; a simulated operator for t
 See ``docs/plugins.md``.
 """
 
-from taskplug.k8s._client import EVENT, POD, KubeClient, ResourceType, WatchEvent
+from taskplug.core import EVENT, POD, KubeClient, ResourceType, WatchEvent
 from taskplug.k8s._config import (
     K8S_SECTION,
     LOGS_SECTION,

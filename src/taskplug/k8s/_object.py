@@ -17,8 +17,7 @@ from typing import Any, Final
 
 from flyteidl.core import tasks_pb2
 
-from taskplug.core import TaskExecutionContext, TaskExecutionMetadata
-from taskplug.k8s._client import ResourceType
+from taskplug.core import ResourceType, TaskExecutionContext, TaskExecutionMetadata
 from taskplug.k8s._config import K8sPluginConfig
 from taskplug.k8s._exec_context import PluginTaskExecutionContext
 from taskplug.k8s._names import convert_to_dns1123_subdomain_compatible

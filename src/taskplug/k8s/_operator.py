@@ -18,8 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from taskplug.core import Clock, SystemClock
-from taskplug.k8s._client import KubeClient, ResourceType, WatchEvent
+from taskplug.core import Clock, KubeClient, ResourceType, SystemClock, WatchEvent
 from taskplug.k8s._errors import is_not_found
 
 __all__ = ["NextStatus", "Operator", "StatusStepOperator"]

@@ -22,6 +22,7 @@ from taskplug.core import (
     ConfigSection,
     ErrorCode,
     InputReader,
+    KubeClient,
     OutputWriter,
     Phase,
     PhaseInfo,
@@ -29,12 +30,12 @@ from taskplug.core import (
     PluginError,
     PluginKind,
     PodTemplates,
+    ResourceType,
     SystemClock,
     TaskExecutionContext,
     TaskExecutionMetadata,
     TaskReader,
 )
-from taskplug.k8s._client import KubeClient, ResourceType
 from taskplug.k8s._operator import Operator
 
 __all__ = [

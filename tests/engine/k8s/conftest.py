@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import pytest
 
-from taskplug.k8s._client import KubeClient, ResourceType, WatchEvent
+from taskplug.k8s import KubeClient, ResourceType, WatchEvent
 
 
 class CountingKubeClient:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from taskplug.core import FakeClock
 from taskplug.engine.k8s._events import EventWatcher
 from taskplug.engine.k8s._informer import InformerFactory
-from taskplug.k8s._client import EVENT
+from taskplug.k8s import EVENT
 
 if TYPE_CHECKING:
     from conftest import CountingKubeClient

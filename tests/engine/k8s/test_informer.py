@@ -9,7 +9,7 @@ import pytest
 
 from taskplug.core import FakeClock
 from taskplug.engine.k8s._informer import Informer, InformerFactory
-from taskplug.k8s._client import ResourceType
+from taskplug.k8s import ResourceType
 
 if TYPE_CHECKING:
     from conftest import CountingKubeClient

@@ -13,8 +13,7 @@ import pytest
 from taskplug.core import ConfigError, FakeClock
 from taskplug.engine.k8s._informer import Informer
 from taskplug.engine.k8s._lightkube import LightkubeClient
-from taskplug.k8s import KubeApiError
-from taskplug.k8s._client import ResourceType, WatchEvent
+from taskplug.k8s import KubeApiError, ResourceType, WatchEvent
 
 pytestmark = pytest.mark.integration
 

@@ -39,8 +39,7 @@ from taskplug.engine.k8s._plugin_manager import (
     effective_pod_limits,
     k8s_core_entry,
 )
-from taskplug.k8s import KubeApiError
-from taskplug.k8s._client import EVENT, POD, ResourceType
+from taskplug.k8s import EVENT, POD, KubeApiError, ResourceType
 from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
 from taskplug.k8s._plugin import (
     AbortBehavior,

@@ -1,9 +1,9 @@
-"""The narrow Kubernetes client contract the machinery uses (its errors: ``taskplug.k8s._errors``).
+"""The narrow Kubernetes client contract plugins and the engine use (Flyte's ``pluginmachinery/core/kube_client.go``).
 
 Objects are plain JSON dicts with the API's camelCase keys. A resource type is identified by
 :class:`ResourceType` (apiVersion + kind + plural + namespaced). Exactly one production adapter implements
 :class:`KubeClient` over lightkube (``taskplug.engine.k8s._lightkube``); the embedded local cluster implements it
-in-process. Client-library exceptions never leak past an adapter: they become :class:`KubeApiError`.
+in-process. Client-library exceptions never leak past an adapter: they become ``taskplug.k8s.KubeApiError``.
 """
 
 from __future__ import annotations
