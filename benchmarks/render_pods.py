@@ -1,29 +1,38 @@
-"""Build and serialize 10,000 pods through the full pipeline; print microseconds per pod.
+"""Build and serialize 10,000 objects through the full pipeline; print microseconds per object.
+
+Three workloads, each through ``taskplug.k8s.build_object`` (the plugin manager's own path) and orjson:
+a pod (below), a PyTorchJob (master + 3 workers) and a RayJob (head + 2 worker groups), both with the same
+platform config and resources, so every replica's pod goes through the pod pipeline.
 
 The workload: image, command and args, 3 env vars, cpu/memory requests and limits, a GPU limit, 2 default
 labels and annotations, a default toleration, a node selector, and a base pod template (label, annotation,
 service account, priority class, dnsPolicy, pod securityContext, 2 volumes, a primary container with 1 env
 var, 2 mounts and a securityContext) to merge.
 
-Timed per pod: the pod plugin's build_resource (every piece of platform config, template merge), the plugin
-manager's object metadata (name, namespace, labels, annotations, finalizer), and JSON serialization.
+Timed per object: the plugin's build_resource (every piece of platform config, template merge, per replica
+for the jobs), the plugin manager's object metadata (name, namespace, labels, annotations, finalizer), and
+JSON serialization.
 
     .venv/bin/python benchmarks/render_pods.py [N]
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import statistics
 import sys
 import time
 from dataclasses import replace
+from typing import Any
 
 import orjson
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from taskplug.core import StaticTaskExecutionContext, TaskExecutionID
 from taskplug.executor import Platform, parse_spec, task_context_for
-from taskplug.k8s import K8S_SECTION, POD, PodTemplateStore, build_object
+from taskplug.k8s import K8S_SECTION, PodTemplateStore, build_object
 
 SPEC = {
     "template": {
@@ -90,22 +99,54 @@ TEMPLATE = {
 }
 
 
-def main(n: int) -> None:
-    from taskplug.core import PluginRegistry
-    from taskplug.plugins.pod import plugin_entries
+def _custom(message: Message) -> dict[str, Any]:
+    return json_format.MessageToDict(message)
 
-    registry = PluginRegistry()
-    for entry in plugin_entries():
-        registry.register(entry)
-    platform = Platform.load(registry=registry, document=CONFIG)
-    store = PodTemplateStore("flyte")
-    store.store(TEMPLATE)
-    platform.pod_templates = store
-    spec = parse_spec(SPEC)
-    plugin = platform.k8s_entry_for(spec.template.type).load_plugin(platform.k8s_setup())
+
+def _job_spec(task_type: str, version: int, custom: dict[str, Any]) -> dict[str, Any]:
+    document = copy.deepcopy(SPEC)
+    document["template"]["type"] = task_type
+    document["template"]["taskTypeVersion"] = version
+    document["template"]["custom"] = custom
+    return document
+
+
+def _pytorch_custom() -> dict[str, Any]:
+    from flyteidl.plugins.kubeflow import pytorch_pb2
+
+    replica = pytorch_pb2.DistributedPyTorchTrainingReplicaSpec
+    return _custom(
+        pytorch_pb2.DistributedPyTorchTrainingTask(
+            master_replicas=replica(replicas=1), worker_replicas=replica(replicas=3)
+        )
+    )
+
+
+def _ray_custom() -> dict[str, Any]:
+    from flyteidl.plugins import ray_pb2
+
+    return _custom(
+        ray_pb2.RayJob(
+            ray_cluster=ray_pb2.RayCluster(
+                head_group_spec=ray_pb2.HeadGroupSpec(ray_start_params={"num-cpus": "1"}),
+                worker_group_spec=[
+                    ray_pb2.WorkerGroupSpec(group_name="small", replicas=2, min_replicas=1, max_replicas=4),
+                    ray_pb2.WorkerGroupSpec(group_name="large", replicas=1, min_replicas=1, max_replicas=2),
+                ],
+            ),
+            runtime_env_yaml="pip: [numpy]",
+        )
+    )
+
+
+def bench(label: str, platform: Platform, document: dict[str, Any], n: int, check: Any) -> None:
+    """Time ``n`` objects of one workload (after 200 warm-ups); print the three runs and the median."""
+    spec = parse_spec(document)
+    entry = platform.k8s_entry_for(spec.template.type)
+    plugin = entry.load_plugin(platform.k8s_setup())
     k8s_config = platform.config.get(K8S_SECTION)
 
-    # One task context per pod, made before timing (the executor builds it once per execution anyway).
+    # One task context per object, made before timing (the executor builds it once per execution anyway).
     contexts = []
     for i in range(n + 200):
         meta = spec.metadata
@@ -116,13 +157,11 @@ def main(n: int) -> None:
 
     def build(tctx: StaticTaskExecutionContext) -> bytes:
         # The plugin manager's own path: launch metadata, build_resource, object metadata, kind.
-        return orjson.dumps(build_object(plugin, tctx, k8s_config, watched=POD))
+        return orjson.dumps(build_object(plugin, tctx, k8s_config, watched=entry.resource_to_watch))
 
     for tctx in contexts[:200]:  # warm-up
         build(tctx)
-    sample = orjson.loads(build(contexts[0]))
-    assert sample["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1", sample
-    assert sample["spec"]["priorityClassName"] == "high"
+    check(orjson.loads(build(contexts[0])))
 
     runs = []
     for _ in range(3):
@@ -132,8 +171,53 @@ def main(n: int) -> None:
             build(tctx)
         runs.append((time.perf_counter() - start) / n * 1e6)
     print(
-        f"render_pods N={n} runs(us/pod)={', '.join(f'{r:.1f}' for r in runs)} median={statistics.median(runs):.1f} us/pod"
+        f"render {label:<32} N={n} runs(us/object)={', '.join(f'{r:.1f}' for r in runs)} "
+        f"median={statistics.median(runs):.1f} us/object"
     )
+
+
+def _check_pod(pod: dict[str, Any]) -> None:
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1", pod
+    assert pod["spec"]["priorityClassName"] == "high"
+
+
+def _check_pytorch(job: dict[str, Any]) -> None:
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert (specs["Master"]["replicas"], specs["Worker"]["replicas"]) == (1, 3), specs
+
+
+def _check_ray(job: dict[str, Any]) -> None:
+    groups = job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert [g["groupName"] for g in groups] == ["small", "large"], groups
+
+
+def main(n: int) -> None:
+    from taskplug.core import PluginRegistry
+    from taskplug.plugins.kubeflow import pytorch_entries
+    from taskplug.plugins.pod import plugin_entries
+    from taskplug.plugins.ray import plugin_entries as ray_entries
+
+    registry = PluginRegistry()
+    for entry in [*plugin_entries(), *pytorch_entries(), *ray_entries()]:
+        registry.register(entry)
+    document = copy.deepcopy(CONFIG)
+    document.setdefault("tasks", {})["task-plugins"] = {
+        "enabled-plugins": ["container", "sidecar", "pytorch", "ray"],
+        "default-for-task-types": {"container": "container", "sidecar": "sidecar"},
+    }
+    platform = Platform.load(registry=registry, document=document)
+    store = PodTemplateStore("flyte")
+    store.store(TEMPLATE)
+    platform.pod_templates = store
+    bench("pod", platform, SPEC, n, _check_pod)
+    bench(
+        "PyTorchJob (master + 3 workers)",
+        platform,
+        _job_spec("pytorch", 1, _pytorch_custom()),
+        n,
+        _check_pytorch,
+    )
+    bench("RayJob (head + 2 worker groups)", platform, _job_spec("ray", 0, _ray_custom()), n, _check_ray)
 
 
 if __name__ == "__main__":
