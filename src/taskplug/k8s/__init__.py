@@ -5,7 +5,8 @@ Implement :class:`K8sPlugin` and register a :class:`K8sPluginEntry`; build pods 
 :class:`PlatformPodConfig`; map a Pod's status with :func:`get_task_phase_with_logs` or the ``demystify_*``
 helpers; report with :func:`maybe_update_phase_version`; render log links with :func:`task_logs`. The object
 the plugin manager creates is :func:`build_object`'s; a simulated operator for the embedded cluster is a
-:class:`StatusStepOperator`. What runs plugins (plugin manager, informer, back-off) is ``taskplug.engine``.
+:class:`StatusStepOperator`, or a :class:`ReconcilingOperator` when it creates pods and follows them. What
+runs plugins (plugin manager, informer, back-off) is ``taskplug.engine``.
 See ``docs/plugins.md``.
 """
 
@@ -65,6 +66,7 @@ from taskplug.k8s._pod_builder import (
     PRIMARY_CONTAINER_KEY,
     PlatformPodConfig,
     RawPod,
+    add_tolerations_for_extended_resources,
     apply_flyte_pod_configuration,
     build_identity_pod,
     build_raw_pod,
@@ -83,6 +85,22 @@ from taskplug.k8s._pod_status import (
     get_task_phase_with_logs,
 )
 from taskplug.k8s._pod_template import PodTemplateStore, deep_copy, merge_overlay_pod_spec_onto_base
+from taskplug.k8s._reconciling import (
+    ObjectKey,
+    ReconcilingOperator,
+    Requeue,
+    create_or_get,
+    delete_if_present,
+    loopback_port,
+    owned_by,
+    owner_reference,
+)
+from taskplug.k8s._resources import (
+    Resources,
+    apply_k8s_resource_overrides,
+    resources_to_k8s,
+    to_k8s_resource_requirements,
+)
 from taskplug.k8s._secrets import k8s_task_execution_metadata, sanitize_label_value
 from taskplug.k8s._tasklog import LogInput, parse_k8s_time, task_logs
 
@@ -109,6 +127,7 @@ __all__ = [
     "LogInput",
     "NextStatus",
     "NodeSelectorRequirement",
+    "ObjectKey",
     "Operator",
     "PlatformPodConfig",
     "PluginAbortOverride",
@@ -118,20 +137,27 @@ __all__ = [
     "PluginsRootConfig",
     "PodTemplateStore",
     "RawPod",
+    "ReconcilingOperator",
+    "Requeue",
     "ResourceType",
+    "Resources",
     "StaticPluginContext",
     "StatusStepOperator",
     "TemplateLogPluginConfig",
     "Toleration",
     "WatchEvent",
     "add_object_metadata",
+    "add_tolerations_for_extended_resources",
     "api_error_of",
     "apply_flyte_pod_configuration",
+    "apply_k8s_resource_overrides",
     "build_identity_pod",
     "build_object",
     "build_raw_pod",
     "convert_to_dns1123_subdomain_compatible",
+    "create_or_get",
     "deep_copy",
+    "delete_if_present",
     "demystify_failure",
     "demystify_pending",
     "demystify_pod_status",
@@ -152,15 +178,20 @@ __all__ = [
     "is_server_timeout",
     "is_too_many_requests",
     "k8s_task_execution_metadata",
+    "loopback_port",
     "maybe_update_phase_version",
     "merge_overlay_pod_spec_onto_base",
+    "owned_by",
     "owner_key",
     "owner_key_of",
+    "owner_reference",
     "parse_k8s_time",
     "pod_spec_from_struct",
     "registered_kind",
+    "resources_to_k8s",
     "sanitize_label_value",
     "service_account_name",
     "task_logs",
     "to_k8s_pod_spec",
+    "to_k8s_resource_requirements",
 ]

@@ -22,7 +22,14 @@ from typing import Any
 
 from flyteidl.core import tasks_pb2
 
-from taskplug.core import BadTaskSpecification, Quantity, QuantityError, ResourceRequirements
+from taskplug.core import (
+    BadTaskSpecification,
+    Quantity,
+    QuantityError,
+    ResourceRequirements,
+    TaskExecutionMetadata,
+)
+from taskplug.k8s._config import K8sPluginConfig
 
 __all__ = [
     "GPU_KEY",
@@ -30,6 +37,7 @@ __all__ = [
     "ResourceCustomizationMode",
     "Resources",
     "adjust_or_default_resource",
+    "apply_k8s_resource_overrides",
     "apply_resource_overrides",
     "ensure_resource_range",
     "merge_resources",
@@ -214,6 +222,24 @@ def apply_resource_overrides(
         if optional in resources["requests"] or optional in resources["limits"]:
             _adjust(optional, resources, resolved, assign_if_unset)
     return resources
+
+
+def apply_k8s_resource_overrides(
+    meta: TaskExecutionMetadata, resources: Resources, k8s: K8sPluginConfig
+) -> Resources:
+    """Flyte's ApplyK8sResourceOverrides (utils.go): ``resources`` completed and capped, in assign mode, by
+    the execution's platform resources (then ``plugins.k8s``'s default cpu/memory); ``resources`` is left
+    unchanged, as Go's copy is. What a plugin applies to resources a task declares for one part of its
+    object (a replica, a scheduler)."""
+    copied: Resources = {kind: dict(resources.get(kind) or {}) for kind in ("requests", "limits")}
+    return apply_resource_overrides(
+        copied,
+        resources_from_requirements(meta.platform_resources),
+        assign_if_unset=True,
+        default_cpu=k8s.default_cpus,
+        default_memory=k8s.default_memory,
+        gpu_resource_name=k8s.gpu_resource_name,
+    )
 
 
 def sanitize_gpu_resource_requirements(resources: Resources, gpu_resource_name: str) -> None:

@@ -45,12 +45,14 @@ from datetime import datetime
 from typing import Any
 
 from taskplug.core import Clock
-from taskplug.k8s import POD, KubeClient, deep_copy
-from taskplug.plugins.dask._operator_kit import (
-    Key,
+from taskplug.k8s import (
+    POD,
+    KubeClient,
+    ObjectKey,
     ReconcilingOperator,
     Requeue,
     create_or_get,
+    deep_copy,
     delete_if_present,
     loopback_port,
     owned_by,
@@ -132,7 +134,7 @@ class DaskLocalOperator(ReconcilingOperator):
     def __init__(self, clock: Clock | None = None) -> None:
         super().__init__(DASK_JOB, clock=clock)
 
-    def owner_of_pod(self, pod: Mapping[str, Any]) -> Key | None:
+    def owner_of_pod(self, pod: Mapping[str, Any]) -> ObjectKey | None:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         # Only the runner's phase moves the job; the cluster name is the job's name.

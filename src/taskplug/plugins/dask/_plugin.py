@@ -25,6 +25,7 @@ from taskplug.core import (
     PhaseInfo,
     PluginError,
     Quantity,
+    QuantityError,
     TaskExecutionContext,
     TaskExecutionMetadata,
     TaskInfo,
@@ -37,19 +38,18 @@ from taskplug.k8s import (
     PlatformPodConfig,
     PluginContext,
     PluginTaskExecutionContext,
+    Resources,
+    apply_k8s_resource_overrides,
     deep_copy,
     get_container,
     maybe_update_phase_version,
+    resources_to_k8s,
     task_logs,
     to_k8s_pod_spec,
+    to_k8s_resource_requirements,
 )
 from taskplug.plugins.dask._config import DASK_SECTION, DaskConfig
 from taskplug.plugins.dask._local_operator import DaskLocalOperator
-from taskplug.plugins.dask._resources import (
-    apply_k8s_resource_overrides,
-    resources_to_k8s,
-    to_k8s_resource_requirements,
-)
 from taskplug.plugins.dask._states import CLUSTER_CREATED, DASK_JOB, FAILED, JOB_CREATED, SUCCESSFUL
 
 __all__ = [
@@ -127,8 +127,20 @@ def _replica_resources(
     if not resources.requests and not resources.limits:
         current: dict[str, dict[str, str]] = deep_copy(dict(container.get("resources") or {}))
         return current
-    requirements = to_k8s_resource_requirements(resources)
-    return resources_to_k8s(apply_k8s_resource_overrides(meta, requirements, platform.k8s))
+    return resources_to_k8s(apply_k8s_resource_overrides(meta, _requirements(resources), platform.k8s))
+
+
+def _requirements(resources: tasks_pb2.Resources) -> Resources:
+    """Flyte's ToK8sResourceRequirements; a value that is no quantity is a BadTaskSpecification."""
+    # Flyte's ToK8sResourceList parses every value before it looks at the name, so a value that is no
+    # quantity fails the task even on an entry with no Kubernetes name (STORAGE); taskplug.k8s's conversion
+    # skips such entries unparsed, so every value is parsed here first.
+    for entry in (*resources.requests, *resources.limits):
+        try:
+            Quantity(entry.value)
+        except QuantityError as e:
+            raise BadTaskSpecification("Failed to parse resource as a valid quantity.", cause=e) from e
+    return to_k8s_resource_requirements(resources)
 
 
 def _quantity(value: Any) -> Quantity:

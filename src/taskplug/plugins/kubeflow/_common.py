@@ -30,26 +30,31 @@ from taskplug.core import (
     ErrorCode,
     PhaseInfo,
     PluginError,
+    QuantityError,
+    ResourceRequirements,
     TaskExecutionContext,
+    TaskExecutionMetadata,
     TaskInfo,
     TaskLog,
     TaskplugError,
 )
 from taskplug.k8s import (
+    K8sPluginConfig,
     LogConfig,
     LogInput,
     PlatformPodConfig,
     PluginContext,
     PluginTaskExecutionContext,
+    apply_k8s_resource_overrides,
     deep_copy,
     maybe_update_phase_version,
     parse_k8s_time,
     task_logs,
     to_k8s_pod_spec,
+    to_k8s_resource_requirements,
 )
 from taskplug.plugins.kubeflow._config import KfOperatorConfig
 from taskplug.plugins.kubeflow._kinds import JobKind
-from taskplug.plugins.kubeflow._resources import replica_resources
 
 __all__ = [
     "LogTarget",
@@ -162,6 +167,27 @@ def restart_policy(value: int) -> str:
     return _RESTART_POLICIES.get(value, "")
 
 
+def _replica_resources(
+    resources: tasks_pb2.Resources, meta: TaskExecutionMetadata, k8s: K8sPluginConfig
+) -> ResourceRequirements:
+    """A replica's resources as the override resources its pods are built with: Flyte's
+    ``ToK8sResourceRequirements`` then ``ApplyK8sResourceOverrides`` (an unset request takes the limit, else
+    the platform default; an unset limit copies the request; both capped at the platform limit), with the
+    error common_operator.go gives a value that is no quantity."""
+    try:
+        requirements = to_k8s_resource_requirements(resources)
+    except BadTaskSpecification as e:
+        if not isinstance(e.cause, QuantityError):
+            raise
+        shown = json_format.MessageToJson(resources, indent=None, sort_keys=True)
+        raise BadTaskSpecification(
+            f"invalid TaskSpecification on Resources [{shown}], "
+            f"Err: [Failed to parse resource as a valid quantity. {e.cause}]"
+        ) from e.cause
+    completed = apply_k8s_resource_overrides(meta, requirements, k8s)
+    return ResourceRequirements(completed["requests"], completed["limits"])
+
+
 def to_replica_spec_with_overrides(
     tctx: TaskExecutionContext,
     platform: PlatformPodConfig,
@@ -180,7 +206,7 @@ def to_replica_spec_with_overrides(
     context: TaskExecutionContext = tctx
     if len(resources.requests) + len(resources.limits) > 0:
         context = PluginTaskExecutionContext(
-            tctx, resources=replica_resources(resources, tctx.metadata, platform.k8s)
+            tctx, resources=_replica_resources(resources, tctx.metadata, platform.k8s)
         )
     spec = to_replica_spec(context, platform, container_name)
     command: Sequence[str] = list(replica.command) if "command" in replica.DESCRIPTOR.fields_by_name else []

@@ -75,16 +75,19 @@ from typing import Any, Final
 import yaml
 
 from taskplug.core import Clock, Quantity, QuantityError
-from taskplug.k8s import POD, KubeClient, deep_copy, parse_k8s_time
-from taskplug.plugins.ray._operator_kit import (
-    Key,
+from taskplug.k8s import (
+    POD,
+    KubeClient,
+    ObjectKey,
     ReconcilingOperator,
     Requeue,
     create_or_get,
+    deep_copy,
     delete_if_present,
     loopback_port,
     owned_by,
     owner_reference,
+    parse_k8s_time,
 )
 from taskplug.plugins.ray._states import (
     COMPLETE,
@@ -257,7 +260,7 @@ class RayLocalOperator(ReconcilingOperator):
     def __init__(self, clock: Clock | None = None) -> None:
         super().__init__(RAY_JOB, clock=clock)
 
-    def owner_of_pod(self, pod: Mapping[str, Any]) -> Key | None:
+    def owner_of_pod(self, pod: Mapping[str, Any]) -> ObjectKey | None:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         namespace = str(meta.get("namespace") or "")

@@ -29,6 +29,8 @@ from taskplug.core import (
     ErrorCode,
     PhaseInfo,
     PluginError,
+    Quantity,
+    QuantityError,
     TaskExecutionContext,
     TaskExecutionMetadata,
     TaskInfo,
@@ -40,22 +42,20 @@ from taskplug.k8s import (
     LogInput,
     PlatformPodConfig,
     PluginContext,
+    add_tolerations_for_extended_resources,
     deep_copy,
     maybe_update_phase_version,
     merge_overlay_pod_spec_onto_base,
     parse_k8s_time,
     pod_spec_from_struct,
+    resources_to_k8s,
     service_account_name,
     task_logs,
     to_k8s_pod_spec,
+    to_k8s_resource_requirements,
 )
 from taskplug.plugins.ray._config import RAY_SECTION, RayConfig, RayLogConfig
 from taskplug.plugins.ray._local_operator import RayLocalOperator
-from taskplug.plugins.ray._resources import (
-    add_tolerations_for_extended_resources,
-    resources_to_k8s,
-    to_k8s_resource_requirements,
-)
 from taskplug.plugins.ray._states import (
     COMPLETE,
     FAILED,
@@ -286,7 +286,7 @@ def _head_template(
     container["ports"] = [*(container.get("ports") or []), *deep_copy(list(_RAY_PORTS))]
     _inject_logs_sidecar(container, spec, config.logs_sidecar)
     k8s_pod = head.k8s_pod if head is not None and head.HasField("k8s_pod") else None
-    spec = add_tolerations_for_extended_resources(_merge_custom_pod_spec(spec, k8s_pod), platform.k8s)
+    spec = add_tolerations_for_extended_resources(_merge_custom_pod_spec(spec, k8s_pod), platform)
     return {"metadata": _template_meta(object_meta, meta, platform, k8s_pod), "spec": spec}
 
 
@@ -326,8 +326,16 @@ def _worker_template(
     container["lifecycle"] = {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
     container["ports"] = [*(container.get("ports") or []), *deep_copy(list(_RAY_PORTS))]
     k8s_pod = group.k8s_pod if group.HasField("k8s_pod") else None
-    spec = add_tolerations_for_extended_resources(_merge_custom_pod_spec(spec, k8s_pod), platform.k8s)
+    spec = add_tolerations_for_extended_resources(_merge_custom_pod_spec(spec, k8s_pod), platform)
     return {"metadata": _template_meta(object_meta, meta, platform, k8s_pod), "spec": spec}
+
+
+def _is_quantity(value: str) -> bool:
+    try:
+        Quantity(value)
+    except QuantityError:
+        return False
+    return True
 
 
 def _autoscaler_options(options: ray_pb2.AutoscalerOptions) -> KubeObject:
@@ -339,12 +347,12 @@ def _autoscaler_options(options: ray_pb2.AutoscalerOptions) -> KubeObject:
         out["upscalingMode"] = mode
     if options.image:
         out["image"] = options.image
-    try:
-        resources = to_k8s_resource_requirements(options.resources if options.HasField("resources") else None)
-    except PluginError:
-        pass  # Flyte leaves the resources out when they do not convert
-    else:
-        out["resources"] = resources_to_k8s(resources)
+    given = options.resources if options.HasField("resources") else None
+    # Flyte leaves the resources out when they do not convert. Its ToK8sResourceList parses every value
+    # before it looks at the name, so a value that is no quantity leaves them out even on an entry with no
+    # Kubernetes name (STORAGE); taskplug.k8s's conversion skips such entries unparsed, hence the check here.
+    if given is None or all(_is_quantity(entry.value) for entry in (*given.requests, *given.limits)):
+        out["resources"] = resources_to_k8s(to_k8s_resource_requirements(given))
     env = [{"name": kv.key, "value": kv.value} for kv in options.env]
     if env:
         out["env"] = env

@@ -1,4 +1,7 @@
-"""An embedded-cluster operator that follows the pods it creates: the plumbing of the Dask and Ray operators.
+"""An operator for the embedded cluster that creates objects and follows the pods it created (a reconciler).
+
+Follows controller-runtime's reconcile loop (``pkg/internal/controller``), not a Flyte file: Flyte runs
+against real operators, the embedded cluster needs stand-ins for them.
 
 ``LocalCluster.register_operator`` calls an operator with every change of one kind (here the job), but an
 operator such as the dask or Ray operator also acts when *its pods* change (the job runner succeeded, the
@@ -18,8 +21,8 @@ once the cluster is gone; the pod watch re-lists after ``watch_timeout`` seconds
 The local cluster has no garbage collector: when a job is deleted, :meth:`ReconcilingOperator.cleanup`
 deletes what the real garbage collector would (the objects whose owner references lead to it).
 
-Each of the two plugin packages carries an identical copy of this module (a plugin may not import another
-package's underscored module); it belongs in ``taskplug.k8s`` beside ``StatusStepOperator``.
+It lives here, beside :class:`taskplug.k8s.StatusStepOperator` (an operator that only steps a status), for
+plugins whose operator makes objects of its own: the Ray and Dask plugins' operators are built on it.
 """
 
 from __future__ import annotations
@@ -31,19 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from taskplug.core import Clock, SystemClock
-from taskplug.k8s import (
-    POD,
-    KubeClient,
-    ResourceType,
-    WatchEvent,
-    is_already_exists,
-    is_conflict,
-    is_not_found,
-)
+from taskplug.core import POD, Clock, KubeClient, ResourceType, SystemClock, WatchEvent
+from taskplug.k8s._errors import is_already_exists, is_conflict, is_not_found
 
 __all__ = [
-    "Key",
+    "ObjectKey",
     "ReconcilingOperator",
     "Requeue",
     "create_or_get",
@@ -55,7 +50,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-Key = tuple[str, str]
+ObjectKey = tuple[str, str]
+"""``(namespace, name)``: what the work queue holds (controller-runtime's ``client.ObjectKey``)."""
 KubeObject = dict[str, Any]
 
 _RETRY_SECONDS = 0.5
@@ -125,15 +121,15 @@ class ReconcilingOperator:
         self.rtype = rtype
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.watch_timeout = watch_timeout
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
-        self._pending: set[Key] = set()
-        self._gone: dict[Key, str] = {}
-        self._timers: dict[Key, asyncio.Task[None]] = {}
+        self._queue: asyncio.Queue[ObjectKey] = asyncio.Queue()
+        self._pending: set[ObjectKey] = set()
+        self._gone: dict[ObjectKey, str] = {}
+        self._timers: dict[ObjectKey, asyncio.Task[None]] = {}
         self._group: asyncio.TaskGroup | None = None
         self._runner: asyncio.Task[None] | None = None
 
     # -- what a subclass implements ---------------------------------------------------------------
-    def owner_of_pod(self, pod: Mapping[str, Any]) -> Key | None:
+    def owner_of_pod(self, pod: Mapping[str, Any]) -> ObjectKey | None:
         """The key of the object a pod belongs to (None: not one of ours)."""
         raise NotImplementedError
 
@@ -164,7 +160,7 @@ class ReconcilingOperator:
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
 
-    def enqueue(self, key: Key) -> None:
+    def enqueue(self, key: ObjectKey) -> None:
         if key not in self._pending:
             self._pending.add(key)
             self._queue.put_nowait(key)
@@ -219,7 +215,7 @@ class ReconcilingOperator:
             if requeue is not None:
                 self._requeue_after(key, requeue)
 
-    def _requeue_after(self, key: Key, requeue: Requeue) -> None:
+    def _requeue_after(self, key: ObjectKey, requeue: Requeue) -> None:
         group = self._group
         if group is None:
             return
@@ -228,7 +224,7 @@ class ReconcilingOperator:
             previous.cancel()
         self._timers[key] = group.create_task(self._later(key, requeue), name=f"requeue-{key[1]}")
 
-    async def _later(self, key: Key, requeue: Requeue) -> None:
+    async def _later(self, key: ObjectKey, requeue: Requeue) -> None:
         if requeue.real_time:
             await asyncio.sleep(requeue.seconds)
         else:
