@@ -399,3 +399,32 @@ def test_dynamic_handlers_come_after_type_defaults_and_before_the_global_default
     assert resolver.resolve("bigquery_query_job_task") is connector
     assert resolver.resolve("python-task").id == "container"
     assert resolver.resolve("ray").id == "container"
+
+
+def test_discovering_the_installed_plugins_loads_no_operator_server_or_client_library() -> None:
+    """Every command discovers the plugins: that must not load an operator for the embedded cluster, the
+    cluster itself, or a heavy client library (they load when a run needs them)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from taskplug.core import PluginRegistry; PluginRegistry.discover(); "
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+        ).stdout.split()
+    )
+    heavy = {m for m in loaded if m.endswith("._local_operator") or m.endswith("._reconcile")}
+    heavy |= loaded & {
+        "taskplug.localcluster",
+        "aiohttp",
+        "lightkube",
+        "grpc",
+        "asyncio",
+        "torch",
+        "distributed",
+    }
+    assert heavy == set(), heavy
+    assert "taskplug.plugins.kubeflow" in loaded and "taskplug.plugins.dask" in loaded  # they were discovered

@@ -54,6 +54,7 @@ from taskplug.core._errors import (
     TaskplugError,
 )
 from taskplug.core._kube_client import EVENT, POD, KubeClient, ResourceType, WatchEvent
+from taskplug.core._lazy import lazy_exports
 from taskplug.core._literals import (
     literal_map_from_plain,
     literal_map_to_plain,
@@ -182,6 +183,7 @@ __all__ = [
     "field_docs",
     "format_go_duration",
     "format_literal",
+    "lazy_exports",
     "list_of_maps_to_map",
     "literal_map_from_plain",
     "literal_map_to_plain",

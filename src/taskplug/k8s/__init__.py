@@ -10,7 +10,9 @@ runs plugins (plugin manager, informer, back-off) is ``taskplug.engine``.
 See ``docs/plugins.md``.
 """
 
-from taskplug.core import EVENT, POD, KubeClient, ResourceType, WatchEvent
+from typing import TYPE_CHECKING
+
+from taskplug.core import EVENT, POD, KubeClient, ResourceType, WatchEvent, lazy_exports
 from taskplug.k8s._config import (
     K8S_SECTION,
     LOGS_SECTION,
@@ -85,16 +87,6 @@ from taskplug.k8s._pod_status import (
     get_task_phase_with_logs,
 )
 from taskplug.k8s._pod_template import PodTemplateStore, deep_copy, merge_overlay_pod_spec_onto_base
-from taskplug.k8s._reconciling import (
-    ObjectKey,
-    ReconcilingOperator,
-    Requeue,
-    create_or_get,
-    delete_if_present,
-    loopback_port,
-    owned_by,
-    owner_reference,
-)
 from taskplug.k8s._resources import (
     Resources,
     apply_k8s_resource_overrides,
@@ -103,6 +95,18 @@ from taskplug.k8s._resources import (
 )
 from taskplug.k8s._secrets import k8s_task_execution_metadata, sanitize_label_value
 from taskplug.k8s._tasklog import LogInput, parse_k8s_time, task_logs
+
+if TYPE_CHECKING:
+    from taskplug.k8s._reconciling import (
+        ObjectKey,
+        ReconcilingOperator,
+        Requeue,
+        create_or_get,
+        delete_if_present,
+        loopback_port,
+        owned_by,
+        owner_reference,
+    )
 
 __all__ = [
     "EVENT",
@@ -195,3 +199,21 @@ __all__ = [
     "to_k8s_pod_spec",
     "to_k8s_resource_requirements",
 ]
+
+# The reconciling operator kit needs asyncio: it loads when an operator uses it, not with every command.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        name: "taskplug.k8s._reconciling"
+        for name in (
+            "ObjectKey",
+            "ReconcilingOperator",
+            "Requeue",
+            "create_or_get",
+            "delete_if_present",
+            "loopback_port",
+            "owned_by",
+            "owner_reference",
+        )
+    },
+)

@@ -76,7 +76,7 @@ def test_the_entry_registers_task_type_dask_watching_dask_jobs_not_by_default() 
     )
     assert entry.config_sections == (DASK_SECTION,)
     assert entry.custom_kube_client is None
-    assert entry.local_operator is DaskLocalOperator
+    assert entry.local_operator is not None and isinstance(entry.local_operator(), DaskLocalOperator)
 
 
 def test_the_loaded_plugin_reads_its_section_and_has_zero_properties() -> None:

@@ -140,7 +140,7 @@ def test_the_entry_registers_task_type_ray_watching_ray_jobs_not_by_default() ->
     assert entry.resource_to_watch == RAY_JOB
     assert (RAY_JOB.api_version, RAY_JOB.kind, RAY_JOB.plural) == ("ray.io/v1", "RayJob", "rayjobs")
     assert entry.config_sections == (RAY_SECTION,)
-    assert entry.local_operator is RayLocalOperator
+    assert entry.local_operator is not None and isinstance(entry.local_operator(), RayLocalOperator)
     assert entry.custom_kube_client is None  # remote clusters: see the test above
 
 

@@ -1,8 +1,15 @@
 """The Dask plugin (task type ``dask``): a dask-kubernetes DaskJob, and an operator for the embedded local
-cluster that really runs the Dask scheduler, workers and job runner as local processes."""
+cluster that really runs the Dask scheduler, workers and job runner as local processes.
 
+Its operator for the embedded cluster loads on first use: discovering plugins (every command) never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from taskplug.core import lazy_exports
 from taskplug.plugins.dask._config import DASK_SECTION, DaskConfig
-from taskplug.plugins.dask._local_operator import DaskLocalOperator, runner_pod_name
 from taskplug.plugins.dask._plugin import (
     DASK_TASK_TYPE,
     DaskPlugin,
@@ -14,6 +21,9 @@ from taskplug.plugins.dask._plugin import (
     worker_args,
 )
 from taskplug.plugins.dask._states import DASK_CLUSTER, DASK_JOB
+
+if TYPE_CHECKING:
+    from taskplug.plugins.dask._local_operator import DaskLocalOperator, runner_pod_name
 
 __all__ = [
     "DASK_CLUSTER",
@@ -31,3 +41,11 @@ __all__ = [
     "runner_pod_name",
     "worker_args",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DaskLocalOperator": "taskplug.plugins.dask._local_operator",
+        "runner_pod_name": "taskplug.plugins.dask._local_operator",
+    },
+)

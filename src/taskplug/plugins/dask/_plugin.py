@@ -35,6 +35,7 @@ from taskplug.k8s import (
     K8sPluginProperties,
     K8sPluginSetup,
     LogInput,
+    Operator,
     PlatformPodConfig,
     PluginContext,
     PluginTaskExecutionContext,
@@ -49,7 +50,6 @@ from taskplug.k8s import (
     to_k8s_resource_requirements,
 )
 from taskplug.plugins.dask._config import DASK_SECTION, DaskConfig
-from taskplug.plugins.dask._local_operator import DaskLocalOperator
 from taskplug.plugins.dask._states import CLUSTER_CREATED, DASK_JOB, FAILED, JOB_CREATED, SUCCESSFUL
 
 __all__ = [
@@ -354,6 +354,14 @@ def _load(setup: K8sPluginSetup) -> DaskPlugin:
     )
 
 
+def _local_operator() -> Operator:
+    """The embedded cluster's dask operator."""
+    # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
+    from taskplug.plugins.dask._local_operator import DaskLocalOperator
+
+    return DaskLocalOperator()
+
+
 def plugin_entries() -> list[K8sPluginEntry]:
     """The Dask plugin's registration: task type ``dask``, not a default, watching DaskJobs."""
     return [
@@ -364,6 +372,6 @@ def plugin_entries() -> list[K8sPluginEntry]:
             load_plugin=_load,
             is_default=False,
             config_sections=(DASK_SECTION,),
-            local_operator=DaskLocalOperator,
+            local_operator=_local_operator,
         )
     ]

@@ -1,6 +1,14 @@
 """The kubeflow plugins (task types ``pytorch``, ``tensorflow``, ``mpi``): training-operator PyTorchJobs,
-TFJobs and MPIJobs, and a training operator for the embedded local cluster that really runs them."""
+TFJobs and MPIJobs, and a training operator for the embedded local cluster that really runs them.
 
+Its operator for the embedded cluster loads on first use: discovering plugins (every command) never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from taskplug.core import lazy_exports
 from taskplug.plugins.kubeflow._common import LogTarget, current_condition, kubeflow_task_phase
 from taskplug.plugins.kubeflow._config import KF_OPERATOR_SECTION, KfOperatorConfig
 from taskplug.plugins.kubeflow._kinds import (
@@ -17,14 +25,6 @@ from taskplug.plugins.kubeflow._kinds import (
     TF_JOB,
     JobKind,
 )
-from taskplug.plugins.kubeflow._local_operator import (
-    CONFIG_MAP,
-    SERVICE,
-    MPIJobOperator,
-    PyTorchJobOperator,
-    TFJobOperator,
-    TrainingOperator,
-)
 from taskplug.plugins.kubeflow._mpi import WORKER_SPEC_COMMAND_KEY, build_mpi_job, mpi_log_targets
 from taskplug.plugins.kubeflow._plugin import (
     MPIPlugin,
@@ -36,16 +36,26 @@ from taskplug.plugins.kubeflow._plugin import (
     tensorflow_entries,
 )
 from taskplug.plugins.kubeflow._pytorch import build_pytorch_job, elastic_policy, pytorch_log_targets
-from taskplug.plugins.kubeflow._reconcile import (
-    HOSTFILE_PATH,
-    LOOPBACK,
-    Plan,
-    ServiceWanted,
-    hostfile,
-    reconcile_job,
-    services_wanted,
-)
 from taskplug.plugins.kubeflow._tensorflow import build_tf_job, tf_log_targets
+
+if TYPE_CHECKING:
+    from taskplug.plugins.kubeflow._local_operator import (
+        CONFIG_MAP,
+        SERVICE,
+        MPIJobOperator,
+        PyTorchJobOperator,
+        TFJobOperator,
+        TrainingOperator,
+    )
+    from taskplug.plugins.kubeflow._reconcile import (
+        HOSTFILE_PATH,
+        LOOPBACK,
+        Plan,
+        ServiceWanted,
+        hostfile,
+        reconcile_job,
+        services_wanted,
+    )
 
 __all__ = [
     "CONFIG_MAP",
@@ -94,3 +104,22 @@ __all__ = [
     "tensorflow_entries",
     "tf_log_targets",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "CONFIG_MAP": "taskplug.plugins.kubeflow._local_operator",
+        "HOSTFILE_PATH": "taskplug.plugins.kubeflow._reconcile",
+        "LOOPBACK": "taskplug.plugins.kubeflow._reconcile",
+        "MPIJobOperator": "taskplug.plugins.kubeflow._local_operator",
+        "Plan": "taskplug.plugins.kubeflow._reconcile",
+        "PyTorchJobOperator": "taskplug.plugins.kubeflow._local_operator",
+        "SERVICE": "taskplug.plugins.kubeflow._local_operator",
+        "ServiceWanted": "taskplug.plugins.kubeflow._reconcile",
+        "TFJobOperator": "taskplug.plugins.kubeflow._local_operator",
+        "TrainingOperator": "taskplug.plugins.kubeflow._local_operator",
+        "hostfile": "taskplug.plugins.kubeflow._reconcile",
+        "reconcile_job": "taskplug.plugins.kubeflow._reconcile",
+        "services_wanted": "taskplug.plugins.kubeflow._reconcile",
+    },
+)

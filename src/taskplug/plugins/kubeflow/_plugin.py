@@ -27,7 +27,6 @@ from taskplug.k8s import (
 from taskplug.plugins.kubeflow._common import LogTarget, kubeflow_task_phase
 from taskplug.plugins.kubeflow._config import KF_OPERATOR_SECTION, KfOperatorConfig
 from taskplug.plugins.kubeflow._kinds import MPI, PYTORCH, TENSORFLOW, JobKind
-from taskplug.plugins.kubeflow._local_operator import MPIJobOperator, PyTorchJobOperator, TFJobOperator
 from taskplug.plugins.kubeflow._mpi import build_mpi_job, mpi_log_targets
 from taskplug.plugins.kubeflow._pytorch import build_pytorch_job, pytorch_log_targets
 from taskplug.plugins.kubeflow._tensorflow import build_tf_job, tf_log_targets
@@ -138,6 +137,19 @@ class MPIPlugin(_KubeflowPlugin):
         return build_mpi_job(tctx, platform=self.platform)
 
 
+def _operator(name: str) -> Callable[[], Operator]:
+    """A factory of the training operator for one job kind (``PyTorchJobOperator``, ...)."""
+
+    def make() -> Operator:
+        # Imported when `taskplug run` registers it on the embedded cluster: discovery never loads it.
+        from taskplug.plugins.kubeflow import _local_operator
+
+        operator: Operator = getattr(_local_operator, name)()
+        return operator
+
+    return make
+
+
 def _entry(plugin: type[_KubeflowPlugin], operator: Callable[[], Operator]) -> K8sPluginEntry:
     kind = plugin.kind
     return K8sPluginEntry(
@@ -153,17 +165,17 @@ def _entry(plugin: type[_KubeflowPlugin], operator: Callable[[], Operator]) -> K
 
 def pytorch_entries() -> list[K8sPluginEntry]:
     """The PyTorch plugin's registration: id and task type ``pytorch``, watching PyTorchJobs."""
-    return [_entry(PyTorchPlugin, PyTorchJobOperator)]
+    return [_entry(PyTorchPlugin, _operator("PyTorchJobOperator"))]
 
 
 def tensorflow_entries() -> list[K8sPluginEntry]:
     """The TensorFlow plugin's registration: id and task type ``tensorflow``, watching TFJobs."""
-    return [_entry(TensorFlowPlugin, TFJobOperator)]
+    return [_entry(TensorFlowPlugin, _operator("TFJobOperator"))]
 
 
 def mpi_entries() -> list[K8sPluginEntry]:
     """The MPI plugin's registration: id and task type ``mpi``, watching MPIJobs."""
-    return [_entry(MPIPlugin, MPIJobOperator)]
+    return [_entry(MPIPlugin, _operator("MPIJobOperator"))]
 
 
 def plugin_entries() -> list[K8sPluginEntry]:

@@ -1,7 +1,15 @@
 """The Ray plugin (task type ``ray``): a KubeRay RayJob, and an operator for the embedded local cluster that
 runs the Ray cluster's pods (small stand-ins for the Ray processes) and the job's entrypoint as local
-processes."""
+processes.
 
+Its operator for the embedded cluster loads on first use: discovering plugins (every command) never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from taskplug.core import lazy_exports
 from taskplug.plugins.ray._config import (
     RAY_SECTION,
     RayAuthConfig,
@@ -11,7 +19,6 @@ from taskplug.plugins.ray._config import (
     RayNodeConfig,
     RemoteClusterConfig,
 )
-from taskplug.plugins.ray._local_operator import FINALIZER, RayLocalOperator, validate_ray_job
 from taskplug.plugins.ray._plugin import (
     GENERATED_NAME_MAX_LENGTH,
     RAY_TASK_TYPE,
@@ -26,6 +33,9 @@ from taskplug.plugins.ray._plugin import (
     worker_start_params,
 )
 from taskplug.plugins.ray._states import JOB, RAY_CLUSTER, RAY_JOB
+
+if TYPE_CHECKING:
+    from taskplug.plugins.ray._local_operator import FINALIZER, RayLocalOperator, validate_ray_job
 
 __all__ = [
     "FINALIZER",
@@ -53,3 +63,12 @@ __all__ = [
     "validate_ray_job",
     "worker_start_params",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "FINALIZER": "taskplug.plugins.ray._local_operator",
+        "RayLocalOperator": "taskplug.plugins.ray._local_operator",
+        "validate_ray_job": "taskplug.plugins.ray._local_operator",
+    },
+)

@@ -40,6 +40,7 @@ from taskplug.k8s import (
     K8sPluginProperties,
     K8sPluginSetup,
     LogInput,
+    Operator,
     PlatformPodConfig,
     PluginContext,
     add_tolerations_for_extended_resources,
@@ -55,7 +56,6 @@ from taskplug.k8s import (
     to_k8s_resource_requirements,
 )
 from taskplug.plugins.ray._config import RAY_SECTION, RayConfig, RayLogConfig
-from taskplug.plugins.ray._local_operator import RayLocalOperator
 from taskplug.plugins.ray._states import (
     COMPLETE,
     FAILED,
@@ -572,6 +572,14 @@ def _load(setup: K8sPluginSetup) -> RayPlugin:
     )
 
 
+def _local_operator() -> Operator:
+    """The embedded cluster's KubeRay operator."""
+    # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
+    from taskplug.plugins.ray._local_operator import RayLocalOperator
+
+    return RayLocalOperator()
+
+
 def plugin_entries() -> list[K8sPluginEntry]:
     """The Ray plugin's registration: task type ``ray``, not a default, watching RayJobs."""
     return [
@@ -582,6 +590,6 @@ def plugin_entries() -> list[K8sPluginEntry]:
             load_plugin=_load,
             is_default=False,
             config_sections=(RAY_SECTION,),
-            local_operator=RayLocalOperator,
+            local_operator=_local_operator,
         )
     ]

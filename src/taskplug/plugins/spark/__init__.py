@@ -1,13 +1,15 @@
 """The Spark plugin (task type ``spark``): a spark-operator SparkApplication, and a simulated operator for
-the embedded local cluster."""
+the embedded local cluster.
 
+Its operator for the embedded cluster loads on first use: discovering plugins (every command) never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from taskplug.core import lazy_exports
 from taskplug.plugins.spark._config import SPARK_SECTION, SparkConfig, SparkFeature, SparkLogConfig
-from taskplug.plugins.spark._local_operator import (
-    ANNOTATION_SIMULATE_FAILURE,
-    ANNOTATION_SIMULATE_SUBMISSION_FAILURE,
-    SparkLocalOperator,
-    next_status,
-)
 from taskplug.plugins.spark._plugin import (
     SPARK_TASK_TYPE,
     SparkPlugin,
@@ -18,6 +20,14 @@ from taskplug.plugins.spark._plugin import (
     spark_task_phase,
 )
 from taskplug.plugins.spark._states import SPARK_APPLICATION
+
+if TYPE_CHECKING:
+    from taskplug.plugins.spark._local_operator import (
+        ANNOTATION_SIMULATE_FAILURE,
+        ANNOTATION_SIMULATE_SUBMISSION_FAILURE,
+        SparkLocalOperator,
+        next_status,
+    )
 
 __all__ = [
     "ANNOTATION_SIMULATE_FAILURE",
@@ -37,3 +47,13 @@ __all__ = [
     "spark_task_info",
     "spark_task_phase",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ANNOTATION_SIMULATE_FAILURE": "taskplug.plugins.spark._local_operator",
+        "ANNOTATION_SIMULATE_SUBMISSION_FAILURE": "taskplug.plugins.spark._local_operator",
+        "SparkLocalOperator": "taskplug.plugins.spark._local_operator",
+        "next_status": "taskplug.plugins.spark._local_operator",
+    },
+)

@@ -37,6 +37,7 @@ from taskplug.k8s import (
     K8sPluginSetup,
     LogConfig,
     LogInput,
+    Operator,
     PlatformPodConfig,
     PluginContext,
     PluginTaskExecutionContext,
@@ -50,7 +51,6 @@ from taskplug.k8s import (
     to_k8s_pod_spec,
 )
 from taskplug.plugins.spark._config import SPARK_SECTION, SparkConfig
-from taskplug.plugins.spark._local_operator import SparkLocalOperator
 from taskplug.plugins.spark._states import (
     COMPLETED_STATE,
     FAILED_STATE,
@@ -490,6 +490,14 @@ def _load(setup: K8sPluginSetup) -> SparkPlugin:
     )
 
 
+def _local_operator() -> Operator:
+    """The embedded cluster's simulated spark-operator."""
+    # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
+    from taskplug.plugins.spark._local_operator import SparkLocalOperator
+
+    return SparkLocalOperator()
+
+
 def plugin_entries() -> list[K8sPluginEntry]:
     """The Spark plugin's registration: task type ``spark``, not a default, watching SparkApplications."""
     return [
@@ -500,6 +508,6 @@ def plugin_entries() -> list[K8sPluginEntry]:
             load_plugin=_load,
             is_default=False,
             config_sections=(SPARK_SECTION,),
-            local_operator=SparkLocalOperator,
+            local_operator=_local_operator,
         )
     ]
