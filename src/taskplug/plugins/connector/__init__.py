@@ -9,9 +9,9 @@ load on first use (PEP 562), so that discovering plugins — which every command
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from taskplug.core import lazy_exports
 from taskplug.plugins.connector._config import (
     CONNECTOR_SECTION,
     DEFAULT_SERVICE_CONFIG,
@@ -49,27 +49,6 @@ if TYPE_CHECKING:
     )
     from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
 
-_LAZY = {
-    "ChannelFactory": "taskplug.plugins.connector._client",
-    "Connector": "taskplug.plugins.connector._registry",
-    "ConnectorClient": "taskplug.plugins.connector._client",
-    "ConnectorPlugin": "taskplug.plugins.connector._plugin",
-    "ConnectorRegistry": "taskplug.plugins.connector._registry",
-    "ConnectorResourceMeta": "taskplug.plugins.connector._plugin",
-    "ConnectorRpcError": "taskplug.plugins.connector._client",
-    "FakeConnectorClient": "taskplug.plugins.connector._fake",
-    "GrpcConnectorClient": "taskplug.plugins.connector._client",
-    "PodSpecBuilder": "taskplug.plugins.connector._plugin",
-    "RecordedCall": "taskplug.plugins.connector._fake",
-    "ResourceWrapper": "taskplug.plugins.connector._plugin",
-    "TaskCategory": "taskplug.plugins.connector._plugin",
-    "build_registry": "taskplug.plugins.connector._registry",
-    "dial": "taskplug.plugins.connector._client",
-    "discover": "taskplug.plugins.connector._registry",
-    "passthrough_pod_spec": "taskplug.plugins.connector._plugin",
-    "resource_phase_info": "taskplug.plugins.connector._plugin",
-    "task_execution_metadata": "taskplug.plugins.connector._plugin",
-}
 
 __all__ = [
     "CONNECTOR_SECTION",
@@ -104,9 +83,27 @@ __all__ = [
     "task_execution_metadata",
 ]
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ChannelFactory": "taskplug.plugins.connector._client",
+        "Connector": "taskplug.plugins.connector._registry",
+        "ConnectorClient": "taskplug.plugins.connector._client",
+        "ConnectorPlugin": "taskplug.plugins.connector._plugin",
+        "ConnectorRegistry": "taskplug.plugins.connector._registry",
+        "ConnectorResourceMeta": "taskplug.plugins.connector._plugin",
+        "ConnectorRpcError": "taskplug.plugins.connector._client",
+        "FakeConnectorClient": "taskplug.plugins.connector._fake",
+        "GrpcConnectorClient": "taskplug.plugins.connector._client",
+        "PodSpecBuilder": "taskplug.plugins.connector._plugin",
+        "RecordedCall": "taskplug.plugins.connector._fake",
+        "ResourceWrapper": "taskplug.plugins.connector._plugin",
+        "TaskCategory": "taskplug.plugins.connector._plugin",
+        "build_registry": "taskplug.plugins.connector._registry",
+        "dial": "taskplug.plugins.connector._client",
+        "discover": "taskplug.plugins.connector._registry",
+        "passthrough_pod_spec": "taskplug.plugins.connector._plugin",
+        "resource_phase_info": "taskplug.plugins.connector._plugin",
+        "task_execution_metadata": "taskplug.plugins.connector._plugin",
+    },
+)
