@@ -117,7 +117,7 @@ async def test_a_job_gets_a_cluster_a_scheduler_workers_and_a_runner_named_as_th
         assert worker["metadata"]["name"].startswith(env["DASK_WORKER_NAME"] + "-")
         command = worker["spec"]["containers"][0]["command"]
         assert command[:5] == ["dask", "worker", "--name", "$(DASK_WORKER_NAME)", "--nthreads"]
-        assert command[-3:] == ["--host", "127.0.0.1", "--no-dashboard"]
+        assert command[-4:] == ["--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"]
     assert len({env_of(w)["DASK_WORKER_NAME"] for w in workers}) == 2
 
     runner = pods(cluster)["job-a-runner"]

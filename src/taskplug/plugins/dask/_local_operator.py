@@ -346,7 +346,13 @@ class DaskLocalOperator(ReconcilingOperator):
                 ],
             )
             for container in pod_spec.get("containers") or []:
-                _dask_command(container, "dask-worker", "worker", ["--host", "127.0.0.1", "--no-dashboard"])
+                # The worker's HTTP server (metrics, even with --no-dashboard) binds 0.0.0.0 unless told not to.
+                _dask_command(
+                    container,
+                    "dask-worker",
+                    "worker",
+                    ["--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"],
+                )
             await client.create(
                 POD,
                 {
