@@ -34,6 +34,7 @@ def test_show_prints_every_section_with_flytes_defaults(runner: CliRunner) -> No
         "spark",
         "connector-service",
         "echo",
+        "k8s-array",
     ]
     assert effective["tasks"]["backoff"] == {"base-second": 2, "max-duration": "20s"}
     # Plugin sections come from the registered plugins.

@@ -91,6 +91,7 @@ def test_the_platform_defaults_enable_the_built_in_plugins_only() -> None:
         "spark",
         "connector-service",
         "echo",
+        "k8s-array",
     ]
 
 

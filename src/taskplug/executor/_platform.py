@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -51,7 +51,31 @@ from taskplug.k8s import (
     PodTemplateStore,
 )
 
-__all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ExecutorConfig", "Platform"]
+__all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ArrayNodeConfig", "ExecutorConfig", "Platform"]
+
+
+class ArrayNodeConfig(StrictModel):
+    """``executor.array-node``: how ArrayNodes (flytekit map tasks) run, with the keys propeller reads from
+    ``propeller.array-node-config``, ``propeller.node-config`` and FlyteAdmin's workflow parallelism."""
+
+    default_parallelism_behavior: Literal["unlimited", "workflow", "hybrid"] = "unlimited"
+    """How many elements run at once when the map sets no parallelism (propeller's
+    ``array-node-config.default-parallelism-behavior``): ``unlimited`` runs them all; ``workflow`` always
+    uses ``max-parallelism``; ``hybrid`` uses it when parallelism is unset and runs all when it is 0."""
+    max_parallelism: int = Field(default=25, ge=0)
+    """The workflow's parallelism (FlyteAdmin's ``maxParallelism``), which ``workflow`` and ``hybrid``
+    behaviors spend; 0 means no limit."""
+    default_max_attempts: int = Field(default=1, ge=1)
+    """Attempts an element gets when its task sets no retries (``node-config.default-max-attempts``)."""
+    ignore_retry_cause: bool = False
+    """Count system and user failures against one budget, the element's attempts
+    (``node-config.ignore-retry-cause``)."""
+    node_execution_worker_count: int = Field(default=8, ge=1)
+    """Elements whose plugin calls run at the same time within one round
+    (``propeller.node-execution-worker-count``)."""
+    event_version: Literal[0] = 0
+    """``array-node-config.event-version``: 0, one event for the node listing its elements as external
+    resources (version 1, one child node per element, is not supported)."""
 
 
 class ExecutorConfig(StrictModel):
@@ -75,6 +99,8 @@ class ExecutorConfig(StrictModel):
     pod_template_namespace: str = "flyte"
     """Namespace of pod templates loaded without one, and the namespace every pod template lookup falls
     back to (as propeller's own namespace does)."""
+    array_node: ArrayNodeConfig = Field(default_factory=ArrayNodeConfig)
+    """How ArrayNodes (flytekit map tasks) run."""
 
 
 EXECUTOR_SECTION = ConfigSection("executor", ExecutorConfig)
@@ -82,7 +108,7 @@ EXECUTOR_SECTION = ConfigSection("executor", ExecutorConfig)
 PLATFORM_DEFAULTS: Mapping[str, Any] = {
     "tasks": {
         "task-plugins": {
-            "enabled-plugins": ["container", "sidecar", "spark", "connector-service", "echo"],
+            "enabled-plugins": ["container", "sidecar", "spark", "connector-service", "echo", "k8s-array"],
             "default-for-task-types": {
                 "container": "container",
                 "python-task": "container",
