@@ -1,7 +1,9 @@
 """``taskplug run``: execute a task to a terminal phase, on the embedded local cluster or a real one.
 
-Shows live progress (phase, reason, elapsed); Ctrl-C aborts what was created and finalizes; ``-o json``
-prints one document at the end. Exit codes: 0 success, 1 the task failed or was aborted, 2 bad input.
+Shows live progress (phase, reason, elapsed); for an ArrayNode (a map task) also its elements' counts by
+phase, a bar, and the reason the last failing element gave. Ctrl-C aborts what was created and finalizes;
+``-o json`` prints one document at the end (with each element's phase, attempts, error and log links for a
+map). Exit codes: 0 success, 1 the task failed or was aborted, 2 bad input.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import click
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -58,24 +61,107 @@ async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -
         yield cluster.client()
 
 
+# An element's latest reported phase (the external resources' phase names) → the group it is counted in.
+_ELEMENT_GROUPS = {
+    "Undefined": "waiting",
+    "NotReady": "queued",
+    "WaitingForResources": "queued",
+    "Queued": "queued",
+    "Initializing": "queued",
+    "WaitingForCache": "queued",
+    "Running": "running",
+    "Success": "succeeded",
+    "RetryableFailure": "retrying",
+    "PermanentFailure": "failed",
+    "Aborted": "aborted",
+}
+_GROUP_STYLES = {
+    "waiting": "dim",
+    "queued": "cyan",
+    "running": "blue",
+    "retrying": "yellow",
+    "succeeded": "green",
+    "failed": "red",
+    "aborted": "red",
+}
+
+
+class _ArrayProgress:
+    """An ArrayNode's elements as its events report them: each one's latest phase, the last failure."""
+
+    def __init__(self) -> None:
+        self.phases: dict[int, str] = {}
+        self.failure: tuple[int, str] | None = None
+
+    def update(self, resources: list[dict[str, object]]) -> None:
+        for resource in resources:
+            index = int(str(resource.get("index", 0)))
+            phase = str(resource.get("phase", "Undefined"))
+            self.phases[index] = phase
+            if phase in ("PermanentFailure", "RetryableFailure") and resource.get("reason"):
+                self.failure = (index, str(resource["reason"]))
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(_GROUP_STYLES, 0)
+        for phase in self.phases.values():
+            counts[_ELEMENT_GROUPS.get(phase, "running")] += 1
+        return counts
+
+    def render(self) -> RenderableType:
+        counts = self.counts()
+        total = len(self.phases)
+        done = counts["succeeded"] + counts["failed"] + counts["aborted"]
+        line = Text()
+        line.append(f"{done}/{total} elements done  ")
+        for group, count in counts.items():
+            if count:
+                line.append(f"{group} {count}  ", style=_GROUP_STYLES[group])
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), line)
+        parts: list[RenderableType] = [bar]
+        if self.failure is not None:
+            index, reason = self.failure
+            parts.append(Text(f"element {index} failed: {_last_line(reason)[:200]}", style="red"))
+        return Group(*parts)
+
+
+def _last_line(text: str) -> str:
+    """The line that says most in a long error (a traceback's last line is the exception)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 class _Progress:
-    """The live view: one line per phase event, and a status line that ticks."""
+    """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
 
     def __init__(self, console: Console, key: str) -> None:
         self.console = console
         self.key = key
         self.started = time.monotonic()
         self.events: list[Event] = []
+        self.array: _ArrayProgress | None = None
 
     def on_event(self, key: str, event: Event) -> None:
-        if key == self.key:
-            self.events.append(event)
+        if key != self.key:
+            return
+        self.events.append(event)
+        if event.external_resources is not None:
+            if self.array is None:
+                self.array = _ArrayProgress()
+            self.array.update(event.external_resources)
 
-    def render(self) -> Table:
+    def render(self) -> RenderableType:
+        table = self._timeline()
+        if self.array is None:
+            return table
+        return Group(table, self.array.render())
+
+    def _timeline(self) -> Table:
         table = Table(box=None, show_header=True, header_style="bold")
         for column in ("attempt", "phase", "version", "reason", "elapsed"):
             table.add_column(column)
-        for event in self.events[-15:]:
+        # A map's events come one per round: its elements' view below says more than a long list of them.
+        for event in self.events[-6:] if self.array is not None else self.events[-15:]:
             # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
             reason = Text(event.reason[:160])
             table.add_row(str(event.attempt), _phase_text(event.phase), str(event.version), reason, "")
@@ -146,11 +232,30 @@ def _print_outcome(result: ExecutionResult) -> None:
     console = Console()
     style = "green" if result.succeeded else "red"
     console.print(f"[bold {style}]{result.phase}[/bold {style}] after {result.attempts} attempt(s)")
+    if result.elements is not None:
+        _print_elements(console, result.elements)
     if result.error:
-        console.print(f"error [{result.error['code']}] ({result.error['kind']}): {result.error['message']}")
+        code = f"[{result.error['code']}] " if result.error.get("code") else ""
+        console.print(Text(f"error {code}({result.error['kind']}): {result.error['message']}"))
     if result.outputs:
         console.print("outputs:")
         console.print_json(data=result.outputs)
+
+
+def _print_elements(console: Console, elements: list[dict[str, object]]) -> None:
+    by_phase: dict[str, int] = {}
+    for element in elements:
+        by_phase[str(element["phase"])] = by_phase.get(str(element["phase"]), 0) + 1
+    summary = ", ".join(f"{count} {phase}" for phase, count in sorted(by_phase.items()))
+    console.print(f"{len(elements)} element(s): {summary}")
+    for element in elements:
+        error = element.get("error")
+        if isinstance(error, dict) and element["phase"] in ("Failed", "Failing", "TimedOut"):
+            message = _last_line(str(error.get("message", "")))
+            console.print(
+                Text(f"  element {element['index']} ({element['attempts']} attempt(s)): {message}"),
+                style="red",
+            )
 
 
 @click.command()

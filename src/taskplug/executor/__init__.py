@@ -1,8 +1,8 @@
 """The executor: drives task executions through their plugins; the execution spec; the platform; state.
 
 ``async with open_executor(platform, kube_client=..., store=...) as ex: await ex.run(spec)`` runs a task
-execution to a terminal phase; ``render_object`` / ``observed_phase`` compute what ``taskplug render`` and
-``taskplug status`` print.
+execution — or, when the spec has an ``ArrayNodeSpec``, a map task's ArrayNode — to a terminal phase;
+``render_object`` / ``observed_phase`` compute what ``taskplug render`` and ``taskplug status`` print.
 
 The platform, the spec, rendering and the state stores load at once; the executor itself and the engine it
 opens load on first use (PEP 562), so that ``taskplug render`` and ``status`` never import the engine.
@@ -14,10 +14,17 @@ import importlib
 from typing import TYPE_CHECKING
 
 from taskplug.executor._paths import ExecutionPaths
-from taskplug.executor._platform import EXECUTOR_SECTION, PLATFORM_DEFAULTS, ExecutorConfig, Platform
+from taskplug.executor._platform import (
+    EXECUTOR_SECTION,
+    PLATFORM_DEFAULTS,
+    ArrayNodeConfig,
+    ExecutorConfig,
+    Platform,
+)
 from taskplug.executor._render import observed_phase, render_object
-from taskplug.executor._spec import ExecutionSpec, load_spec, parse_spec
+from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, load_spec, parse_spec
 from taskplug.executor._store import (
+    ElementRecord,
     Event,
     ExecutionRecord,
     MemoryStateStore,
@@ -42,6 +49,9 @@ _LAZY = {
 __all__ = [
     "EXECUTOR_SECTION",
     "PLATFORM_DEFAULTS",
+    "ArrayNodeConfig",
+    "ArrayNodeSpec",
+    "ElementRecord",
     "Event",
     "ExecutionPaths",
     "ExecutionRecord",

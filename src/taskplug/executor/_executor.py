@@ -12,6 +12,10 @@ executions at once, and ``enqueue_task_execution`` (web-API status caches) the e
 attempt has a given generated name; a resync timer runs every live execution at least every
 ``executor.resync-period``, so plugins without events (back-off waits, quota waits) still progress. One
 execution is never in two rounds at once.
+
+An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
+(``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
+the execution's owner key, so their events wake the node's round.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from taskplug.core import (
     SystemClock,
     literal_map_to_plain,
 )
+from taskplug.executor._arraynode import ArrayNodeSettings
+from taskplug.executor._arrayrun import ArrayRun, ArrayRunSettings
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
@@ -70,6 +76,7 @@ class ExecutorSettings:
     max_system_failures: int = 3  # flytepropeller's max-node-retries-system-failures
     max_round_errors: int = 10  # consecutive rounds a plugin may fail to decide before the attempt fails
     max_plugin_phase_versions: int = 100000
+    array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +90,23 @@ class ExecutionResult:
     error: dict[str, Any] | None
     outputs: dict[str, Any] | None
     events: list[dict[str, Any]]
+    elements: list[dict[str, Any]] | None = None  # an ArrayNode's elements: phase, attempts, error, logs
 
     @property
     def succeeded(self) -> bool:
         return self.phase == str(Phase.SUCCESS)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "phase": self.phase,
             "attempts": self.attempts,
             "error": self.error,
             "outputs": self.outputs,
             "events": self.events,
         }
+        if self.elements is not None:
+            out["elements"] = self.elements
+        return out
 
 
 @dataclass(eq=False)
@@ -107,6 +118,7 @@ class _Execution:
     round_errors: int = 0
     inputs_written: bool = False
     generated_name: str = ""
+    array: ArrayRun | None = None  # set when the spec is an ArrayNode
 
 
 def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
@@ -210,6 +222,37 @@ class Executor:
         self._queued.add(key)
         self._queue.put_nowait(key)
 
+    # -- what an ArrayRun asks of its executor (ArrayHost) -----------------------------------------------
+    def emit(self, key: str, event: Event) -> None:
+        self.store.append_event(key, event)
+        if self.on_event is not None:
+            self.on_event(key, event)
+
+    def index_generated_name(self, name: str, key: str) -> None:
+        self._by_generated_name[name] = key
+
+    def unindex_generated_name(self, name: str) -> None:
+        self._by_generated_name.pop(name, None)
+
+    def wake_after(self, key: str, seconds: float) -> None:
+        self._wake_after(key, seconds)
+
+    def finish(self, key: str) -> None:
+        execution = self._executions.get(key)
+        if execution is not None:
+            self._terminal(execution)
+
+    def _array_settings(self) -> ArrayRunSettings:
+        s = self.settings
+        return ArrayRunSettings(
+            data_root=s.data_root,
+            resync_period=s.resync_period,
+            max_system_failures=s.max_system_failures,
+            max_round_errors=s.max_round_errors,
+            max_plugin_phase_versions=s.max_plugin_phase_versions,
+            array=s.array,
+        )
+
     def _wake_after(self, key: str, seconds: float) -> None:
         # One pending wake-up per execution: every round asks for a resync, and an execution woken many times
         # by events must not collect a timer (and later a round) for each of them.
@@ -232,6 +275,8 @@ class Executor:
         )
         plugin = self.resolver.resolve(spec.template.type)
         execution = _Execution(spec, record, plugin)
+        if spec.array is not None:
+            execution.array = ArrayRun(self, spec, record, plugin, self._array_settings())
         self._executions[key] = execution
         self._owners.setdefault(owner_key(spec.metadata), set()).add(key)
         if record.terminal:
@@ -266,6 +311,7 @@ class Executor:
             error=record.error,
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
+            elements=execution.array.elements_json() if execution.array is not None else None,
         )
 
     def status(self, key: str) -> ExecutionRecord:
@@ -344,6 +390,9 @@ class Executor:
 
     async def _round(self, execution: _Execution) -> None:
         self.rounds += 1
+        if execution.array is not None:
+            await execution.array.round()
+            return
         record = execution.record
         tctx = self._context(execution)
         self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)

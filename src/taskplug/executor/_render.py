@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from taskplug.core import PhaseInfo
+from taskplug.core import PhaseInfo, StaticTaskExecutionContext
+from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._platform import Platform
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._tasks import task_context_for
@@ -14,13 +15,21 @@ from taskplug.k8s import K8S_SECTION, PluginState, StaticPluginContext, build_ob
 __all__ = ["observed_phase", "render_object"]
 
 
+def _context(spec: ExecutionSpec, data_root: str, max_length: int | None) -> StaticTaskExecutionContext:
+    if spec.array is not None:
+        # A map: what its first element's first attempt would create.
+        return element_task_context(spec, data_root, 0, generated_name_max_length=max_length)
+    return task_context_for(spec, data_root, generated_name_max_length=max_length)
+
+
 def render_object(platform: Platform, spec: ExecutionSpec, *, data_root: str) -> dict[str, Any]:
     """The exact object the plugin manager would create for ``spec`` (name, namespace, labels, annotations,
-    finalizers and all): the manager's own :func:`taskplug.k8s.build_object`."""
+    finalizers and all): the manager's own :func:`taskplug.k8s.build_object`. For a map (an ArrayNode),
+    the object of its element 0."""
     entry = platform.k8s_entry_for(spec.template.type)
     plugin = entry.load_plugin(platform.k8s_setup())
     max_length = plugin.get_properties().generated_name_max_length
-    tctx = task_context_for(spec, data_root, generated_name_max_length=max_length)
+    tctx = _context(spec, data_root, max_length)
     return build_object(plugin, tctx, platform.config.get(K8S_SECTION), watched=entry.resource_to_watch)
 
 
@@ -37,7 +46,7 @@ def observed_phase(
     entry = platform.k8s_entry_for(spec.template.type)
     plugin = entry.load_plugin(platform.k8s_setup())
     max_length = plugin.get_properties().generated_name_max_length
-    tctx = task_context_for(spec, data_root, generated_name_max_length=max_length)
+    tctx = _context(spec, data_root, max_length)
     pctx = StaticPluginContext(
         tctx.metadata, tctx.task_reader, tctx.input_reader, tctx.output_writer, state, now
     )

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 
 from taskplug.core import TASKS_SECTION, Clock, PluginResolver
 from taskplug.engine import open_plugins
+from taskplug.executor._arraynode import ArrayNodeSettings, ParallelismBehavior
 from taskplug.executor._executor import Executor, ExecutorSettings
 from taskplug.executor._platform import EXECUTOR_SECTION, Platform
 from taskplug.executor._store import Event, StateStore
@@ -23,6 +24,7 @@ __all__ = ["executor_settings", "open_executor"]
 def executor_settings(platform: Platform) -> ExecutorSettings:
     """The executor's settings from the platform's ``executor`` and ``tasks`` sections."""
     cfg = platform.config.get(EXECUTOR_SECTION)
+    array = cfg.array_node
     return ExecutorSettings(
         data_root=cfg.data_root,
         workers=cfg.workers,
@@ -30,6 +32,13 @@ def executor_settings(platform: Platform) -> ExecutorSettings:
         max_system_failures=cfg.max_system_failures,
         max_round_errors=cfg.max_round_errors,
         max_plugin_phase_versions=platform.config.get(TASKS_SECTION).max_plugin_phase_versions,
+        array=ArrayNodeSettings(
+            parallelism_behavior=ParallelismBehavior(array.default_parallelism_behavior),
+            max_parallelism=array.max_parallelism,
+            default_max_attempts=array.default_max_attempts,
+            ignore_retry_cause=array.ignore_retry_cause,
+            workers=array.node_execution_worker_count,
+        ),
     )
 
 

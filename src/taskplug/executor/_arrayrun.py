@@ -1,0 +1,782 @@
+"""Running an ArrayNode: one sub-execution per element through the sub-task's own plugin, as propeller's
+array handler drives its sub-nodes (flytepropeller/pkg/controller/nodes/array/handler.go, with the element
+side of nodes/executor.go and nodes/task/handler.go).
+
+The rules are :mod:`taskplug.executor._arraynode`'s; this module does the I/O around them, one round at a
+time (the executor calls :meth:`ArrayRun.round` whenever the execution is woken):
+
+* **None** — validate the inputs and size the node (R1), write the node's ``inputs.pb`` (full lists), send the
+  Queued event listing every element, move to Executing.
+* **Executing** — choose the window (R4), evaluate its elements concurrently (bounded by
+  ``node-execution-worker-count``): each element's plugin ``handle`` with a context built as propeller
+  builds an element's (its generated name §3.2, paths §3.3, index variables §3.4, its slice of the inputs
+  §3.5, the de-listed template §3.6); decide each element's end (success after its outputs are checked, a
+  retry under separate user and system budgets §3.8, or a failure); save those decisions and flush them
+  *before* any object is aborted or finalized, then clean up; count, and move on (R7–R10); send one event
+  for the round listing the elements that changed (§6.1).
+* **Failing** — abort and finalize every element still running, fail with the elements' errors (R13).
+* **Succeeding** — gather the outputs in element order, ``none`` where an element did not succeed (§4.2).
+
+Deviations from propeller, each for a reason:
+
+* Deviation: An element's success or failure is finalized in the round it is decided (propeller spends
+  one more round in Succeeding / Failing, and one in Queued before the first create); fewer rounds, the
+  same outcome.
+* Deviation: One element whose plugin cannot decide (raises) does not discard the round's other results
+  (propeller persists nothing of such a round); it is evaluated again next round and, like a single task,
+  fails its attempt after ``max-round-errors`` rounds in a row.
+* Deviation: The node's error lists every failed element's error, each kept from the round it failed;
+  propeller overwrites its message each round while an element is Failing and keeps only that round's
+  messages, so the first error can be lost (§9.1).
+* Deviation: A succeeded element's outputs are checked when it succeeds (error.pb first, then every
+  declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
+  than shifting later outputs down a place (§9.2).
+
+(The element's kept plugin state is ``ElementRecord``'s deviation.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+from typing import Any, Protocol
+
+from flyteidl.core import literals_pb2
+
+from taskplug.core import (
+    Clock,
+    ErrorCode,
+    ErrorKind,
+    ExecutionError,
+    Phase,
+    PhaseInfo,
+    Plugin,
+    PluginError,
+    ResourceManager,
+    StaticTaskExecutionContext,
+    format_go_duration,
+    literal_map_to_plain,
+)
+from taskplug.executor._arraynode import (
+    DEFAULT_GENERATED_NAME_MAX_LENGTH,
+    ArrayNodePhase,
+    ArrayNodeSettings,
+    ErrorCollector,
+    NodePhase,
+    array_size,
+    count_phases,
+    decide_retry,
+    delisted_template,
+    element_generated_name,
+    element_unique_id,
+    error_json,
+    external_resource_id,
+    gather_outputs,
+    infer_parallelism,
+    min_successes_for,
+    next_array_phase,
+    remaining_parallelism,
+    retries_exhausted,
+    task_phase_for_node_phase,
+    window,
+)
+from taskplug.executor._arraytasks import ElementContext, array_paths, element_parts
+from taskplug.executor._datastore import DataStore
+from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
+from taskplug.executor._store import ElementRecord, Event, ExecutionRecord, StateStore
+
+__all__ = ["ArrayHost", "ArrayRun", "ArrayRunSettings"]
+
+log = logging.getLogger(__name__)
+
+
+class ArrayHost(Protocol):
+    """What an ArrayNode needs of the executor running it."""
+
+    data: DataStore
+    store: StateStore
+    clock: Clock
+    resource_manager: ResourceManager | None
+
+    def emit(self, key: str, event: Event) -> None:
+        """Store ``event`` for execution ``key`` and tell the listener."""
+        ...
+
+    def index_generated_name(self, name: str, key: str) -> None:
+        """Let ``enqueue_task_execution(name)`` wake execution ``key``."""
+        ...
+
+    def unindex_generated_name(self, name: str) -> None: ...
+
+    def wake(self, key: str) -> None: ...
+
+    def wake_after(self, key: str, seconds: float) -> None: ...
+
+    def finish(self, key: str) -> None:
+        """The execution reached its terminal phase (saved, flushed, waiters released)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayRunSettings:
+    """The executor settings an ArrayNode uses."""
+
+    data_root: str
+    resync_period: float
+    max_system_failures: int
+    max_round_errors: int
+    max_plugin_phase_versions: int
+    array: ArrayNodeSettings
+
+
+@dataclass(slots=True)
+class _Step:
+    """What one element's evaluation this round produced."""
+
+    index: int
+    changed: bool = False
+    entry: dict[str, Any] | None = None  # its external-resource entry for the round's event
+    error: bool = False  # the plugin could not decide (nothing changed)
+    retried: bool = False  # its attempt ended and the next one is due
+
+
+def _now_iso(clock: Clock) -> str:
+    return clock.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class ArrayRun:
+    """One ArrayNode execution: its state (in ``record.array``), its elements and their rounds."""
+
+    def __init__(
+        self,
+        host: ArrayHost,
+        spec: ExecutionSpec,
+        record: ExecutionRecord,
+        plugin: Plugin,
+        settings: ArrayRunSettings,
+    ) -> None:
+        assert spec.array is not None
+        self.host = host
+        self.spec = spec
+        self.array: ArrayNodeSpec = spec.array
+        self.record = record
+        self.plugin = plugin
+        self.settings = settings
+        self.key = spec.execution_key
+        state = record.array or {}
+        self.phase = ArrayNodePhase(state.get("phase", 0))
+        self.size: int = state.get("size", 0)
+        self.version: int = state.get("version", 0)
+        self.elements: list[ElementRecord] = []
+        self.template = spec.template
+        self.element_template = delisted_template(spec.template)
+        self.output_names = (
+            sorted(spec.template.interface.outputs.variables) if spec.template.HasField("interface") else []
+        )
+        target = self.element_template.WhichOneof("target")
+        text = str(self.element_template.container) + str(self.element_template.k8s_pod) if target else ""
+        # Only a task whose command line asks for {{.TaskTemplatePath}} needs its template in the store.
+        self.needs_template_file = "tasktemplatepath" in text.lower()
+        max_length = plugin.get_properties().generated_name_max_length
+        self.name_max_length = max_length or DEFAULT_GENERATED_NAME_MAX_LENGTH
+        tid = spec.metadata.task_execution_id.id
+        self.execution_id = tid.node_execution_id.execution_id
+        self.node_id = tid.node_execution_id.node_id or "n0"
+        self.node_attempt = tid.retry_attempt
+        self.data_dir, self.output_dir = array_paths(spec, settings.data_root)
+        self.max_attempts = (
+            self.array.min_attempts
+            if self.array.min_attempts is not None and self.array.min_attempts != 1
+            else settings.array.default_max_attempts
+        )
+        self._contexts: dict[int, ElementContext] = {}
+        self._round_errors: dict[int, int] = {}
+        self._names: dict[int, str] = {}
+        if self.size:
+            self._load_elements()
+
+    # -- state ------------------------------------------------------------------------------------------
+    def _load_elements(self) -> None:
+        self.elements = [ElementRecord(i) for i in range(self.size)]
+        for element in self.host.store.load_elements(self.key):
+            if 0 <= element.index < self.size:
+                self.elements[element.index] = element
+        for element in self.elements:
+            phase = NodePhase(element.node_phase)
+            if phase is not NodePhase.NOT_YET_STARTED and not phase.is_terminal:
+                self._index(element)
+
+    def _save_state(self) -> None:
+        self.record.array = {
+            "phase": int(self.phase),
+            "size": self.size,
+            "version": self.version,
+        }
+        self.host.store.save(self.record)
+
+    @property
+    def paths_output(self) -> str:
+        return f"{self.output_dir}/outputs.pb"
+
+    @property
+    def input_path(self) -> str:
+        return f"{self.data_dir}/inputs.pb"
+
+    # -- names and contexts -----------------------------------------------------------------------------
+    def unique_id(self, index: int) -> str:
+        return element_unique_id(self.node_id, self.node_attempt, index)
+
+    def generated_name(self, index: int, attempt: int) -> str:
+        return element_generated_name(
+            self.execution_id.name, self.unique_id(index), attempt, self.name_max_length
+        )
+
+    def _index(self, element: ElementRecord) -> None:
+        name = self._element_context(element).metadata.task_execution_id.generated_name
+        old = self._names.get(element.index)
+        if old != name:
+            if old is not None:
+                self.host.unindex_generated_name(old)
+            self._names[element.index] = name
+            self.host.index_generated_name(name, self.key)
+
+    def _unindex(self, index: int) -> None:
+        old = self._names.pop(index, None)
+        if old is not None:
+            self.host.unindex_generated_name(old)
+
+    def _element_context(self, element: ElementRecord) -> ElementContext:
+        cached = self._contexts.get(element.index)
+        if cached is not None and cached.attempt == element.attempts:
+            return cached
+        context = element_parts(
+            self.spec,
+            self.settings.data_root,
+            element.index,
+            attempt=element.attempts,
+            name_max_length=self.name_max_length,
+            max_attempts=self.max_attempts,
+            element_template=self.element_template,
+        )
+        self._contexts[element.index] = context
+        return context
+
+    def task_context(self, element: ElementRecord) -> StaticTaskExecutionContext:
+        """The element's context for this round (what its plugin sees)."""
+        return self._element_context(element).context(
+            element.state_version, element.plugin_state, self.host.resource_manager
+        )
+
+    # -- events -----------------------------------------------------------------------------------------
+    def _entry(self, element: ElementRecord, phase: Phase, *, logs: Any = None) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "externalId": external_resource_id(
+                self.execution_id.name, self.node_id, self.node_attempt, element.index, element.attempts
+            ),
+            "index": element.index,
+            "retryAttempt": element.attempts,
+            "phase": str(phase),
+        }
+        if logs:
+            # Flyte names each element's links after its index (event_recorder.go process).
+            entry["logs"] = [{**link, "name": f"{link.get('name', '')}-{element.index}"} for link in logs]
+        if element.error is not None and phase.is_failure:
+            entry["reason"] = element.error.get("message", "")
+        elif element.reason:
+            entry["reason"] = element.reason
+        return entry
+
+    def _all_entries(self, reported: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+        """A terminal event's list: what was reported this round, the stored phase of every other element."""
+        out = []
+        for element in self.elements:
+            entry = reported.get(element.index)
+            if entry is None:
+                entry = self._entry(element, task_phase_for_node_phase(NodePhase(element.node_phase)))
+            out.append(entry)
+        return out
+
+    def _emit(
+        self,
+        phase: Phase,
+        version: int,
+        entries: list[dict[str, Any]],
+        *,
+        reason: str = "",
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        self.record.phase, self.record.phase_version, self.record.reason = int(phase), version, reason
+        event = Event(
+            attempt=0,  # an ArrayNode is never retried as a whole
+            phase=str(phase),
+            version=version,
+            reason=reason,
+            occurred_at=_now_iso(self.host.clock),
+            error=error,
+            external_resources=entries,
+        )
+        self.host.emit(self.key, event)
+
+    def _progress(self) -> str:
+        counts = count_phases(NodePhase(e.node_phase) for e in self.elements)
+        return (
+            f"{counts.succeeded}/{self.size} elements succeeded, {counts.failed} failed, "
+            f"{counts.running} running"
+        )
+
+    # -- the round --------------------------------------------------------------------------------------
+    async def round(self) -> None:
+        if self.record.abort_requested:
+            await self._abort_all(reason="aborted by request", failing=False)
+            return
+        if self.phase is ArrayNodePhase.NONE:
+            await self._start()
+        elif self.phase is ArrayNodePhase.EXECUTING:
+            await self._execute()
+        elif self.phase is ArrayNodePhase.FAILING:
+            await self._abort_all(reason="ArrayNodeFailing", failing=True)
+        elif self.phase is ArrayNodePhase.SUCCEEDING:
+            await self._succeed()
+
+    async def _start(self) -> None:
+        size = array_size(self.spec.inputs, self.array.bound_inputs)
+        if isinstance(size, ExecutionError):
+            # R1: returned without any state; the node fails.
+            self._fail_terminal(error_json(size))
+            return
+        await self.host.data.write(self.input_path, self.spec.inputs.SerializeToString())
+        self.size = size
+        self.elements = [ElementRecord(i) for i in range(size)]
+        self.phase = ArrayNodePhase.EXECUTING
+        self.version = 0
+        self._emit(
+            Phase.QUEUED,
+            0,
+            [self._entry(e, Phase.UNDEFINED) for e in self.elements],
+            reason=f"{size} element(s) queued",
+        )
+        self._save_state()
+        self.host.wake(self.key)
+
+    async def _execute(self) -> None:
+        behavior = self.settings.array.parallelism_behavior
+        remaining = remaining_parallelism(self.settings.array.max_parallelism, 0, self.size)
+        _, maximum = infer_parallelism(self.array.parallelism, behavior, remaining, self.size)
+        chosen = window([NodePhase(e.node_phase) for e in self.elements], maximum)
+
+        steps = await self._bounded(chosen, self._evaluate)
+        # Every end decided this round is on disk before any object is aborted, finalized or deleted: a
+        # process killed during the cleanup finishes it on resume instead of deciding again.
+        changed = [self.elements[s.index] for s in steps if s.changed]
+        closing = [self.elements[i] for i in chosen if self.elements[i].closing is not None]
+        self.host.store.save_elements(self.key, changed)
+        closed: list[_Step] = []
+        if closing:
+            self.host.store.flush()
+            closed = await self._bounded([e.index for e in closing], self._close)
+            self.host.store.save_elements(self.key, [self.elements[s.index] for s in closed if s.changed])
+        entries = {s.index: s.entry for s in steps if s.entry is not None}
+
+        counts = count_phases(NodePhase(e.node_phase) for e in self.elements)
+        needed = min_successes_for(self.size, self.array.min_successes, self.array.min_success_ratio)
+        new_phase = next_array_phase(self.size, counts, needed)
+        if entries:
+            if any(s.changed for s in steps):
+                self.version += 1
+            self._emit(
+                Phase.RUNNING, self.version, [entries[i] for i in sorted(entries)], reason=self._progress()
+            )
+        elif self.record.phase != int(Phase.RUNNING):
+            self.record.phase, self.record.reason = int(Phase.RUNNING), self._progress()
+        if new_phase is not ArrayNodePhase.EXECUTING:
+            self.version = 0
+        self.phase = new_phase
+        self._save_state()
+        if new_phase is not ArrayNodePhase.EXECUTING or self._next_round_now(chosen, closed, maximum):
+            self.host.wake(self.key)
+        else:
+            self.host.wake_after(self.key, self._next_wake(steps, closed))
+
+    def _next_round_now(self, chosen: Sequence[int], closed: Sequence[_Step], maximum: int) -> bool:
+        """Whether the next round is due at once: a retry's next attempt is created then, and an element
+        that ended frees its slot for one that has not started."""
+        if any(s.retried for s in closed):
+            return True
+        if len(chosen) < maximum or not any(s.changed and not s.retried for s in closed):
+            return False
+        return any(NodePhase(e.node_phase) is NodePhase.NOT_YET_STARTED for e in self.elements)
+
+    def _next_wake(self, steps: Sequence[_Step], closed: Sequence[_Step]) -> float:
+        """When the next round is due without an event: the resync period, sooner for an attempt's timeout,
+        a plugin that could not decide (backing off as a single task does) or a cleanup that failed."""
+        delay = self.settings.resync_period
+        errors = [self._round_errors.get(s.index, 0) for s in steps if s.error]
+        if errors:
+            delay = min(delay, 2.0 ** max(errors) * 0.05)
+        if any(self.elements[s.index].closing is not None for s in closed):
+            delay = min(delay, 1.0)
+        timeout = self.array.timeout
+        if timeout is not None:
+            now = self.host.clock.now().timestamp()
+            for element in self.elements:
+                if element.started_at is not None and not NodePhase(element.node_phase).is_terminal:
+                    delay = min(delay, max(element.started_at + timeout - now, 0.0))
+        return delay
+
+    async def _bounded(self, indices: Sequence[int], work: Callable[[int], Awaitable[_Step]]) -> list[_Step]:
+        results: list[_Step] = []
+        pending = iter(indices)
+
+        async def worker() -> None:
+            for index in pending:
+                results.append(await work(index))
+
+        workers = min(self.settings.array.workers, len(indices))
+        if workers == 1:
+            await worker()
+        elif workers > 1:
+            await asyncio.gather(*(worker() for _ in range(workers)))
+        return results
+
+    # -- one element ------------------------------------------------------------------------------------
+    async def _evaluate(self, index: int) -> _Step:
+        element = self.elements[index]
+        step = _Step(index)
+        if element.closing is not None:
+            return step  # decided, only its cleanup is left (below)
+        now = self.host.clock.now().timestamp()
+        if NodePhase(element.node_phase) is NodePhase.NOT_YET_STARTED:
+            element.node_phase = int(NodePhase.RUNNING)
+            step.changed = True
+        if element.started_at is None:
+            element.started_at = now
+            step.changed = True
+        self._index(element)
+        tctx = self.task_context(element)
+        timeout = self.array.timeout
+        if timeout is not None and now - element.started_at >= timeout:
+            # nodes/executor.go execute: the attempt's execution deadline passed; the object is aborted.
+            info = PhaseInfo.retryable_failure_with_cleanup(
+                "TimeoutExpired",
+                f"task execution timeout [{format_go_duration(timedelta(seconds=timeout))}] expired",
+            )
+        else:
+            if self.needs_template_file and element.task_phase == int(Phase.UNDEFINED):
+                await self.host.data.write(tctx.task_reader.path, self.element_template.SerializeToString())
+            try:
+                transition = await self.plugin.handle(tctx)
+            except Exception as e:  # the plugin could not decide this round
+                errors = self._round_errors.get(index, 0) + 1
+                self._round_errors[index] = errors
+                log.warning("%s[%d]: round error %d: %s", self.key, index, errors, e)
+                if errors < self.settings.max_round_errors:
+                    step.error = True
+                    return step
+                self._round_errors.pop(index, None)
+                code = e.code if isinstance(e, PluginError) else ErrorCode.SYSTEM_ERROR
+                info = PhaseInfo.system_retryable_failure(
+                    str(code), f"the plugin failed {errors} rounds in a row: {e}"
+                )
+            else:
+                self._round_errors.pop(index, None)
+                info = transition.info
+                written, version, state = tctx.plugin_state.written
+                if written:
+                    element.state_version = version
+                    element.plugin_state = dict(state) if state is not None else None
+                    step.changed = True
+                if (
+                    info.phase == Phase(element.task_phase)
+                    and info.version > self.settings.max_plugin_phase_versions
+                ):
+                    info = PhaseInfo.system_failure(
+                        ErrorCode.TOO_MANY_PLUGIN_PHASE_VERSIONS,
+                        f"plugin phase version {info.version} exceeds tasks.max-plugin-phase-versions "
+                        f"({self.settings.max_plugin_phase_versions})",
+                    )
+        element.cleanup_on_failure = element.cleanup_on_failure or info.cleanup_on_failure
+        if info.phase is Phase.SUCCESS:
+            info = await self._check_success(element, tctx, info)
+        if info.phase.is_failure or info.phase is Phase.ABORTED:
+            info = await self._decide_failure(element, tctx, info)
+        self._record(element, info, step)
+        return step
+
+    def _record(self, element: ElementRecord, info: PhaseInfo, step: _Step) -> None:
+        phase = info.phase
+        if (
+            int(phase) == element.task_phase
+            and info.version <= element.phase_version
+            and info.reason == element.reason
+            and element.closing is None
+        ):
+            return
+        element.task_phase, element.phase_version, element.reason = int(phase), info.version, info.reason
+        logs = (
+            [link.to_json() for link in info.info.logs] if info.info is not None and info.info.logs else None
+        )
+        if logs:
+            element.logs = logs
+        step.changed = True
+        step.entry = self._entry(element, phase, logs=logs)
+
+    async def _check_success(
+        self, element: ElementRecord, tctx: StaticTaskExecutionContext, info: PhaseInfo
+    ) -> PhaseInfo:
+        """A pod that succeeded may be a task that failed (flytekit writes error.pb and exits 0), or one that
+        wrote no outputs: as Flyte's task handler does, look for the error document, then the outputs."""
+        output_prefix = tctx.output_writer.output_prefix
+        found = await self.host.data.read_error_recoverable(f"{output_prefix}/error.pb")
+        if found is not None:
+            error, recoverable = found
+            return PhaseInfo(
+                Phase.RETRYABLE_FAILURE if recoverable else Phase.PERMANENT_FAILURE, 0, None, error
+            )
+        outputs_path = f"{output_prefix}/outputs.pb"
+        writer = tctx.output_writer
+        try:
+            if writer.reader is not None:
+                outputs = await writer.reader.read()
+                if outputs is not None:
+                    # In-memory outputs (web-API plugins, echo) go where the gather reads every element's.
+                    await self.host.data.write(outputs_path, outputs.SerializeToString())
+            else:
+                outputs = await self.host.data.read_outputs(outputs_path)
+        except ValueError as e:
+            return PhaseInfo.failure("OutputsNotFound", str(e))
+        declared = (
+            list(self.element_template.interface.outputs.variables)
+            if self.element_template.HasField("interface")
+            else []
+        )
+        if declared:
+            if outputs is None:
+                return PhaseInfo.failure(
+                    "OutputsNotFound", f"Outputs not generated by task execution (expected {outputs_path})"
+                )
+            missing = sorted(set(declared) - set(outputs.literals))
+            if missing:
+                return PhaseInfo.failure(
+                    "OutputsNotFound", f"the task wrote {outputs_path} without output(s) {missing}"
+                )
+        element.closing = {"retry": False, "cleanup": False, "phase": int(NodePhase.SUCCEEDED)}
+        element.node_phase = int(NodePhase.SUCCEEDING)
+        element.error = None
+        return info
+
+    async def _decide_failure(
+        self, element: ElementRecord, tctx: StaticTaskExecutionContext, info: PhaseInfo
+    ) -> PhaseInfo:
+        err = info.err or ExecutionError(
+            ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
+        )
+        if err.kind is ErrorKind.USER and err.code != "TimeoutExpired":
+            document = await self.host.data.read_error(f"{tctx.output_writer.output_prefix}/error.pb")
+            if document is not None:
+                # flytekit writes the user's exception here; it says more than the pod's exit code.
+                err = ExecutionError(document.code or err.code, document.message, document.kind)
+        cleanup = element.cleanup_on_failure
+        if info.phase is Phase.RETRYABLE_FAILURE:
+            decision = decide_retry(
+                kind=err.kind,
+                attempts=element.attempts,
+                system_failures=element.system_failures,
+                max_attempts=self.max_attempts,
+                max_system_failures=self.settings.max_system_failures,
+                ignore_retry_cause=self.settings.array.ignore_retry_cause,
+            )
+            if err.kind is ErrorKind.SYSTEM:
+                element.system_failures += 1
+            if decision.retry:
+                element.error = error_json(err)
+                element.closing = {"retry": True, "cleanup": cleanup, "phase": int(NodePhase.RUNNING)}
+                element.node_phase = int(NodePhase.RETRYABLE_FAILURE)
+                return PhaseInfo(Phase.RETRYABLE_FAILURE, 0, info.info, err, info.reason)
+            err = retries_exhausted(err, decision)
+        elif err.kind is ErrorKind.SYSTEM:
+            # Deviation: propeller counts a permanent SYSTEM failure twice (and a count past its compact
+            # array's width panics every round after, §9.14); it is one failure, counted once.
+            element.system_failures += 1
+        element.error = error_json(err)
+        element.closing = {"retry": False, "cleanup": cleanup, "phase": int(NodePhase.FAILED)}
+        element.node_phase = int(NodePhase.FAILING)
+        return PhaseInfo(Phase.PERMANENT_FAILURE, 0, info.info, err, info.reason)
+
+    async def _close(self, index: int) -> _Step:
+        """Finish a decided element: abort its object when due, finalize, then retry or end it."""
+        element = self.elements[index]
+        step = _Step(index)
+        closing = element.closing
+        if closing is None:
+            return step
+        tctx = self.task_context(element)
+        try:
+            if closing.get("cleanup"):
+                await self.plugin.abort(tctx)
+            await self.plugin.finalize(tctx)
+        except Exception as e:
+            log.warning("%s[%d]: cleanup failed: %s", self.key, index, e)
+            return step
+        element.closing = None
+        step.changed = True
+        if closing.get("retry"):
+            step.retried = True
+            element.attempts += 1
+            element.node_phase = int(NodePhase.RUNNING)
+            element.task_phase, element.phase_version, element.reason = int(Phase.UNDEFINED), 0, ""
+            element.state_version, element.plugin_state = 0, None
+            element.started_at = None
+            element.cleanup_on_failure = False
+            element.logs = None
+            self._index(element)
+        else:
+            element.node_phase = int(closing.get("phase", int(NodePhase.FAILED)))
+            self._unindex(index)
+            self._contexts.pop(index, None)
+        return step
+
+    # -- the end ----------------------------------------------------------------------------------------
+    def node_error(self) -> dict[str, Any]:
+        """The node's error (R9, R13): every failed element's error, indices merged by message."""
+        collector = ErrorCollector()
+        for element in self.elements:
+            if NodePhase(element.node_phase) in (NodePhase.FAILED, NodePhase.FAILING, NodePhase.TIMED_OUT):
+                message = (element.error or {}).get("message") or "the element failed"
+                collector.collect(element.index, message)
+        if not len(collector):
+            return {"code": "ArrayNodeFailing", "message": "Unknown reason", "kind": "UNKNOWN"}
+        return {"code": "", "message": collector.summary(), "kind": "UNKNOWN"}
+
+    async def _abort_all(self, *, reason: str, failing: bool) -> None:
+        """Abort and finalize every element that started and is not done (Flyte's ``Abort``), then end:
+        Failed with the node's error when failing, Aborted when asked to abort."""
+        self._save_state()
+        self.host.store.flush()  # the decision to stop is on disk before anything is deleted
+        started = [
+            e.index
+            for e in self.elements
+            if NodePhase(e.node_phase) is not NodePhase.NOT_YET_STARTED
+            and not NodePhase(e.node_phase).is_terminal
+        ]
+        errors = ErrorCollector()
+        entries: dict[int, dict[str, Any]] = {}
+
+        async def abort(index: int) -> _Step:
+            element = self.elements[index]
+            tctx = self.task_context(element)
+            try:
+                await self.plugin.abort(tctx)
+                await self.plugin.finalize(tctx)
+            except Exception as e:
+                errors.collect(index, str(e))
+                return _Step(index, error=True)
+            element.closing = None
+            if NodePhase(element.node_phase) is NodePhase.SUCCEEDING:
+                element.node_phase = int(
+                    NodePhase.SUCCEEDED
+                )  # its outputs are checked; only cleanup was left
+            elif NodePhase(element.node_phase) is NodePhase.FAILING:
+                element.node_phase = int(NodePhase.FAILED)
+            else:
+                element.node_phase = int(NodePhase.ABORTED)
+            self._unindex(index)
+            entries[index] = self._entry(element, task_phase_for_node_phase(NodePhase(element.node_phase)))
+            return _Step(index, changed=True)
+
+        steps = await self._bounded(started, abort)
+        self.host.store.save_elements(self.key, [self.elements[s.index] for s in steps if s.changed])
+        if len(errors):
+            # Abort errors are returned (the round fails) and the abort is tried again.
+            log.warning("%s: abort failed: %s", self.key, errors.summary())
+            self._save_state()
+            self.host.wake_after(self.key, min(1.0, self.settings.resync_period))
+            return
+        if failing:
+            error = self.node_error()
+            self._emit(Phase.PERMANENT_FAILURE, 0, self._all_entries(entries), reason=reason, error=error)
+            self.record.outcome = str(Phase.PERMANENT_FAILURE)
+            self.record.error = error
+        else:
+            error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
+            self._emit(Phase.ABORTED, 0, self._all_entries(entries), reason=reason)
+            self.record.outcome = str(Phase.ABORTED)
+            self.record.error = error
+        self._save_state()
+        self.host.finish(self.key)
+
+    async def _succeed(self) -> None:
+        results: list[literals_pb2.LiteralMap | None] = []
+        for element in self.elements:
+            if NodePhase(element.node_phase) is not NodePhase.SUCCEEDED:
+                results.append(None)
+                continue
+            path = f"{self.output_dir}/{element.index}/{element.attempts}/outputs.pb"
+            try:
+                outputs = await self.host.data.read_outputs(path)
+            except ValueError as e:
+                outputs = None
+                log.warning("%s: %s", self.key, e)
+            if outputs is None and self.output_names:
+                self._fail_terminal(
+                    {
+                        "code": "OutputsNotFound",
+                        "message": f"element {element.index} succeeded but its outputs are gone ({path})",
+                        "kind": str(ErrorKind.SYSTEM),
+                    }
+                )
+                return
+            results.append(outputs or literals_pb2.LiteralMap())
+        try:
+            gathered = gather_outputs(self.output_names, results)
+        except ValueError as e:
+            self._fail_terminal({"code": "OutputsNotFound", "message": str(e), "kind": str(ErrorKind.SYSTEM)})
+            return
+        await self.host.data.write(self.paths_output, gathered.SerializeToString())
+        self.record.outputs = literal_map_to_plain(gathered)
+        self.record.outcome = str(Phase.SUCCESS)
+        self.record.error = None
+        self._emit(Phase.SUCCESS, 0, self._all_entries({}), reason=self._progress())
+        self._save_state()
+        self.host.finish(self.key)
+
+    def _fail_terminal(self, error: dict[str, Any] | None) -> None:
+        self.record.outcome = str(Phase.PERMANENT_FAILURE)
+        self.record.error = error
+        self._emit(
+            Phase.PERMANENT_FAILURE,
+            0,
+            self._all_entries({}),
+            reason=(error or {}).get("message", ""),
+            error=error,
+        )
+        self._save_state()
+        self.host.finish(self.key)
+
+    # -- what users see ---------------------------------------------------------------------------------
+    def elements_json(self) -> list[dict[str, Any]]:
+        """Each element's phase, attempts, error and log links (``taskplug run -o json``)."""
+        out = []
+        for element in self.elements:
+            phase = NodePhase(element.node_phase)
+            started = phase is not NodePhase.NOT_YET_STARTED
+            entry: dict[str, Any] = {
+                "index": element.index,
+                "phase": str(phase),
+                "taskPhase": str(Phase(element.task_phase)),
+                "attempts": element.attempts + 1 if started else 0,
+                "name": self.generated_name(element.index, element.attempts) if started else None,
+                "error": element.error if phase in _FAILED_PHASES else None,
+                "logs": [
+                    {**link, "name": f"{link.get('name', '')}-{element.index}"} for link in element.logs or []
+                ],
+            }
+            out.append(entry)
+        return out
+
+
+_FAILED_PHASES = frozenset(
+    {NodePhase.FAILED, NodePhase.FAILING, NodePhase.TIMED_OUT, NodePhase.RETRYABLE_FAILURE}
+)
