@@ -224,13 +224,6 @@ def test_without_error_aggregation_the_last_written_error_pb_is_the_tasks_error(
     assert "gives up" not in result["error"]["message"]
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    reason=(
-        "the executor reads only error.pb; with enable-distributed-error-aggregation Flyte reads the earliest "
-        "of the error*.pb files (EarliestErrorAggregationStrategy): needs the change in the report"
-    ),
-)
 def test_with_distributed_error_aggregation_the_earliest_replica_error_is_the_tasks_error(
     helper_tasks: Path, tmp_path: Path
 ) -> None:

@@ -43,10 +43,14 @@ class PluginProperties:
     ``generated_name_max_length`` caps the length of the task execution's generated name (the name of the
     object a Kubernetes plugin creates); :func:`load_plugin` refuses a cap below 8, as Flyte does.
     ``disable_node_level_caching`` is kept for parity; taskplug has no node-level cache.
+    ``earliest_error_aggregation``: the task's replicas each write an error document (``error.pb`` or
+    flytekit's ``error-<uuid>.pb``) and the one with the earliest timestamp is the task's error (Flyte's
+    ``EarliestErrorAggregationStrategy``, which propeller's PluginManager hands the output reader).
     """
 
     disable_node_level_caching: bool = False
     generated_name_max_length: int | None = None
+    earliest_error_aggregation: bool = False
 
 
 @runtime_checkable

@@ -79,17 +79,54 @@ class DataStore:
     async def read_error_recoverable(self, path: str) -> tuple[ExecutionError, bool] | None:
         """``error.pb`` as an ExecutionError and whether a retry may help (Flyte's RemoteFileOutputReader:
         recoverable unless the document's kind is NON_RECOVERABLE)."""
+        document = await self._read_error_document(path)
+        return None if document is None else _execution_error(document)
+
+    async def read_earliest_error_recoverable(self, output_prefix: str) -> tuple[ExecutionError, bool] | None:
+        """Of the error documents under ``output_prefix`` (``error*.pb``: ``error.pb`` and the
+        ``error-<uuid>.pb`` flytekit writes when ``_F_DES`` is set), the one with the earliest timestamp, as
+        :meth:`read_error_recoverable` reads one (Flyte's earliestFileErrorReader)."""
+        if self._is_local(output_prefix):
+            paths = self._list_errors_sync(output_prefix)
+        else:
+            paths = await asyncio.to_thread(self._list_errors_sync, output_prefix)
+        earliest: errors_pb2.ErrorDocument | None = None
+        for path in paths:
+            document = await self._read_error_document(path)
+            if document is None:
+                continue
+            stamp = (document.error.timestamp.seconds, document.error.timestamp.nanos)
+            if earliest is None or stamp < (earliest.error.timestamp.seconds, earliest.error.timestamp.nanos):
+                earliest = document
+        return None if earliest is None else _execution_error(earliest)
+
+    def _list_errors_sync(self, output_prefix: str) -> list[str]:
+        fs, prefix = self._fs(output_prefix)
+        try:
+            names = fs.ls(prefix, detail=False)
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            base = str(name).rsplit("/", 1)[-1]
+            if base.startswith("error") and base.endswith(".pb"):
+                found.append(f"{output_prefix}/{base}")
+        return sorted(found)
+
+    async def _read_error_document(self, path: str) -> errors_pb2.ErrorDocument | None:
         data = await self.read(path)
         if data is None:
             return None
         try:
-            document = errors_pb2.ErrorDocument.FromString(data)
+            return errors_pb2.ErrorDocument.FromString(data)
         except DecodeError:
             return None
-        kind = (
-            ErrorKind.SYSTEM
-            if document.error.origin == execution_pb2.ExecutionError.SYSTEM
-            else ErrorKind.USER
-        )
-        recoverable = document.error.kind != errors_pb2.ContainerError.NON_RECOVERABLE
-        return ExecutionError(document.error.code, document.error.message, kind), recoverable
+
+
+def _execution_error(document: errors_pb2.ErrorDocument) -> tuple[ExecutionError, bool]:
+    """An error document as an ExecutionError and whether a retry may help (recoverable unless its kind is
+    NON_RECOVERABLE)."""
+    origin_is_system = document.error.origin == execution_pb2.ExecutionError.SYSTEM
+    kind = ErrorKind.SYSTEM if origin_is_system else ErrorKind.USER
+    recoverable = document.error.kind != errors_pb2.ContainerError.NON_RECOVERABLE
+    return ExecutionError(document.error.code, document.error.message, kind), recoverable

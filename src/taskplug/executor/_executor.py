@@ -512,7 +512,7 @@ class Executor:
         record = execution.record
         # flytekit catches the task's own exception, writes error.pb and exits 0: as Flyte's output reader
         # does, look for that document before the outputs; a pod that succeeded may be a task that failed.
-        found = await self.data.read_error_recoverable(paths.error_path)
+        found = await self._read_error(execution, paths)
         if found is not None:
             error, recoverable = found
             phase = Phase.RETRYABLE_FAILURE if recoverable else Phase.PERMANENT_FAILURE
@@ -530,6 +530,15 @@ class Executor:
             record.outcome = str(Phase.SUCCESS)
         await self._close(execution, tctx, retry=False, cleanup=False)
 
+    async def _read_error(
+        self, execution: _Execution, paths: ExecutionPaths
+    ) -> tuple[ExecutionError, bool] | None:
+        """The task's error document, as the plugin's error aggregation strategy reads it: ``error.pb``, or
+        the earliest of ``error*.pb`` (propeller hands the plugin's strategy to the output reader)."""
+        if execution.plugin.get_properties().earliest_error_aggregation:
+            return await self.data.read_earliest_error_recoverable(paths.output_prefix)
+        return await self.data.read_error_recoverable(paths.error_path)
+
     async def _failed(
         self, execution: _Execution, tctx: StaticTaskExecutionContext, info: PhaseInfo, paths: ExecutionPaths
     ) -> None:
@@ -537,7 +546,8 @@ class Executor:
         err = info.err or ExecutionError(
             ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
         )
-        document = await self.data.read_error(paths.error_path)
+        found = await self._read_error(execution, paths)
+        document = found[0] if found is not None else None
         if document is not None and err.kind is ErrorKind.USER:
             # flytekit writes the user's exception here; it says more than the pod's exit code.
             err = ExecutionError(document.code or err.code, document.message, document.kind)

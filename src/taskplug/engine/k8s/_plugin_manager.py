@@ -57,6 +57,7 @@ from taskplug.k8s import (
     FINALIZER,
     K8S_SECTION,
     AbortBehavior,
+    ErrorAggregationStrategy,
     K8sPlugin,
     K8sPluginConfig,
     K8sPluginEntry,
@@ -311,7 +312,12 @@ class PluginManager:
         return self.entry.id
 
     def get_properties(self) -> PluginProperties:
-        return PluginProperties(generated_name_max_length=self.properties.generated_name_max_length)
+        return PluginProperties(
+            generated_name_max_length=self.properties.generated_name_max_length,
+            earliest_error_aggregation=(
+                self.properties.error_aggregation_strategy is ErrorAggregationStrategy.EARLIEST
+            ),
+        )
 
     # -- informer ------------------------------------------------------------------------------------
     def _owned_by_owner_kind(self, obj: Mapping[str, Any]) -> bool:
