@@ -33,6 +33,7 @@ from taskplug.core import (
     load_plugin,
     wrangle_plugins,
 )
+from taskplug.engine._core import core_plugin_entry
 from taskplug.engine.k8s import InformerFactory, SharedK8sMachinery, k8s_core_entry
 from taskplug.engine.webapi import build_resource_manager, webapi_plugin_entry
 from taskplug.k8s import K8sPluginEntry, KubeClient, Operator, ResourceType
@@ -98,6 +99,7 @@ async def open_plugins(
     }
     task_plugins = config.get(TASKS_SECTION).task_plugins
     entries, defaults = wrangle_plugins(task_plugins, registry, wrappers)
+    entries = [core_plugin_entry(e, resource_manager) if e.kind == PluginKind.CORE else e for e in entries]
     # taskplug creates no owner object, so the owner-kind filter of Flyte's informer is off (owner_kind "").
     setup = SetupContext(
         enqueue_owner=wakeups.enqueue_owner,

@@ -33,7 +33,8 @@ __all__ = ["PluginTaskExecutionContext"]
 class PluginTaskExecutionContext:
     """Delegates to ``inner``; the execution metadata reports the given values where they are not None.
 
-    ``base_metadata`` replaces the inner context's metadata as a whole (the others then apply on top of it);
+    ``task_resource_manager`` replaces the resource manager (the engine scopes one to each task, as
+    propeller's task handler does); ``base_metadata`` replaces the inner context's metadata as a whole (the others then apply on top of it);
     ``interruptible`` replaces the execution's interruptibility; ``resources`` and ``extended_resources``
     replace the task overrides of the same name (Flyte's ``WithInterruptible``, ``WithResources``,
     ``WithExtendedResources``).
@@ -43,6 +44,7 @@ class PluginTaskExecutionContext:
     base_metadata: TaskExecutionMetadata | None = None
     interruptible: bool | None = None
     resources: ResourceRequirements | None = None
+    task_resource_manager: ResourceManager | None = None
     extended_resources: tasks_pb2.ExtendedResources | None = None
 
     @property
@@ -82,6 +84,8 @@ class PluginTaskExecutionContext:
 
     @property
     def resource_manager(self) -> ResourceManager | None:
+        if self.task_resource_manager is not None:
+            return self.task_resource_manager
         return self.inner.resource_manager
 
     @property

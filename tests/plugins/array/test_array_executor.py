@@ -209,3 +209,35 @@ async def test_a_resumed_executor_finishes_the_map_task_without_creating_a_sub_t
     assert result.outputs == {"o0": [4, 9, 16]}
     assert ledger.created_twice() == {}
     assert sorted(ledger.added) == [f"resume-n0-0-{i}" for i in range(3)]
+
+
+async def test_a_resource_quota_holds_sub_tasks_back_until_tokens_are_released(tmp_path: Path) -> None:
+    """``plugins.k8s-array.resourceConfig`` through the engine: the quota is registered for the plugin, each
+    sub-task takes a token scoped to its execution, and no more than ``limit`` sub-task pods exist at once."""
+    document = {
+        "executor": {"data-root": str(tmp_path / "data"), "workers": 8, "resync-period": "1h"},
+        "tasks": {"task-plugins": {"enabled-plugins": ["container", "sidecar", "k8s-array"]}},
+        "plugins": {"k8s-array": {"resourceConfig": {"primaryLabel": "pods", "limit": 2}}},
+    }
+    most_at_once = 0
+    async with (
+        _cluster() as cluster,
+        open_executor(
+            Platform.load(document=document), kube_client=cluster.client(), store=MemoryStateStore()
+        ) as ex,
+    ):
+
+        def watch(rtype: Any, event: Any) -> None:
+            nonlocal most_at_once
+            unfinished = [
+                p
+                for p in pods_in(cluster, NAMESPACE).values()
+                if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+            most_at_once = max(most_at_once, len(unfinished))
+
+        cluster.store.observers.append(watch)
+        result = await asyncio.wait_for(ex.run(spec("quota", [1, 2, 3, 4, 5])), DEADLINE)
+    assert (result.phase, result.error) == ("Success", None), result.error
+    assert result.outputs == {"o0": [1, 4, 9, 16, 25]}
+    assert 1 <= most_at_once <= 2

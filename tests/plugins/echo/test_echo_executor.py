@@ -118,7 +118,7 @@ async def test_a_resumed_executor_continues_the_sleep_where_it_was(tmp_path: Pat
             open_executor(platform(tmp_path, clock, "5s"), kube_client=cluster.client(), store=store) as ex,
         ):
             assert await ex.submit(load_spec(EXAMPLE)) == key
-            echo = ex.resolver.resolve("echo")
+            echo = ex.resolver.resolve("echo").plugin  # the engine scopes each core plugin to its tasks
             await until(lambda: echo.pending_wakeups == 1, "the plugin's timer for the 3 s left")
             await clock.advance(3)
             result = await asyncio.wait_for(ex.wait(key), DEADLINE)
