@@ -1,7 +1,8 @@
 """The in-process :class:`taskplug.k8s.KubeClient` of the local cluster.
 
-Behaves as the lightkube adapter does against a real API server, minus the network: every answer is a
-fresh copy (nothing aliases the store), errors are :class:`taskplug.k8s.KubeApiError` with the API's
+Behaves as the lightkube adapter does against a real API server, minus the network: what it is given is
+decoded and validated as the HTTP façade's bodies are (the same store does it), every answer is a fresh
+copy (nothing aliases the store), errors are :class:`taskplug.k8s.KubeApiError` with the API's
 ``Status`` reason, code and message, a watch yields events after the requested version, raises the 410
 ``Expired`` error from the iterator for a version older than the retained history, and simply ends when the
 server closes it (``timeout_seconds`` on the cluster's clock, or :meth:`LocalCluster.drop_watches`).
@@ -22,6 +23,7 @@ from taskplug.localcluster._resources import deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
 from taskplug.localcluster._store import Store
 from taskplug.localcluster._timers import Timers
+from taskplug.localcluster._validation import json_copy
 
 __all__ = ["LocalKubeClient"]
 
@@ -42,7 +44,9 @@ class LocalKubeClient:
 
     async def create(self, rtype: ResourceType, obj: KubeObject) -> KubeObject:
         await self._check("create", rtype)
-        created: KubeObject = deep_copy(self._store.create(rtype, deep_copy(obj)))
+        # The store decodes ``obj`` into a private copy (a 400 naming the field when it is not JSON or a
+        # field has the wrong type), exactly as the HTTP façade's bodies are.
+        created: KubeObject = deep_copy(self._store.create(rtype, obj))
         return created
 
     async def get(self, rtype: ResourceType, namespace: str, name: str) -> KubeObject:
@@ -109,13 +113,13 @@ class LocalKubeClient:
     ) -> KubeObject:
         await self._check("patch", rtype)
         patched: KubeObject = deep_copy(
-            self._store.patch(rtype, namespace, name, deep_copy(patch), patch_type)
+            self._store.patch(rtype, namespace, name, json_copy(patch, rtype), patch_type)
         )
         return patched
 
     async def replace(self, rtype: ResourceType, obj: KubeObject) -> KubeObject:
         await self._check("replace", rtype)
-        replaced: KubeObject = deep_copy(self._store.replace(rtype, deep_copy(obj)))
+        replaced: KubeObject = deep_copy(self._store.replace(rtype, obj))
         return replaced
 
     async def delete(self, rtype: ResourceType, namespace: str, name: str) -> KubeObject | None:

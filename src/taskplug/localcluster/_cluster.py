@@ -5,6 +5,10 @@ kubelet (real processes, or simulated), operators for custom resources, scripted
 client and an HTTP façade. ``async with LocalCluster(...) as cluster`` runs every controller as a task of
 one ``asyncio.TaskGroup`` (owned by a runner task, so entering and leaving may happen in different tasks);
 leaving stops them all, kills every process and closes the HTTP server. Nothing is left running.
+
+The scheduler and the kubelet survive any pod (an error in one pod's handling fails that pod alone). Should
+one of them stop all the same, the cluster does not hang silently: the error is logged and every API call
+answers 500 ``InternalError`` naming the component and its error from then on.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -22,6 +26,7 @@ from typing import Any, Literal
 from taskplug.core import Clock, SystemClock
 from taskplug.k8s import KubeApiError, Operator, ResourceType, WatchEvent
 from taskplug.localcluster._client import LocalKubeClient
+from taskplug.localcluster._errors import internal_error
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._faults import Faults
 from taskplug.localcluster._kubeconfig import write_kubeconfig
@@ -123,9 +128,13 @@ class LocalCluster:
         async with asyncio.TaskGroup() as group:
             self._group = group
             self._tasks = [
-                group.create_task(self.timers.run(), name="localcluster-timers"),
-                group.create_task(self.scheduler.run(), name="localcluster-scheduler"),
-                group.create_task(self.kubelet.run(), name="localcluster-kubelet"),
+                group.create_task(self._supervise("timers", self.timers.run()), name="localcluster-timers"),
+                group.create_task(
+                    self._supervise("scheduler", self.scheduler.run()), name="localcluster-scheduler"
+                ),
+                group.create_task(
+                    self._supervise("kubelet", self.kubelet.run()), name="localcluster-kubelet"
+                ),
             ]
             for rtype, operator in self._operators:
                 self._tasks.append(
@@ -140,6 +149,15 @@ class LocalCluster:
                 self._group = None
                 for task in self._tasks:
                     task.cancel()
+
+    async def _supervise(self, component: str, run: Coroutine[Any, Any, None]) -> None:
+        try:
+            await run
+        except Exception as err:
+            _log.exception("the embedded cluster's %s stopped", component)
+            self.faults.component_down(
+                internal_error(f"the embedded cluster's {component} stopped: {type(err).__name__}: {err}")
+            )
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

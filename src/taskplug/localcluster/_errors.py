@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from taskplug.k8s import KubeApiError, ResourceType
 
@@ -18,14 +18,17 @@ __all__ = [
     "FieldError",
     "already_exists",
     "bad_request",
+    "cannot_decode",
     "conflict",
     "expired",
     "forbidden",
+    "go_quote",
     "group_resource",
     "internal_error",
     "invalid",
     "method_not_allowed",
     "not_found",
+    "request_entity_too_large",
     "server_timeout",
     "timeout",
     "too_many_requests",
@@ -79,29 +82,38 @@ def forbidden(rtype: ResourceType, name: str, why: str) -> KubeApiError:
     )
 
 
+_REASONS: Final = {
+    "Required value": "FieldValueRequired",
+    "Invalid value": "FieldValueInvalid",
+    "Unsupported value": "FieldValueNotSupported",
+    "Forbidden": "FieldValueForbidden",
+    "Duplicate value": "FieldValueDuplicate",
+    "Too long": "FieldValueTooLong",
+    "Too many": "FieldValueTooMany",
+    "Not found": "FieldValueNotFound",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class FieldError:
-    """One cause of a 422, as field.Error renders it: ``spec.containers[0].image: Required value``."""
+    """One cause of a 422, as field.Error renders it: ``spec.containers[0].image: Required value``.
+
+    ``value`` is shown as Go's ``%q`` for a string, bare for a number, a bool or a quantity (a Stringer), and
+    not at all when None (Required, Forbidden and Too long never show it)."""
 
     field: str
-    type: str  # "Required value", "Invalid value", "Unsupported value", "Forbidden"
+    type: str  # "Required value", "Invalid value", "Unsupported value", "Forbidden", "Too long", …
     detail: str = ""
-    value: str | None = None
+    value: object = None
 
     @property
     def reason(self) -> str:
-        return {
-            "Required value": "FieldValueRequired",
-            "Invalid value": "FieldValueInvalid",
-            "Unsupported value": "FieldValueNotSupported",
-            "Forbidden": "FieldValueForbidden",
-            "Duplicate value": "FieldValueDuplicate",
-        }.get(self.type, "FieldValueInvalid")
+        return _REASONS.get(self.type, "FieldValueInvalid")
 
     def body(self) -> str:
         text = self.type
-        if self.value is not None:
-            text += f": {_go_quote(self.value)}"
+        if self.value is not None and self.type not in ("Required value", "Forbidden", "Too long"):
+            text += f": {_go_value(self.value)}"
         if self.detail:
             text += f": {self.detail}"
         return text
@@ -110,8 +122,37 @@ class FieldError:
         return f"{self.field}: {self.body()}"
 
 
-def _go_quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _go_value(value: object) -> str:
+    if isinstance(value, str):
+        return go_quote(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_ESCAPES: Final = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(value: str) -> str:
+    """Go's ``%q``: double quotes, backslash escapes, non-printable runes as ``\\x``/``\\u``/``\\U``."""
+    if value.isprintable() and '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    out = ['"']
+    for ch in value:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def invalid(kind: str, rtype: ResourceType, name: str, errors: list[FieldError]) -> KubeApiError:
@@ -125,7 +166,9 @@ def invalid(kind: str, rtype: ResourceType, name: str, errors: list[FieldError])
     if rtype.group:
         details["group"] = rtype.group
     qualified_kind = f"{kind}.{rtype.group}" if rtype.group else kind  # Go's GroupKind.String()
-    return KubeApiError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {listing}', details=details)
+    return KubeApiError(
+        422, "Invalid", f"{qualified_kind} {go_quote(name)} is invalid: {listing}", details=details
+    )
 
 
 def expired(requested: int, oldest: int) -> KubeApiError:
@@ -134,6 +177,21 @@ def expired(requested: int, oldest: int) -> KubeApiError:
 
 def bad_request(message: str) -> KubeApiError:
     return KubeApiError(400, "BadRequest", message)
+
+
+def cannot_decode(kind: str, version: str, detail: str, field: str) -> KubeApiError:
+    """The 400 of a body that does not decode into the kind's Go type (a wrong JSON type, a bad quantity):
+    ``Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal …``. The field path, with
+    indices, is in ``details.causes`` (a real server names it only in the message, without indices)."""
+    cause: dict[str, Any] = {"reason": "FieldValueInvalid", "message": detail}
+    if field:
+        cause["field"] = field
+    return KubeApiError(
+        400,
+        "BadRequest",
+        f"{kind} in version {go_quote(version)} cannot be handled as a {kind}: {detail}",
+        details={"kind": kind, "causes": [cause]},
+    )
 
 
 def method_not_allowed(message: str) -> KubeApiError:

@@ -5,6 +5,9 @@ Follows k8s.io/client-go/tools/events (``eventTime`` as MicroTime, ``regarding``
 reasons (``Scheduled``, ``FailedScheduling``, ``Pulling``, ``Pulled``, ``Failed``, ``BackOff``,
 ``Created``, ``Started``, ``Killing``, ``InspectFailed``, ``OOMKilling``).
 
+An event the API refuses (a name over 253 characters, made from a long pod name) is logged and dropped,
+as client-go's recorder drops it; recording never fails the controller that records.
+
 Deviation: a real cluster keeps events for an hour; here the oldest are deleted beyond a count limit, and
 repeated events are not aggregated into a ``series``.
 """
@@ -12,13 +15,17 @@ repeated events are not aggregated into a ``series``.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import deque
 from typing import Any
 
+from taskplug.k8s import KubeApiError
 from taskplug.localcluster._resources import EVENT, format_micro_time
 from taskplug.localcluster._store import Store
 
 __all__ = ["EventRecorder"]
+
+_log = logging.getLogger(__name__)
 
 
 class EventRecorder:
@@ -54,20 +61,22 @@ class EventRecorder:
         if field_path:
             ref["fieldPath"] = field_path
         node = (regarding.get("spec") or {}).get("nodeName") or "local-node"
-        self._store.create(
-            EVENT,
-            {
-                "metadata": {"name": name, "namespace": namespace},
-                "eventTime": format_micro_time(now),
-                "reportingController": controller,
-                "reportingInstance": f"{controller}-{node}",
-                "action": action or reason,
-                "reason": reason,
-                "regarding": ref,
-                "note": note,
-                "type": type_,
-            },
-        )
+        event = {
+            "metadata": {"name": name, "namespace": namespace},
+            "eventTime": format_micro_time(now),
+            "reportingController": controller,
+            "reportingInstance": f"{controller}-{node}",
+            "action": action or reason,
+            "reason": reason,
+            "regarding": ref,
+            "note": note,
+            "type": type_,
+        }
+        try:
+            self._store.create(EVENT, event)
+        except KubeApiError as err:
+            _log.warning("event %s/%s dropped: %s", namespace, name, err)
+            return
         self._kept.append((namespace, name))
         while len(self._kept) > self._limit:
             old_ns, old_name = self._kept.popleft()

@@ -45,6 +45,13 @@ class Faults:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._rules: list[_Rule] = []
+        self._down: KubeApiError | None = None
+
+    def component_down(self, error: KubeApiError) -> None:
+        """A controller of the cluster stopped for good: from now on every call answers ``error`` (not
+        cleared by :meth:`clear`), so a client learns it and why instead of waiting for a pod that will never
+        run."""
+        self._down = error
 
     def fail(
         self,
@@ -91,6 +98,9 @@ class Faults:
 
     async def check(self, verb: str, plural: str) -> None:
         """Called before every API call: sleep for a delay rule, raise for an error rule."""
+        if self._down is not None:
+            down = self._down
+            raise KubeApiError(down.status, down.reason, down.message, details=down.details)
         error: KubeApiError | None = None
         delay = 0.0
         for rule in self._rules:

@@ -9,6 +9,9 @@ with the list ``resourceVersion``; 201 on create; 200 with the object on delete;
 newline-delimited ``{"type", "object"}`` events, with an in-stream ``ERROR`` event carrying the 410 Status
 for an expired version, ``timeoutSeconds``, ``allowWatchBookmarks``; ``pods/{name}/log`` and the
 ``status`` subresource. Scripted faults apply as for the in-process client (429 carries ``Retry-After``).
+Bodies are decoded and validated by the store exactly as the in-process client's objects are (400 for a
+field of the wrong type, 422 ``Invalid`` naming each field); an error a handler did not expect is a 500
+``InternalError`` Status in JSON naming it (genericapirequest's panic recovery), and the server goes on.
 
 Deviation: ``limit``/``continue`` are ignored (one page), ``dryRun`` is ignored, there are no OpenAPI
 documents (kubectl needs ``--validate=false``), no aggregated discovery, no Table rendering, no
@@ -18,6 +21,7 @@ authentication, and no ``deletecollection``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
@@ -27,6 +31,7 @@ from taskplug.core import DocumentError, load_document
 from taskplug.k8s import KubeApiError, ResourceType
 from taskplug.localcluster._errors import (
     bad_request,
+    internal_error,
     method_not_allowed,
     request_entity_too_large,
     unsupported_media_type,
@@ -34,6 +39,7 @@ from taskplug.localcluster._errors import (
 from taskplug.localcluster._patch import apply_patch
 from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
+from taskplug.localcluster._validation import decode_object
 
 if TYPE_CHECKING:
     from taskplug.localcluster._faults import Faults
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
     from taskplug.localcluster._timers import Timers
 
 __all__ = ["ApiBackend", "start_server"]
+
+_log = logging.getLogger(__name__)
 
 
 class ApiBackend(Protocol):
@@ -88,6 +96,15 @@ def _error(err: KubeApiError) -> web.Response:
     if retry is not None and err.status in (429, 500, 503, 504):
         response.headers["Retry-After"] = str(retry)
     return response
+
+
+def _metadata(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The body's metadata to fill in from the URL; None when it is not an object (the store's decoding
+    answers that with a 400 naming ``metadata``)."""
+    meta = obj.setdefault("metadata", {})
+    if meta is None:
+        meta = obj["metadata"] = {}
+    return meta if isinstance(meta, dict) else None
 
 
 def _media_type(request: web.Request) -> str:
@@ -144,6 +161,13 @@ class _Api:
             return _error(err)
         except web.HTTPRequestEntityTooLarge:
             return _error(request_entity_too_large(MAX_BODY_BYTES))
+        except web.HTTPException as err:
+            return _error(KubeApiError(err.status, err.reason.replace(" ", ""), err.text or err.reason))
+        except Exception as err:
+            # What a handler did not expect is the API server's 500 InternalError Status, in JSON like every
+            # other answer, and the server goes on serving.
+            _log.exception("%s %s failed", request.method, request.path)
+            return _error(internal_error(f"{type(err).__name__}: {err}"))
 
     # -- routing -----------------------------------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -251,9 +275,10 @@ class _Api:
             if method == "POST":
                 await faults.check("create", rtype.plural)
                 obj = await self._body(request)
-                meta = obj.setdefault("metadata", {})
-                if rtype.namespaced:
-                    if meta.get("namespace") and namespace and meta["namespace"] != namespace:
+                meta = _metadata(obj)
+                if rtype.namespaced and meta is not None:
+                    given = meta.get("namespace")
+                    if isinstance(given, str) and given and namespace and given != namespace:
                         raise bad_request(
                             "the namespace of the provided object does not match the namespace sent on "
                             "the request"
@@ -273,7 +298,9 @@ class _Api:
         if method == "PUT":
             await faults.check("replace", rtype.plural)
             obj = await self._body(request)
-            meta = obj.setdefault("metadata", {})
+            meta = _metadata(obj)
+            if meta is None:
+                return _json(self.store.replace(rtype, obj))  # the store answers the 400 that names it
             if meta.get("name") and meta["name"] != name:
                 raise bad_request(
                     f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
@@ -294,7 +321,7 @@ class _Api:
             patch = await self._raw_body(request, yaml_allowed=False)
             if sub == "status":
                 current = self.store.get(rtype, namespace, name)
-                patched = apply_patch(current, patch, patch_type)
+                patched = decode_object(rtype, apply_patch(current, patch, patch_type))
                 replacement = deep_copy(current)
                 replacement["status"] = deep_copy(patched.get("status") or {})
                 return _json(self.store.replace(rtype, replacement))
@@ -383,6 +410,13 @@ class _Api:
                     ended = item is None
                 except KubeApiError as err:
                     chunks.append(b'{"type":"ERROR","object":' + orjson.dumps(err.to_status()) + b"}\n")
+                    ended = True
+                except Exception as err:
+                    # The response is under way: the error ends the stream as an ERROR event, as a real
+                    # server's watch does, instead of cutting it.
+                    _log.exception("watch of %s failed", rtype.plural)
+                    status = internal_error(f"{type(err).__name__}: {err}").to_status()
+                    chunks.append(b'{"type":"ERROR","object":' + orjson.dumps(status) + b"}\n")
                     ended = True
                 if chunks:
                     await response.write(b"".join(chunks))

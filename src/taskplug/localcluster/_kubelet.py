@@ -8,8 +8,10 @@ Follows pkg/kubelet/kuberuntime at the level the API shows:
   ``bin`` first, ``HOME``, ``HOSTNAME``) in a per-pod working directory;
 * container states ``waiting: ContainerCreating`` → ``running.startedAt`` → ``terminated{exitCode, reason
   Completed|Error|OOMKilled, message, startedAt, finishedAt, containerID}``; a process killed by signal N
-  exits 128+N; a container with no command cannot run (``ContainerCannotRun``, exit 128), a missing
-  executable gives ``StartError`` (exit 128);
+  exits 128+N; a container with no command cannot run (``ContainerCannotRun``, exit 128); a process that
+  cannot be started (a missing executable, an exec format error, an argument or environment entry no
+  process can hold) gives ``StartError`` (exit 128) with the OS's words, as containerd reports it, and a
+  restarting container then waits with ``RunContainerError``;
 * the termination message is read from the container's ``terminationMessagePath``, mapped to a file in
   the pod directory whose path is in ``$TERMINATION_MESSAGE_PATH`` (at most 4096 bytes); with
   ``FallbackToLogsOnError`` a failed container with no message reports the last 80 lines / 2048 bytes of
@@ -18,7 +20,13 @@ Follows pkg/kubelet/kuberuntime at the level the API shows:
   /proc; above the limit the group is SIGKILLed and the container is ``OOMKilled`` with exit code 137;
 * restartPolicy Never / OnFailure / Always with the CrashLoopBackOff delay (10 s doubling to 5 min, on the
   cluster's clock);
-* deleting a pod sends SIGTERM, then SIGKILL after a short grace; leaving the cluster kills everything.
+* deleting a pod sends SIGTERM, then SIGKILL after a short grace; leaving the cluster kills everything;
+* a container is its process group (its own session): when its first process ends, what it left in the
+  group is killed, as a container's processes end with it. Its processes also die with the process that runs
+  the kubelet, even a SIGKILLed one: the first has a parent-death signal (``prctl(PR_SET_PDEATHSIG)``), and a
+  small reaper process (one per kubelet, started with the first container) holds the list of groups and
+  kills them when its pipe from the kubelet closes, which the kernel does when the kubelet's process dies;
+* an error while running one pod fails that pod alone (see :mod:`._kubeletbase`).
 
 Deviation: ``args`` without ``command`` is run as the command (there is no image entrypoint); a
 container's env ``valueFrom`` supports ``fieldRef`` and ``resourceFieldRef`` only (``secretKeyRef`` and
@@ -30,14 +38,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import re
 import signal
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 from taskplug.core import Clock, Quantity, QuantityError
+from taskplug.localcluster._errors import go_quote
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
@@ -51,6 +63,7 @@ _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 _MESSAGE_LIMIT: Final = 4096
 _LOG_TAIL_LINES: Final = 80
 _LOG_TAIL_BYTES: Final = 2048
+_PR_SET_PDEATHSIG: Final = 1
 
 
 def expand_vars(text: str, env: dict[str, str]) -> str:
@@ -87,6 +100,131 @@ def tail_for_termination_message(log: bytes) -> str:
     return b"".join(lines)[-_LOG_TAIL_BYTES:].decode("utf-8", "replace")
 
 
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_PRCTL: Final = _load_prctl()
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when the process starting it dies (Linux), or None
+    where there is no such signal. Resolved before the fork: the child only calls into libc."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+def start_error_message(executable: str, err: Exception) -> str:
+    """containerd's words for a process that could not be started."""
+    if isinstance(err, OSError):
+        if isinstance(err, FileNotFoundError) and "/" not in executable:
+            reason = "executable file not found in $PATH"
+        else:
+            text = err.strerror or str(err)
+            reason = text[:1].lower() + text[1:]  # Go's errno strings are lower case
+    else:
+        reason = f"invalid argument ({err})"
+    return (
+        "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
+        f"failed: unable to start container process: exec: {go_quote(executable)}: {reason}: unknown"
+    )
+
+
+# The reaper: reads "+PGID" / "-PGID" lines; when its stdin closes (the kubelet's process is gone, or the
+# kubelet is done), it kills every group still listed. It ignores the signals a terminal or a `kill` of the
+# kubelet's group would send, so only the pipe decides.
+_REAPER_SOURCE: Final = """
+import os, signal, sys
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(sig, signal.SIG_IGN)
+groups = set()
+for line in sys.stdin.buffer:
+    try:
+        pgid = int(line[1:])
+    except ValueError:
+        continue
+    if line[:1] == b"+":
+        groups.add(pgid)
+    else:
+        groups.discard(pgid)
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Reaper:
+    """The kubelet's reaper process (started with the first container, ended with the kubelet)."""
+
+    def __init__(self) -> None:
+        self._proc: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Start the reaper if it is not running yet (before the first container, so none escapes it)."""
+        async with self._lock:
+            if self._proc is None:
+                # Without a reaper, the parent-death signal still covers each container's first process.
+                with contextlib.suppress(OSError):
+                    self._proc = await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-I",
+                        "-S",
+                        "-c",
+                        _REAPER_SOURCE,
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.DEVNULL,
+                        stderr=asyncio.subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+
+    def watch(self, pgid: int) -> None:
+        self._send(self._proc, f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        self._send(self._proc, f"-{pgid}\n")
+
+    @staticmethod
+    def _send(proc: asyncio.subprocess.Process | None, line: str) -> None:
+        if proc is None or proc.stdin is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            proc.stdin.write(line.encode())
+
+    async def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=10)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+
 class _ConfigError(Exception):
     pass
 
@@ -96,7 +234,8 @@ class _PodWorker:
         self.kubelet = kubelet
         self.rt = runtime
         namespace, name = runtime.key
-        self.dir = kubelet.workdir / f"{namespace}_{name}_{runtime.uid[:8]}"
+        # A file name holds 255 bytes; a namespace (63) and a pod name (253) together do not fit.
+        self.dir = kubelet.workdir / f"{namespace}_{name[:120]}_{runtime.uid[:8]}"
         self.stopping: str | None = None  # "deleted", "deleting" or "shutdown"
         self.stop_event = asyncio.Event()
         self.procs: dict[str, asyncio.subprocess.Process] = {}
@@ -120,8 +259,11 @@ class _PodWorker:
         return self.dir / "logs" / f"{name}.log"
 
     async def run(self) -> None:
+        failure: Exception | None = None
         try:
             await self._run()
+        except Exception as err:
+            failure = err  # this pod fails; the kubelet goes on with the others
         finally:
             for proc in list(self.procs.values()):
                 _signal_group(proc, signal.SIGKILL)
@@ -129,6 +271,8 @@ class _PodWorker:
                     await proc.wait()
             self.rt.finished = True
             self.kubelet.runs.pop(self.rt.uid, None)
+        if failure is not None:
+            self.kubelet.fail_runtime(self.rt, failure)
 
     async def _run(self) -> None:
         kubelet, rt = self.kubelet, self.rt
@@ -175,10 +319,15 @@ class _PodWorker:
         rt = self.rt
         delay = crash_loop_delay(rt.statuses[name]["restartCount"] + 1)
         namespace, pod = rt.key
-        rt.restart(
-            name,
-            message=f"back-off {int(delay)}s restarting failed container={name} pod={pod}_{namespace}({rt.uid})",
-        )
+        terminated = rt.statuses[name]["state"].get("terminated") or {}
+        if terminated.get("reason") == "StartError":
+            # The kubelet shows the start failure itself while it waits to try again.
+            rt.restart(name, reason="RunContainerError", message=terminated.get("message"))
+        else:
+            rt.restart(
+                name,
+                message=f"back-off {int(delay)}s restarting failed container={name} pod={pod}_{namespace}({rt.uid})",
+            )
         self.kubelet.publish(rt)
         self.kubelet.event(
             rt,
@@ -277,6 +426,7 @@ class _PodWorker:
         image = rt.images[name]
         kubelet.event(rt, "Pulled", f'Container image "{image}" already present on machine', container=name)
         kubelet.event(rt, "Created", f"Created container: {name}", container=name)
+        await kubelet.reaper.start()
         with open(self.log_path(name), "ab") as log:  # noqa: ASYNC230 - a local file opens at once
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -287,18 +437,19 @@ class _PodWorker:
                     stdout=log,
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=die_with_parent(),
                 )
-            except OSError as err:
-                message = (
-                    "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
-                    f'unable to start container process: exec: "{argv[0]}": {err.strerror}: unknown'
-                )
+            except (OSError, ValueError, subprocess.SubprocessError) as err:
+                # ValueError: a NUL in an argument or the environment, '=' in an env name (what no exec can
+                # take); SubprocessError: the child failed before exec.
+                message = start_error_message(argv[0], err)
                 rt.running(name, cid)
                 rt.terminated(name, 128, reason="StartError", message=message)
                 kubelet.publish(rt)
                 kubelet.event(rt, "Failed", f"Error: {message}", warning=True, container=name)
                 return 128
         self.procs[name] = proc
+        kubelet.reaper.watch(proc.pid)
         try:
             rt.running(name, cid)
             kubelet.publish(rt)
@@ -306,6 +457,10 @@ class _PodWorker:
             code, oom = await self._supervise(proc, self._memory_limit(container))
         finally:
             self.procs.pop(name, None)
+            # The container ends with its first process: what it left in its group goes too.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            kubelet.reaper.forget(proc.pid)
         message = self._termination_message(container, term_path, name, code)
         rt.terminated(name, code, reason="OOMKilled" if oom else None, message=message)
         kubelet.publish(rt)
@@ -390,16 +545,20 @@ class ProcessKubelet(KubeletBase):
         self._workers: dict[str, _PodWorker] = {}
         self._dirs: dict[tuple[str, str], _PodWorker] = {}
         self._group: asyncio.TaskGroup | None = None
+        self.reaper = _Reaper()
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            self._group = group
-            try:
-                await super().run()
-            finally:
-                self._group = None
-                for worker in self._workers.values():
-                    worker.stop("deleted")
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                try:
+                    await super().run()
+                finally:
+                    self._group = None
+                    for worker in self._workers.values():
+                        worker.stop("deleted")
+        finally:
+            await self.reaper.close()
 
     def start(self, runtime: PodRuntime) -> None:
         assert self._group is not None, "the kubelet is not running"

@@ -4,12 +4,19 @@ Follows pkg/kubelet's pod workers at the level the API shows: a bound pod is pic
 written back as a whole (``status`` subresource), image problems surface as waiting reasons plus the events
 ``Pulling``/``Failed``/``BackOff``/``InspectFailed`` worded as the kubelet words them, and a node shutdown
 fails the node's pods with ``status.reason`` ``NodeShutdown``.
+
+Nothing a pod holds stops the kubelet: an error while handling one pod is logged with the pod's name and
+fails that pod alone — ``status.phase`` ``Failed``, ``status.reason`` ``UnexpectedAdmissionError`` (what a
+kubelet reports for a pod it rejects for an unexpected reason), the error in ``status.message``, containers
+that never started ``waiting`` with ``RunContainerError`` — and the loop goes on with every other pod.
+Deviation: a real kubelet would retry such a pod for ever; failing it tells whoever waits for it.
 """
 
 from __future__ import annotations
 
 import abc
 import itertools
+import logging
 from typing import Any, Final
 
 from taskplug.core import Clock
@@ -18,10 +25,20 @@ from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime
 from taskplug.localcluster._resources import NODE, POD, TERMINAL_PHASES, format_time, set_condition
 from taskplug.localcluster._store import Store
 
-__all__ = ["SHUTDOWN_MESSAGE", "SHUTDOWN_REASON", "KubeletBase"]
+__all__ = ["REJECTED_REASON", "SHUTDOWN_MESSAGE", "SHUTDOWN_REASON", "KubeletBase", "describe_error"]
 
 SHUTDOWN_REASON: Final = "NodeShutdown"
 SHUTDOWN_MESSAGE: Final = "Pod was terminated in response to imminent node shutdown."
+REJECTED_REASON: Final = "UnexpectedAdmissionError"
+
+_log = logging.getLogger(__name__)
+
+
+def describe_error(err: BaseException) -> str:
+    """``TypeError: …`` for an error, the first leaf of an exception group (a task group's failure)."""
+    while isinstance(err, BaseExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    return f"{type(err).__name__}: {err}"
 
 
 class KubeletBase(abc.ABC):
@@ -40,9 +57,54 @@ class KubeletBase(abc.ABC):
         watcher = self.store.watch(POD, internal=True)
         try:
             while (item := await watcher.next()) is not None:
-                self.on_pod(item[0], item[1].obj)
+                try:
+                    self.on_pod(item[0], item[1].obj)
+                except Exception as err:
+                    if item[0] != "DELETED":
+                        self.reject(item[1].obj, err)
+                    else:
+                        _log.exception("kubelet: could not stop a deleted pod")
         finally:
             watcher.close()
+
+    def reject(self, pod: dict[str, Any], err: BaseException) -> None:
+        """Fail the one pod whose handling raised ``err`` (logged with its name); the others go on."""
+        found = pod.get("metadata")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
+        _log.error("kubelet: pod %s/%s failed: %s", namespace, name, describe_error(err), exc_info=err)
+        message = f"Pod was rejected: the kubelet could not run it: {describe_error(err)}"
+        try:
+            runtime = self.runs.pop(uid, None) if isinstance(uid, str) else None
+            if runtime is not None:
+                runtime.fail(REJECTED_REASON, message)
+                self.stop(runtime, deleted=True)  # whatever was started for it stops
+                self.publish(runtime)
+                return
+            if not isinstance(name, str) or not isinstance(namespace, str):
+                return
+
+            def mark(obj: dict[str, Any]) -> None:
+                status = obj.get("status")
+                if not isinstance(status, dict):
+                    status = obj["status"] = {}
+                status.update(phase="Failed", reason=REJECTED_REASON, message=message)
+
+            self.store.update(POD, namespace, name, mark)
+        except Exception:
+            _log.exception("kubelet: could not mark pod %s/%s failed", namespace, name)
+
+    def fail_runtime(self, runtime: PodRuntime, err: BaseException) -> None:
+        """A pod's worker hit ``err``: the pod fails with it (logged with its name)."""
+        namespace, name = runtime.key
+        _log.error("kubelet: pod %s/%s failed: %s", namespace, name, describe_error(err), exc_info=err)
+        runtime.fail(
+            REJECTED_REASON, f"Pod was rejected: the kubelet could not run it: {describe_error(err)}"
+        )
+        try:
+            self.publish(runtime)
+        except Exception:
+            _log.exception("kubelet: could not mark pod %s/%s failed", namespace, name)
 
     def on_pod(self, type_: str, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]

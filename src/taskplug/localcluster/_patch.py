@@ -74,8 +74,10 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     for key, value in patch.items():
         if key.startswith("$deleteFromPrimitiveList/"):
             field = key.partition("/")[2]
-            drop = set(value or [])
-            result[field] = [v for v in result.get(field) or [] if v not in drop]
+            if not isinstance(value, list):
+                raise bad_request(f"the body of the request was in an unknown format: {key} must be a list")
+            current = result.get(field)
+            result[field] = [v for v in current if v not in value] if isinstance(current, list) else []
             continue
         if key.startswith("$"):
             continue  # $setElementOrder, $retainKeys: ordering hints, not content
@@ -92,15 +94,23 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def _merge_key(item: Any, merge_key: str) -> Any:
+    """The item's merge key when it has a usable one (a scalar), else None: such items are appended."""
+    if not isinstance(item, Mapping):
+        return None
+    key = item.get(merge_key)
+    return key if isinstance(key, str | int | float | bool) else None
+
+
 def _merge_keyed_list(current: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
     result = list(current)
-    index = {item.get(merge_key): i for i, item in enumerate(result) if isinstance(item, Mapping)}
+    index = {key: i for i, item in enumerate(result) if (key := _merge_key(item, merge_key)) is not None}
     deleted: set[Any] = set()
     for item in patch:
-        if not isinstance(item, Mapping) or merge_key not in item:
+        key = _merge_key(item, merge_key)
+        if key is None:
             result.append(copy.deepcopy(item))
             continue
-        key = item[merge_key]
         if item.get("$patch") == "delete":
             deleted.add(key)
         elif key in index:
@@ -108,7 +118,7 @@ def _merge_keyed_list(current: list[Any], patch: list[Any], merge_key: str) -> l
         else:
             index[key] = len(result)
             result.append(strategic_merge_patch({}, item))
-    return [item for item in result if not (isinstance(item, Mapping) and item.get(merge_key) in deleted)]
+    return [item for item in result if _merge_key(item, merge_key) not in deleted]
 
 
 def _invalid(message: str) -> PatchError:
@@ -209,9 +219,18 @@ def json_patch(target: Any, operations: Any) -> Any:
         raise bad_request("the body of the request was in an unknown format: a JSON patch must be a list")
     doc = copy.deepcopy(target)
     for op in operations:
-        if not isinstance(op, Mapping) or "op" not in op or "path" not in op:
+        if (
+            not isinstance(op, Mapping)
+            or not isinstance(op.get("op"), str)
+            or not isinstance(op.get("path"), str)
+        ):
             raise _invalid(
                 f"the server rejected our request due to an error in our request: bad operation {op!r}"
+            )
+        if op["op"] in ("move", "copy") and not isinstance(op.get("from"), str):
+            raise _invalid(
+                f"the server rejected our request due to an error in our request: "
+                f"{op['op']} operation missing from: {op!r}"
             )
         kind, path = op["op"], op["path"]
         if kind == "add":

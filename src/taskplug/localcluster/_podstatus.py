@@ -145,6 +145,18 @@ class PodRuntime:
         status["restartCount"] += 1
         self.waiting(name, reason, message)
 
+    def fail(self, reason: str, message: str) -> None:
+        """The kubelet gave up on the pod: it is Failed with ``reason``; containers that never started wait
+        with ``RunContainerError``, running ones are reported killed (137)."""
+        self.reason, self.message = reason, message
+        for name in self.init_names + self.names:
+            state = self.state(name)
+            if state == "waiting":
+                self.waiting(name, "RunContainerError", message)
+            elif state == "running":
+                self.terminated(name, 137, reason="Error", message=message)
+        self.finished = True
+
     def abandon_waiting(self) -> None:
         """The pod stopped before these containers ever ran: the kubelet reports them as lost."""
         for name in self.init_names + self.names:

@@ -6,12 +6,19 @@ nowhere stays Pending with ``PodScheduled=False``, reason ``Unschedulable`` and 
 ``FailedScheduling`` warning event; unschedulable pods go back to the queue when a pod on a node ends or
 is deleted, or when a node is added or changed (the scheduler's "move to active queue" events).
 The fit rules themselves are pure functions in :mod:`._nodes`.
+
+Nothing a pod holds stops the scheduler: an error while handling one pod is logged with the pod's name and
+fails that pod alone (phase ``Failed``, reason ``SchedulerError``, the error as the message), and the loop
+goes on. Deviation: a real scheduler has no such outcome (it would crash and restart, or leave the pod
+Pending); failing the pod tells whoever waits for it what went wrong instead of leaving it pending for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+from collections.abc import Callable
+from typing import Any, Final
 
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._nodes import filter_node, fit_error_message
@@ -19,7 +26,11 @@ from taskplug.localcluster._podres import ResourceList, add_resources, pod_reque
 from taskplug.localcluster._resources import NODE, POD, TERMINAL_PHASES, format_time, set_condition
 from taskplug.localcluster._store import Store, Watcher
 
-__all__ = ["Scheduler"]
+__all__ = ["SCHEDULER_ERROR", "Scheduler"]
+
+SCHEDULER_ERROR: Final = "SchedulerError"
+
+_log = logging.getLogger(__name__)
 
 
 class Scheduler:
@@ -42,10 +53,48 @@ class Scheduler:
             pods.close()
             nodes.close()
 
-    @staticmethod
-    async def _drain(watcher: Watcher, handle: Any) -> None:
+    async def _drain(self, watcher: Watcher, handle: Callable[[str, dict[str, Any]], None]) -> None:
         while (item := await watcher.next()) is not None:
-            handle(item[0], item[1].obj)
+            type_, obj = item[0], item[1].obj
+            try:
+                handle(type_, obj)
+            except Exception as err:
+                spec = obj.get("spec")
+                bound = isinstance(spec, dict) and spec.get("nodeName")
+                if watcher.rtype == POD and type_ != "DELETED" and not bound:
+                    self._fail(obj, err)
+                else:
+                    # A bound pod is the kubelet's to run or fail; only its accounting here is lost.
+                    _log.exception("scheduler: could not handle a %s event", watcher.rtype.kind)
+
+    def _fail(self, pod: dict[str, Any], err: Exception) -> None:
+        """Fail the one pod whose handling raised; the scheduler goes on with the others."""
+        found = pod.get("metadata")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        namespace, name, uid = meta.get("namespace"), meta.get("name"), meta.get("uid")
+        _log.error("scheduler: pod %s/%s could not be scheduled", namespace, name, exc_info=err)
+        if isinstance(uid, str):
+            self._unschedulable.pop(uid, None)
+            self._release(uid)
+        if not isinstance(name, str) or not isinstance(namespace, str):
+            return
+        message = f"the scheduler could not handle this pod: {type(err).__name__}: {err}"
+        now = format_time(self._store.clock.now())
+
+        def mark(obj: dict[str, Any]) -> None:
+            status = obj.get("status")
+            if not isinstance(status, dict):
+                status = obj["status"] = {}
+            status.update(phase="Failed", reason=SCHEDULER_ERROR, message=message)
+            conditions = status.get("conditions")
+            if not isinstance(conditions, list) or not all(isinstance(c, dict) for c in conditions):
+                status["conditions"] = []
+            set_condition(status, "PodScheduled", "False", now, SCHEDULER_ERROR, message)
+
+        try:
+            self._store.update(POD, namespace, name, mark)
+        except Exception:
+            _log.exception("scheduler: could not mark pod %s/%s failed", namespace, name)
 
     # -- pods --------------------------------------------------------------------------------------------
     def _on_pod(self, type_: str, pod: dict[str, Any]) -> None:
@@ -91,7 +140,10 @@ class Scheduler:
             if pod is None or pod["metadata"]["uid"] != uid or (pod.get("spec") or {}).get("nodeName"):
                 self._unschedulable.pop(uid, None)
                 continue
-            self._schedule(pod)
+            try:
+                self._schedule(pod)
+            except Exception as err:
+                self._fail(pod, err)
 
     def _schedule(self, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}

@@ -6,10 +6,15 @@ annotations: ``taskplug.io/simulate-duration`` (seconds a container runs, defaul
 are OOMKilled, exit 137) and ``taskplug.io/simulate-logs`` (what ``logs`` returns). Restart policies
 behave as in the process kubelet (OnFailure / Always restart after a CrashLoopBackOff delay of
 10 s doubling to 5 min). Built for throughput: a pod costs two status writes and a timer, no task.
+Annotations are the user's text: a duration that is not a finite number counts as 0 (``inf``: the
+containers never finish), an exit code that is not an integer counts as 1 and is taken modulo 256 as a
+process's would be, and an error while stepping one pod fails that pod alone (see :mod:`._kubeletbase`).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Final
 
 from taskplug.core import Clock
@@ -67,7 +72,21 @@ class SimulatedKubelet(KubeletBase):
             duration = float(self._annotation(runtime, ANNOTATION_DURATION, "0"))
         except ValueError:
             duration = 0.0
-        self._pending[runtime.uid] = self._timers.call_later(duration, lambda: self._finish(runtime))
+        if math.isnan(duration):
+            duration = 0.0
+        if duration != math.inf:
+            self._later(duration, runtime, self._finish)
+
+    def _later(self, delay: float, runtime: PodRuntime, step: Callable[[PodRuntime], None]) -> None:
+        def fire() -> None:
+            try:
+                step(runtime)
+            except Exception as err:
+                self._pending.pop(runtime.uid, None)
+                self.runs.pop(runtime.uid, None)
+                self.fail_runtime(runtime, err)
+
+        self._pending[runtime.uid] = self._timers.call_later(delay, fire)
 
     def _finish(self, runtime: PodRuntime) -> None:
         self._pending.pop(runtime.uid, None)
@@ -75,7 +94,7 @@ class SimulatedKubelet(KubeletBase):
             return
         oom = self._annotation(runtime, ANNOTATION_OOM, "false").lower() == "true"
         try:
-            code = 137 if oom else int(self._annotation(runtime, ANNOTATION_EXIT_CODE, "0"))
+            code = 137 if oom else int(self._annotation(runtime, ANNOTATION_EXIT_CODE, "0")) % 256
         except ValueError:
             code = 1
         for name in runtime.names:
@@ -96,7 +115,7 @@ class SimulatedKubelet(KubeletBase):
                 f"pod={runtime.key[1]}_{runtime.key[0]}({runtime.uid})",
             )
         if self.publish(runtime):
-            self._pending[runtime.uid] = self._timers.call_later(delay, lambda: self._run_containers(runtime))
+            self._later(delay, runtime, self._run_containers)
 
     def stop(self, runtime: PodRuntime, *, deleted: bool) -> None:
         handle = self._pending.pop(runtime.uid, None)

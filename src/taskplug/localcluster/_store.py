@@ -7,7 +7,10 @@ update (409 ``Conflict`` on a stale ``resourceVersion``); finalizers (delete set
 the object goes away when the last finalizer is removed); no-op updates do not bump the version; a watch
 replays retained events after the requested version, answers 410 ``Expired`` for a version older than the
 retained history, starts with synthetic ADDED events when no version is given, and sends ADDED / DELETED
-when a MODIFIED object enters or leaves a watcher's selector.
+when a MODIFIED object enters or leaves a watcher's selector. Every client write (create, replace, patch)
+is decoded and validated as an API server does it (:mod:`._validation`); the controllers' own writes
+(:meth:`Store.update`) are trusted. A watcher or an observer that fails on one object is logged and skipped:
+it never fails the write or the other watchers.
 
 Speed is by design, not by luck: objects live in per-type, per-namespace dicts; every write appends to one
 bounded deque and is offered only to the watchers of its own type; every stored object is an immutable
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import random
 import uuid
 from collections import deque
@@ -42,7 +46,7 @@ from taskplug.localcluster._errors import (
 from taskplug.localcluster._patch import apply_patch
 from taskplug.localcluster._resources import NAMESPACE, POD, TypeRegistry, deep_copy, format_time, type_key
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
-from taskplug.localcluster._validation import default_pod, validate_create
+from taskplug.localcluster._validation import decode_object, default_pod, validate_object
 
 __all__ = ["Admission", "Observer", "Store", "StoredEvent", "Watcher"]
 
@@ -52,6 +56,8 @@ Admission = Callable[[ResourceType, Obj], None]
 Observer = Callable[[ResourceType, "StoredEvent"], None]
 
 _NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apiserver names.SimpleNameGenerator
+
+_log = logging.getLogger(__name__)
 
 
 class StoredEvent:
@@ -242,9 +248,11 @@ class Store:
         return used
 
     # -- writes ------------------------------------------------------------------------------------------
-    def create(self, rtype: ResourceType, obj: Obj) -> Obj:
-        """Create ``obj`` (which the store takes ownership of). Returns the stored snapshot."""
+    def create(self, rtype: ResourceType, given: Any) -> Obj:
+        """Create ``given`` as the API server would: decoded into a private copy (400 when it cannot be),
+        defaulted, validated (422), admitted. Returns the stored snapshot."""
         rtype = self.types.resolve(rtype)
+        obj = decode_object(rtype, given)
         obj.setdefault("apiVersion", rtype.api_version)
         obj.setdefault("kind", rtype.kind)
         metadata = obj.setdefault("metadata", {})
@@ -265,7 +273,7 @@ class Store:
                     break
         if rtype == POD:
             default_pod(obj)
-        validate_create(rtype, obj)
+        validate_object(rtype, obj)
         for admit in self.admission:
             admit(rtype, obj)
         name = metadata["name"]
@@ -287,26 +295,30 @@ class Store:
         self._emit(rtype, "ADDED", obj, None)
         return obj
 
-    def replace(self, rtype: ResourceType, obj: Obj) -> Obj:
-        """PUT: the whole object; a ``resourceVersion`` in it must be the current one."""
+    def replace(self, rtype: ResourceType, given: Any) -> Obj:
+        """PUT: the whole object (decoded and validated as on create); a ``resourceVersion`` in it must be
+        the current one."""
         rtype = self.types.resolve(rtype)
+        obj = decode_object(rtype, given)
         metadata = obj.get("metadata") or {}
         old = self.get(rtype, metadata.get("namespace"), str(metadata.get("name") or ""))
         wanted = metadata.get("resourceVersion")
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise conflict(rtype, old["metadata"]["name"])
-        return self._write(rtype, old, obj)
+        return self._write(rtype, old, obj, validate=True)
 
     def patch(
         self, rtype: ResourceType, namespace: str | None, name: str, patch: Any, patch_type: str
     ) -> Obj:
+        """PATCH: the patched object is decoded and validated as a PUT of it would be."""
         rtype = self.types.resolve(rtype)
         old = self.get(rtype, namespace, name)
-        new = deep_copy(apply_patch(old, patch, patch_type))
-        wanted = (patch.get("metadata") or {}).get("resourceVersion") if isinstance(patch, dict) else None
+        new = decode_object(rtype, apply_patch(old, patch, patch_type))
+        patched_meta = patch.get("metadata") if isinstance(patch, dict) else None
+        wanted = patched_meta.get("resourceVersion") if isinstance(patched_meta, dict) else None
         if wanted and wanted != old["metadata"]["resourceVersion"]:
             raise conflict(rtype, name)
-        return self._write(rtype, old, new)
+        return self._write(rtype, old, new, validate=True)
 
     def update(
         self, rtype: ResourceType, namespace: str | None, name: str, mutate: Callable[[Obj], None]
@@ -412,6 +424,7 @@ class Store:
         *,
         allow_deletion_timestamp: bool = False,
         bump_generation: bool = True,
+        validate: bool = False,
     ) -> Obj:
         old_meta, meta = old["metadata"], new.setdefault("metadata", {})
         # Identity and server-owned fields cannot be changed by a write.
@@ -427,6 +440,8 @@ class Store:
         new["apiVersion"], new["kind"] = old.get("apiVersion", rtype.api_version), old.get("kind", rtype.kind)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         meta["generation"] = old_meta.get("generation", 1)
+        if validate:
+            validate_object(rtype, new)  # a client's write; the controllers' own writes are trusted
         if new == old:
             return old  # a no-op write keeps its version and sends no event
         if bump_generation and new.get("spec") != old.get("spec"):
@@ -454,6 +469,20 @@ class Store:
             self._compacted_rv = self._history.popleft().rv
         self._history.append(event)
         for watcher in list(self._watchers.get(key, ())):
-            watcher.offer(event)
+            try:
+                watcher.offer(event)
+            except Exception:
+                # A selector that cannot read this object must not stop the write or the other watchers.
+                _log.exception("watch of %s: could not offer %s", rtype.plural, _describe(obj))
         for observe in self.observers:
-            observe(rtype, event)
+            try:
+                observe(rtype, event)
+            except Exception:
+                _log.exception("observer of %s failed on %s", rtype.plural, _describe(obj))
+
+
+def _describe(obj: Obj) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return "an object without metadata"
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}".lstrip("/")
