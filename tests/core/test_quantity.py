@@ -290,3 +290,24 @@ def test_value_rounds_away_from_zero(q: Quantity) -> None:
     assert abs(value) * NANO - abs(q.nanos) < NANO
     if q.nanos:
         assert (value > 0) == (q.nanos > 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        pytest.param("1e999999999", "exponent out of range", id="huge-exponent"),
+        pytest.param("1e-999999999", "exponent out of range", id="tiny-exponent"),
+        pytest.param("1" * 5000, "more than 64 digits", id="five-thousand-digits"),
+        pytest.param("1" * 30, "too large", id="beyond-any-kubernetes-value"),
+        pytest.param("99999999999999999999999Ei", "too large", id="huge-with-a-suffix"),
+    ],
+)
+def test_a_hostile_quantity_is_refused_at_once_not_computed(text: str, reason: str) -> None:
+    # Each of these once built 10**huge (minutes of CPU) or raised a ValueError instead of a QuantityError.
+    with pytest.raises(QuantityError, match=reason):
+        Quantity(text)
+
+
+def test_values_finer_than_a_nano_still_round_up_without_computing_the_power() -> None:
+    assert Quantity("1e-30") == Quantity("1e-10") == Quantity("1n")
+    assert str(Quantity("0e-30")) == "0"

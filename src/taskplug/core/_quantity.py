@@ -180,6 +180,12 @@ def _scaled(nanos: int, unit: int) -> int:
     return -magnitude if nanos < 0 else magnitude
 
 
+_MAX_DIGITS = 64
+"""Most digits a quantity's number may have (a longer one is refused, never parsed)."""
+_MAX_NANOS_DIGITS = 29
+"""Most digits a magnitude in nanos may have (below 1e20 base units; Kubernetes keeps up to 2^63-1 ≈ 9.2e18)."""
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse(text: str) -> Quantity:
     if not isinstance(text, str):
@@ -194,6 +200,8 @@ def _parse(text: str) -> Quantity:
     fraction = fraction or ""
     if not whole and not fraction:
         raise QuantityError(f"unable to parse numeric part of quantity {text!r}")
+    if len(whole) + len(fraction) > _MAX_DIGITS:
+        raise QuantityError(f"quantity {text!r} has more than {_MAX_DIGITS} digits")
     digits = int(whole + fraction or "0")
     scale = -len(fraction)  # value = digits * 10**scale (before the suffix)
 
@@ -204,7 +212,10 @@ def _parse(text: str) -> Quantity:
     elif suffix[:1] in ("e", "E") and len(suffix) > 1:
         fmt = QuantityFormat.DECIMAL_EXPONENT
         numerator = digits
-        exponent10 = scale + int(suffix[1:])
+        exponent_text = suffix[1:]
+        if len(exponent_text.lstrip("+-")) > 4:
+            raise QuantityError(f"quantity {text!r} has an exponent out of range")
+        exponent10 = scale + int(exponent_text)
     else:
         fmt = QuantityFormat.DECIMAL_SI
         numerator = digits
@@ -212,7 +223,15 @@ def _parse(text: str) -> Quantity:
 
     # nanos = numerator * 10**(exponent10 + 9), rounded up when finer than 1n.
     shift = exponent10 + 9
-    nanos = numerator * 10**shift if shift >= 0 else -(-numerator // 10 ** (-shift))
+    if numerator and shift > 0 and len(str(numerator)) + shift > _MAX_NANOS_DIGITS:
+        # Far beyond anything Kubernetes keeps (2^63-1 in its canonical form): refused before 10**huge is built.
+        raise QuantityError(f"quantity {text!r} is too large")
+    if shift >= 0:
+        nanos = numerator * 10**shift
+    elif -shift > len(str(numerator)):
+        nanos = 1 if numerator else 0  # finer than 1n: rounded up, as the API server does
+    else:
+        nanos = -(-numerator // 10 ** (-shift))
     if sign == "-":
         nanos = -nanos
     return Quantity.from_nanos(nanos, fmt)
