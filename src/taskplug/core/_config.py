@@ -63,6 +63,9 @@ class StrictModel(BaseModel):
         populate_by_name=True,
         alias_generator=kebab,
         arbitrary_types_allowed=True,
+        # A model's validator is built when it first validates, not when its class is defined: every command
+        # imports every plugin's config model, few validate more than a handful.
+        defer_build=True,
     )
 
 
@@ -220,9 +223,17 @@ class ConfigSection(Generic[M]):
 class PlatformConfig:
     """The parsed config: one frozen model per known section (its defaults when the file omits it)."""
 
-    def __init__(self, values: Mapping[str, BaseModel], document: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, BaseModel],
+        document: Mapping[str, Any],
+        sections: Iterable[ConfigSection[Any]] = (),
+    ) -> None:
         self._values = dict(values)
         self.document = document
+        # Sections the file omits take their defaults when first asked for: a command that reads three
+        # sections never builds the validators of the rest (pydantic builds a model's schema on first use).
+        self._absent = {s.path: s for s in sections if s.path not in self._values}
 
     def get(self, section: ConfigSection[M]) -> M:
         value = self._values.get(section.path)
@@ -235,10 +246,12 @@ class PlatformConfig:
     def with_section(self, section: ConfigSection[M], value: M) -> PlatformConfig:
         values = dict(self._values)
         values[section.path] = value
-        return PlatformConfig(values, self.document)
+        return PlatformConfig(values, self.document, self._absent.values())
 
     def effective(self) -> dict[str, Any]:
         """Every known section with its defaults filled in, in the file's layout."""
+        for section in list(self._absent.values()):
+            self.get(section)
         out: dict[str, Any] = {}
         for path in sorted(self._values):
             node = out
@@ -296,8 +309,7 @@ def load_platform_config(
             if node is None:
                 break
         if node is None:
-            values[path] = section.model()
-            continue
+            continue  # its defaults, made when first asked for (PlatformConfig.get)
         if not isinstance(node, Mapping):
             raise ConfigError(path, f"must be a mapping, got {type(node).__name__}")
         own = {
@@ -310,7 +322,7 @@ def load_platform_config(
             values[path] = section.model.model_validate(own, by_alias=True, by_name=False)
         except ValidationError as e:
             raise _config_error(path, e) from None
-    return PlatformConfig(values, document)
+    return PlatformConfig(values, document, by_path.values())
 
 
 def _is_parent(path: str, by_path: Mapping[str, ConfigSection[Any]]) -> bool:
