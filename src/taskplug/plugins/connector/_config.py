@@ -7,6 +7,7 @@ struct has no json tags. Maps may also be written as lists of single-key maps, a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, Final
@@ -110,14 +111,17 @@ class ResourceConstraints(_CamelModel):
         )
 
 
-_CONNECTOR_WEB_API: Final = PluginConfig.model_validate(
-    {
-        "resourceQuotas": {"default": 1000},
-        "readRateLimiter": {"qps": 10, "burst": 100},
-        "writeRateLimiter": {"qps": 10, "burst": 100},
-        "caching": {"size": 500000, "resyncInterval": "30s", "workers": 10, "maxSystemFailures": 5},
-    }
-)
+@functools.cache
+def _connector_web_api() -> PluginConfig:
+    """The connector's web-API defaults (made on first use: discovery, on every command, never needs them)."""
+    return PluginConfig.model_validate(
+        {
+            "resourceQuotas": {"default": 1000},
+            "readRateLimiter": {"qps": 10, "burst": 100},
+            "writeRateLimiter": {"qps": 10, "burst": 100},
+            "caching": {"size": 500000, "resyncInterval": "30s", "workers": 10, "maxSystemFailures": 5},
+        }
+    )
 
 
 def _deep_merge(
@@ -137,7 +141,7 @@ def _over_connector_web_api(value: Any) -> Any:
     # A partial webApi block keeps the connector's defaults for the keys it leaves out (viper merges into
     # the default struct). A given resourceQuotas map replaces the default quotas rather than adding to them.
     if isinstance(value, Mapping):
-        defaults = _CONNECTOR_WEB_API.model_dump(mode="json", by_alias=True)
+        defaults = _connector_web_api().model_dump(mode="json", by_alias=True)
         return _deep_merge(defaults, value, replace=frozenset({"resourceQuotas"}))
     return value
 
@@ -154,7 +158,7 @@ class ConnectorConfig(_CamelModel):
     go where, and the web-API machinery's limits (flyteplugins/go/tasks/plugins/webapi/connector/config.go)."""
 
     web_api: Annotated[PluginConfig, BeforeValidator(_over_connector_web_api)] = Field(
-        default=_CONNECTOR_WEB_API, alias="webApi"
+        default_factory=_connector_web_api, alias="webApi"
     )
     """The web-API machinery's settings for this plugin (quotas, rate limits, status cache)."""
     resource_constraints: ResourceConstraints = Field(

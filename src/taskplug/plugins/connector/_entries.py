@@ -60,7 +60,7 @@ def plugin_entries() -> list[WebApiPluginEntry]:
     return [
         WebApiPluginEntry(
             id=ID,
-            supported_task_types=ConnectorConfig().supported_task_types,
+            supported_task_types=ConnectorConfig.model_fields["supported_task_types"].default,
             plugin_loader=load_connector_plugin,
             config_sections=(CONNECTOR_SECTION,),
         )
