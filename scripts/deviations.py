@@ -36,9 +36,12 @@ def _continuation(lines: list[str], start: int) -> list[str]:
             text = stripped
         if not text or _MARK.search(text):
             break
+        closes = not in_comment and text.endswith(_DOCSTRING_END)
         for end in _DOCSTRING_END:
             text = text.removesuffix(end).strip()
         out.append(text)
+        if closes:
+            break  # the docstring ends with this line; what follows is code
     return out
 
 

@@ -115,10 +115,17 @@ async def test_user_failures_spend_max_attempts_then_fail(tmp_path: Path) -> Non
         resolver=_resolver(plugin), store=MemoryStateStore(), settings=_settings(tmp_path)
     ) as ex:
         result = await asyncio.wait_for(ex.run(_spec(max_attempts=3)), 10)
-    assert result.phase == "RetryableFailure"
+    # The budget spent, the execution fails for good as propeller fails the node (nodes/executor.go).
+    assert result.phase == "PermanentFailure"
     assert result.attempts == 3
-    assert result.error == {"code": "Boom", "message": "user code raised", "kind": "USER"}
+    assert result.error == {
+        "code": "RetriesExhausted|Boom",
+        "message": "[3/3] currentAttempt done. Last Error: USER::user code raised",
+        "kind": "USER",
+    }
     assert plugin.finalized == ["e1-n0-0", "e1-n0-1", "e1-n0-2"]
+    last_two = [(e["attempt"], e["phase"], e.get("error", {}).get("code")) for e in result.events[-2:]]
+    assert last_two == [(2, "RetryableFailure", "Boom"), (2, "PermanentFailure", "RetriesExhausted|Boom")]
 
 
 async def test_system_failures_have_their_own_budget(tmp_path: Path) -> None:
@@ -130,7 +137,12 @@ async def test_system_failures_have_their_own_budget(tmp_path: Path) -> None:
         result = await asyncio.wait_for(ex.run(_spec(max_attempts=1)), 10)
     # maxAttempts 1 leaves no user retry, yet two system retries happen before the third failure ends it.
     assert result.attempts == 3
-    assert result.error is not None and result.error["kind"] == "SYSTEM"
+    assert result.phase == "PermanentFailure"
+    assert result.error == {
+        "code": "RetriesExhausted|Interrupted",
+        "message": "[2/2] currentAttempt done. Last Error: SYSTEM::node went away",
+        "kind": "USER",
+    }
 
 
 async def test_permanent_failure_is_not_retried(tmp_path: Path) -> None:

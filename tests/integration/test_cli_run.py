@@ -97,8 +97,10 @@ async def test_a_failed_task_exits_1_with_the_error_in_the_document(tmp_path: Pa
     code, out, _ = await _run(tmp_path, spec, "-o", "json", "--state-db", tmp_path / "state.db")
     assert code == 1
     document = json.loads(out)
-    assert (document["phase"], document["attempts"]) == ("RetryableFailure", 2)
+    assert (document["phase"], document["attempts"]) == ("PermanentFailure", 2)
     assert set(document["error"]) == {"code", "message", "kind"}
+    assert document["error"]["code"].startswith("RetriesExhausted|")
+    assert document["error"]["message"].startswith("[2/2] currentAttempt done. Last Error: USER::")
     assert document["error"]["kind"] == "USER"
 
 

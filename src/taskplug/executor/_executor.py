@@ -3,7 +3,10 @@
 Follows the task-node part of flytepropeller (nodes/task/handler.go and the node executor): each round calls
 the plugin's ``handle``; the plugin state it writes is persisted; every new phase or version becomes an event;
 a success reads the outputs and finalizes; a retryable failure starts the next attempt while the budget lasts
-(user failures spend ``maxAttempts - 1`` retries, system failures their own budget, as Flyte does);
+(user failures spend ``maxAttempts - 1`` retries — the template's retries by default —, system failures their
+own budget, as Flyte does), and an exhausted budget fails the execution for good with propeller's
+``RetriesExhausted|<code>``; a task that wrote a dynamic workflow (``futures.pb``) fails with a message
+saying so;
 ``cleanupOnFailure`` makes a failed attempt abort its resource before finalizing; an abort request aborts
 and finalizes.
 
@@ -30,6 +33,9 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
+from flyteidl.core import dynamic_job_pb2
+from google.protobuf.message import DecodeError
+
 from taskplug.core import (
     Clock,
     ErrorCode,
@@ -45,7 +51,7 @@ from taskplug.core import (
     SystemClock,
     literal_map_to_plain,
 )
-from taskplug.executor._arraynode import ArrayNodeSettings
+from taskplug.executor._arraynode import ArrayNodeSettings, decide_retry, retries_exhausted
 from taskplug.executor._arrayrun import ArrayRun, ArrayRunSettings
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import ExecutionPaths
@@ -520,11 +526,17 @@ class Executor:
             self._record_phase(execution, info)
             await self._failed(execution, tctx, info, paths)
             return
-        outputs, err = await self._read_outputs(tctx, paths)
+        futures_path = f"{paths.output_prefix}/{FUTURES_FILE}"
+        futures = await self.data.read(futures_path)
+        err: ExecutionError | None
+        if futures is not None:
+            outputs, err = None, dynamic_workflow_error(futures, futures_path)
+        else:
+            outputs, err = await self._read_outputs(tctx, paths)
         if err is not None:
             record.error = _error_json(err)
             record.outcome = str(Phase.PERMANENT_FAILURE)
-            self._record_phase(execution, PhaseInfo.failure(err.code, err.message))
+            self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
         else:
             record.outputs = outputs
             record.outcome = str(Phase.SUCCESS)
@@ -552,16 +564,37 @@ class Executor:
             # flytekit writes the user's exception here; it says more than the pod's exit code.
             err = ExecutionError(document.code or err.code, document.message, document.kind)
         retryable = info.phase is Phase.RETRYABLE_FAILURE
-        if retryable and err.kind is ErrorKind.SYSTEM:
-            record.system_failures += 1
-            retryable = record.system_failures <= self.settings.max_system_failures
-        elif retryable:
-            record.user_failures += 1
-            retryable = record.user_failures < execution.spec.metadata.max_attempts
+        outcome = info.phase
+        if retryable:
+            decision = decide_retry(
+                kind=err.kind,
+                attempts=record.attempt,
+                system_failures=record.system_failures,
+                max_attempts=self._max_attempts(execution),
+                max_system_failures=self.settings.max_system_failures,
+                ignore_retry_cause=self.settings.array.ignore_retry_cause,
+            )
+            if err.kind is ErrorKind.SYSTEM:
+                record.system_failures += 1
+            else:
+                record.user_failures += 1
+            retryable = decision.retry
+            if not retryable:
+                # The attempt's own RetryableFailure stays in the events; the execution then fails for good,
+                # as propeller fails the node: RetriesExhausted|<code>, "[n/n] currentAttempt done. …".
+                err = retries_exhausted(err, decision)
+                outcome = Phase.PERMANENT_FAILURE
+                self._record_phase(execution, PhaseInfo(outcome, 0, info.info, err))
         if not retryable:
             record.error = _error_json(err)
-            record.outcome = str(info.phase)
+            record.outcome = str(outcome)
         await self._close(execution, tctx, retry=retryable, cleanup=record.cleanup_on_failure)
+
+    def _max_attempts(self, execution: _Execution) -> int:
+        """The user-failure budget: the spec's (the template's retries + 1 unless ``maxAttempts`` is given),
+        or ``default-max-attempts`` when that is 1, as propeller reads the node's retry strategy."""
+        attempts = execution.spec.metadata.max_attempts
+        return attempts if attempts != 1 else self.settings.array.default_max_attempts
 
     async def _close(
         self, execution: _Execution, tctx: StaticTaskExecutionContext, *, retry: bool, cleanup: bool
@@ -629,6 +662,37 @@ class Executor:
         record.outcome = str(Phase.ABORTED)
         record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
         self._terminal(execution)
+
+
+FUTURES_FILE = "futures.pb"
+"""What a flytekit ``@dynamic`` task writes in its output prefix instead of ``outputs.pb``: the sub-workflow
+(a ``flyteidl.core.DynamicJobSpec``) propeller's dynamic node handler would run next."""
+
+
+def dynamic_workflow_error(data: bytes, path: str) -> ExecutionError:
+    """The permanent failure of a task that produced a dynamic workflow, saying what it produced.
+
+    Deviation: Flyte runs the sub-workflow (nodes/dynamic/handler.go); taskplug does not run workflows yet,
+    so the execution ends here, with this message rather than a misleading OutputsNotFound.
+    """
+    spec = dynamic_job_pb2.DynamicJobSpec()
+    try:
+        spec.ParseFromString(data)
+    except DecodeError:
+        produced = "a file that is not a DynamicJobSpec"
+    else:
+        tasks = sorted({t.id.name for t in spec.tasks if t.id.name})
+        produced = (
+            f"a dynamic workflow of {len(spec.nodes)} node(s)"
+            + (f" running task(s) {', '.join(tasks)}" if tasks else "")
+            + (f" and {len(spec.subworkflows)} sub-workflow(s)" if spec.subworkflows else "")
+        )
+    return ExecutionError(
+        "DynamicWorkflowNotSupported",
+        f"the task is a dynamic workflow (flytekit @dynamic): it wrote {produced} to {path} instead of "
+        "outputs; taskplug runs single tasks and map tasks, and does not run dynamic workflows yet",
+        ErrorKind.SYSTEM,
+    )
 
 
 def _mentions_task_template_path(template: Any) -> bool:

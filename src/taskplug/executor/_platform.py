@@ -13,12 +13,17 @@ merged over it, so a file that sets only ``plugins.k8s`` still works.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
+import inspect
+import operator
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -34,6 +39,7 @@ from taskplug.core import (
     PluginKind,
     PluginRegistry,
     PluginResolver,
+    SetupContext,
     StrictModel,
     SystemClock,
     enabled_plugins,
@@ -50,6 +56,9 @@ from taskplug.k8s import (
     K8sPluginSetup,
     PodTemplateStore,
 )
+from taskplug.webapi import WebApiPluginEntry
+
+_T = TypeVar("_T")
 
 __all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ArrayNodeConfig", "ExecutorConfig", "Platform"]
 
@@ -214,31 +223,92 @@ class Platform:
         enabled, _ = enabled_plugins(cfg)
         return [e for e in self.registry.entries if not enabled or e.id.lower() in enabled]
 
-    def resolver(self) -> PluginResolver:
-        """A resolver over plugin *entries* (no plugin loaded), with the same rules as the executor's."""
+    def resolver(self, discovered: Sequence[tuple[Callable[[str], bool], EntryLike]] = ()) -> PluginResolver:
+        """A resolver over plugin *entries* (no plugin loaded), with the same rules as the executor's;
+        ``discovered`` are the entries whose plugins answer for task types found at run time."""
         cfg = self.config.get(TASKS_SECTION).task_plugins
         _, defaults = enabled_plugins(cfg)
         pairs: list[Any] = [(_EntryView(e), e) for e in self.enabled_entries()]
-        return PluginResolver(pairs, defaults, fallback_to_default=cfg.fallback_to_default_plugin)
+        dynamic: list[Any] = list(discovered)
+        return PluginResolver(
+            pairs, defaults, fallback_to_default=cfg.fallback_to_default_plugin, dynamic=dynamic
+        )
 
     def entry_for(self, task_type: str) -> EntryLike:
+        """The entry of the plugin that runs ``task_type``, resolved as the executor resolves it (one
+        :class:`PluginResolver`, the same order): the registered task types first, then the task types a
+        plugin discovers at run time (the connector service asks its connectors, as it does when ``taskplug
+        run`` loads it), then the default plugin. Discovery runs only when no registered type matches, so a
+        pod task is resolved without contacting anything."""
         # The resolver was built over (view, entry) pairs, so what it resolves to is the entry.
-        resolved: Any = self.resolver().resolve(task_type)
+        resolver = self.resolver()
+        if task_type in resolver.task_types:
+            resolved: Any = resolver.resolve(task_type)
+        else:
+            resolved = self.resolver(_run_sync(self._discovering(task_type))).resolve(task_type)
         entry: EntryLike = resolved
         return entry
+
+    async def _discovering(self, task_type: str) -> list[tuple[Callable[[str], bool], EntryLike]]:
+        """The enabled web-API entries whose plugin, loaded as ``taskplug run`` loads it and closed at once,
+        answers for ``task_type`` (``handles_task_type``: the connector service's discovered types).
+
+        Deviation: the executor asks every loaded plugin; only web-API plugins discover task types (the
+        Kubernetes and core plugins register theirs), and loading those needs no cluster."""
+        setup = SetupContext(
+            enqueue_owner=lambda namespace, name: None,
+            owner_kind="",
+            clock=self.clock,
+            config=self.config,
+            pod_templates=self.pod_templates,
+        )
+        found: list[tuple[Callable[[str], bool], EntryLike]] = []
+        for entry in self.enabled_entries():
+            if entry.kind != PluginKind.WEBAPI or not isinstance(entry, WebApiPluginEntry):
+                continue
+            loaded = entry.plugin_loader(setup)
+            plugin = await loaded if inspect.isawaitable(loaded) else loaded
+            try:
+                handles = getattr(plugin, "handles_task_type", None)
+                if callable(handles) and handles(task_type):
+                    found.append((functools.partial(operator.eq, task_type), entry))
+            finally:
+                await _close(plugin)
+        return found
 
     def k8s_entry_for(self, task_type: str) -> K8sPluginEntry:
         entry = self.entry_for(task_type)
         if entry.kind != PluginKind.K8S or not isinstance(entry, K8sPluginEntry):
             raise PluginError(
                 _ErrorCode.UNSUPPORTED_TASK_TYPE,
-                f"task type [{task_type}] is handled by the {entry.kind} plugin [{entry.id}], "
-                "which creates no Kubernetes object",
+                f"task type [{task_type}] is run by the {entry.kind} plugin [{entry.id}], which creates no "
+                "Kubernetes object: there is nothing to render or observe (`taskplug run` hands the task "
+                "to that plugin)",
             )
         return entry
 
     def k8s_setup(self) -> K8sPluginSetup:
         return K8sPluginSetup(self.config, self.pod_templates, self.clock, self.environ)
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coroutine`` to its end from synchronous code, also when an event loop runs in this thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+async def _close(plugin: object) -> None:
+    # Web-API plugins close in one of three ways; none is part of the contract.
+    close = getattr(plugin, "aclose", None) or getattr(plugin, "stop", None) or getattr(plugin, "close", None)
+    if close is None:
+        return
+    result = close()
+    if inspect.isawaitable(result):
+        await result
 
 
 @dataclass(frozen=True)

@@ -472,7 +472,10 @@ def _load_metadata(
     if not isinstance(generated, str):
         raise SpecError("execution.generatedName", "must be a string")
 
-    max_attempts = execution.get("maxAttempts", 1)
+    # Flyte's single-task launch gives the node the task's retry strategy: retries + 1 attempts, unless the
+    # spec says otherwise (a budget of 1 then falls to the executor's default-max-attempts, as in propeller).
+    default_attempts = template.metadata.retries.retries + 1 if template.metadata.HasField("retries") else 1
+    max_attempts = execution.get("maxAttempts", default_attempts)
     if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
         raise SpecError("execution.maxAttempts", f"must be an integer ≥ 1, got {max_attempts!r}")
     interruptible = _bool(
