@@ -89,10 +89,11 @@ def test_a_simulated_failure_is_retried_and_reported_with_the_operators_message(
     done = taskplug("run", str(failing), "--config", str(CONFIG), "-o", "json", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     result = json.loads(done.stdout)
-    assert result["phase"] == "RetryableFailure"
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert result["phase"] == "PermanentFailure"
     assert result["attempts"] == 2
-    assert result["error"]["code"] == "BatchJobFailed"
-    assert result["error"]["message"] == "shard 2 crashed"
+    assert result["error"]["code"] == "RetriesExhausted|BatchJobFailed"
+    assert result["error"]["message"].split("::", 1)[1] == "shard 2 crashed"
     assert result["error"]["kind"] == "USER"
 
 

@@ -305,8 +305,10 @@ async def test_a_kill_while_a_failed_attempt_is_cleaned_up_charges_that_failure_
         cluster.faults.clear()
         async with open_executor(platform, kube_client=cluster.client(), store=store) as ex:
             result = await asyncio.wait_for(ex.run(spec), 20)
-    assert (result.phase, result.attempts) == ("RetryableFailure", 2)
+    # The budget (2 attempts) is spent: Flyte fails the node with RetriesExhausted (was a final RetryableFailure).
+    assert (result.phase, result.attempts) == ("PermanentFailure", 2)
     assert result.error is not None
     assert result.error["kind"] == "USER"
+    assert result.error["code"].startswith("RetriesExhausted|")
     assert sorted(ledger.added) == ["fails-n0-0", "fails-n0-1"]
     assert ledger.created_twice() == {}

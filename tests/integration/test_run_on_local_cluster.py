@@ -76,9 +76,10 @@ async def test_a_non_zero_exit_is_a_user_failure_retried_per_max_attempts_then_f
         ledger = PodLedger(cluster)
         spec = container_spec("fails", "import sys; sys.exit(3)", max_attempts=2)
         result = await asyncio.wait_for(ex.run(spec), DEADLINE)
-    assert (result.phase, result.attempts) == ("RetryableFailure", 2)
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert (result.phase, result.attempts) == ("PermanentFailure", 2)
     assert result.error is not None
-    assert (result.error["code"], result.error["kind"]) == ("Error", "USER")
+    assert (result.error["code"], result.error["kind"]) == ("RetriesExhausted|Error", "USER")
     assert "exit code (3)" in result.error["message"]
     failures = [e for e in result.events if e["phase"] == "RetryableFailure"]
     assert [e["attempt"] for e in failures] == [0, 1]
@@ -98,10 +99,11 @@ async def test_a_container_allocating_past_its_memory_limit_is_oom_killed_and_re
         spec = container_spec("oom", hog, max_attempts=2, limits={"memory": "64Mi"})
         result = await asyncio.wait_for(ex.run(spec), DEADLINE)
         pod = pods_in(cluster)["oom-n0-1"]
-    assert (result.phase, result.attempts) == ("RetryableFailure", 2)
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert (result.phase, result.attempts) == ("PermanentFailure", 2)
     assert result.error is not None
-    assert (result.error["code"], result.error["kind"]) == ("OOMKilled", "USER")
-    assert _codes(result.events) == ["OOMKilled", "OOMKilled"]
+    assert (result.error["code"], result.error["kind"]) == ("RetriesExhausted|OOMKilled", "USER")
+    assert _codes(result.events) == ["OOMKilled", "OOMKilled", "RetriesExhausted|OOMKilled"]
     terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (terminated["reason"], terminated["exitCode"]) == ("OOMKilled", 137)
 
@@ -179,9 +181,12 @@ async def test_an_image_that_cannot_be_pulled_fails_after_the_grace_period_and_i
         await wait_until(lambda: "ImagePullBackOff" in ex.status(key).reason, what="image pull back-off")
         assert phase_of(ex, key) is Phase.INITIALIZING  # within the grace period
         result = await advance_until_done(clock, ex, key)
-        assert result.phase == "RetryableFailure"
+        assert result.phase == "PermanentFailure"  # the budget is spent: RetriesExhausted|<the last code>
         assert result.error is not None
-        assert (result.error["code"], result.error["kind"]) == ("ContainersNotReady|ImagePullBackOff", "USER")
+        assert (result.error["code"], result.error["kind"]) == (
+            "RetriesExhausted|ContainersNotReady|ImagePullBackOff",
+            "USER",
+        )
         assert "Grace period [30s] exceeded" in result.error["message"]
         assert pods_in(cluster) == {}  # cleanup on failure deleted it
 
@@ -204,8 +209,8 @@ async def test_a_pod_nothing_can_schedule_fails_with_pod_pending_timeout(
         await wait_until(lambda: "Unschedulable" in ex.status(key).reason, what="unschedulable")
         assert phase_of(ex, key) is Phase.QUEUED
         result = await advance_until_done(clock, ex, key, step=5.0)
-        assert result.phase == "RetryableFailure"
-        assert result.error is not None and result.error["code"] == "PodPendingTimeout"
+        assert result.phase == "PermanentFailure"  # the budget is spent: RetriesExhausted|<the last code>
+        assert result.error is not None and result.error["code"] == "RetriesExhausted|PodPendingTimeout"
         assert "Unschedulable" in result.error["message"]
         assert pods_in(cluster) == {}
 

@@ -94,7 +94,8 @@ async def test_a_batchjob_task_runs_to_success_on_the_local_cluster(tmp_path: Pa
 
 async def test_a_simulated_failure_is_retried_then_reported(tmp_path: Path) -> None:
     result = await run_on_local_cluster(tmp_path, {ANNOTATION_SIMULATE_FAILURE: "shard 2 crashed"})
-    assert result.phase == "RetryableFailure"
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert result.phase == "PermanentFailure"
     assert result.attempts == 2
-    assert result.error["code"] == FAILED_ERROR_CODE
-    assert result.error["message"] == "shard 2 crashed"
+    assert result.error["code"] == f"RetriesExhausted|{FAILED_ERROR_CODE}"
+    assert result.error["message"].split("::", 1)[1] == "shard 2 crashed"

@@ -1,15 +1,27 @@
 """``taskplug run``: execute a task to a terminal phase, on the embedded local cluster or a real one.
 
 Shows live progress (phase, reason, elapsed); for an ArrayNode (a map task) also its elements' counts by
-phase, a bar, and the reason the last failing element gave. Ctrl-C aborts what was created and finalizes;
-``-o json`` prints one document at the end (with each element's phase, attempts, error and log links for a
-map). Exit codes: 0 success, 1 the task failed or was aborted, 2 bad input.
+phase, a bar, and the reason the last failing element gave. Ctrl-C or SIGTERM aborts what was created and
+finalizes; a second one stops waiting for that cleanup (what the cluster context can still delete is deleted)
+and exits 1 too. ``-o json`` prints one document at the end (with each element's phase, attempts, error and
+log links for a map). Exit codes: 0 success, 1 the task failed or was aborted, 2 bad input.
+
+A task runs once. The run holds its execution in the state DB (:meth:`SQLiteStateStore.lock`): a second
+``run`` of the same execution while the first runs refuses (exit 2, naming the holder) instead of launching it
+again. An execution the state DB records as finished is not run again: ``run`` prints the stored outcome, says
+so on stderr (when, where the state is, how to run it again) and exits with the stored outcome's code;
+``--rerun`` starts it again under the same name, its attempts numbered after the earlier ones so that nothing
+it creates collides with what they left. A resume whose spec differs from the one the execution started with
+is refused (exit 2), as flyteadmin refuses to create an existing execution id with another spec.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import enum
+import hashlib
 import signal
 import sys
 import time
@@ -17,19 +29,23 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import click
+from google.protobuf.message import Message
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from taskplug.cli._output import EXIT_TASK_FAILED, dump, handles_bad_input
+from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
+from taskplug.core import TaskplugError
 from taskplug.engine import local_operators
 from taskplug.engine.k8s import connect
 from taskplug.executor import (
     EXECUTOR_SECTION,
     Event,
+    ExecutionRecord,
     ExecutionResult,
+    ExecutionSpec,
     Executor,
     Platform,
     SQLiteStateStore,
@@ -181,6 +197,19 @@ def _phase_text(phase: str) -> Text:
     return Text(phase, style=style)
 
 
+class _Interrupted(Exception):
+    """Signalled twice (or before anything was submitted): stopped without waiting for the abort to end."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Finished:
+    """The stored end of an execution that had finished before this run: reported, not run again."""
+
+    when: str
+    state_db: Path
+    spec_changed: bool
+
+
 async def _run(
     spec_path: Path,
     config_path: Path | None,
@@ -189,49 +218,174 @@ async def _run(
     pod_templates: tuple[Path, ...],
     mode: str,
     as_json: bool,
-) -> ExecutionResult:
+    rerun: bool,
+) -> tuple[ExecutionResult, _Finished | None]:
+    console = Console(stderr=True)
+    signals = _Signals(console)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)
     spec = load_spec(spec_path)
-    store = SQLiteStateStore(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
-    console = Console(stderr=True)
+    db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
+    store = SQLiteStateStore(db_path)
     progress = _Progress(console, spec.execution_key)
     try:
-        async with (
-            _kube_client(platform, kubeconfig, mode) as client,
-            open_executor(platform, kube_client=client, store=store, on_event=progress.on_event) as ex,
-        ):
-            key = await ex.submit(spec)
-            _abort_on_interrupt(ex, key, console)
-            if as_json:
-                return await ex.wait(key)
-            with Live(progress.render(), console=console, refresh_per_second=8, transient=False) as live:
-                waiter = asyncio.ensure_future(ex.wait(key))
-                while not waiter.done():
+        with store.lock(spec.execution_key):
+            finished = _prepare(store, spec, rerun=rerun, db_path=db_path, spec_path=spec_path)
+            async with (
+                _kube_client(platform, kubeconfig, mode) as client,
+                open_executor(platform, kube_client=client, store=store, on_event=progress.on_event) as ex,
+                _committing(store),
+            ):
+                key = await ex.submit(spec)
+                signals.watch(ex, key)
+                if as_json or finished is not None:
+                    return await ex.wait(key), finished
+                with Live(progress.render(), console=console, refresh_per_second=8, transient=False) as live:
+                    waiter = asyncio.ensure_future(ex.wait(key))
+                    while not waiter.done():
+                        live.update(progress.render())
+                        await asyncio.wait({waiter}, timeout=0.125)
                     live.update(progress.render())
-                    await asyncio.wait({waiter}, timeout=0.125)
-                live.update(progress.render())
-            console.print()
-            return waiter.result()
+                console.print()
+                return waiter.result(), None
+    except asyncio.CancelledError:
+        if signals.count:
+            raise _Interrupted from None
+        raise
     finally:
         store.close()
 
 
-def _abort_on_interrupt(ex: Executor, key: str, console: Console) -> None:
-    loop = asyncio.get_running_loop()
+@contextlib.asynccontextmanager
+async def _committing(store: SQLiteStateStore, every: float = 0.25) -> AsyncIterator[None]:
+    """Commit the store's batch every ``every`` seconds: the store commits only when it writes, and a batch
+    left open while the task runs would hold SQLite's write lock from every other ``run`` on the file."""
 
-    def interrupted() -> None:
-        console.print("[yellow]interrupted: aborting the execution (deleting what it created)…[/yellow]")
-        ex.abort(key)
+    async def commit() -> None:
+        while True:
+            await asyncio.sleep(every)
+            store.flush()
 
-    with contextlib.suppress(NotImplementedError):  # not on every platform
-        loop.add_signal_handler(signal.SIGINT, interrupted)
-        loop.add_signal_handler(signal.SIGTERM, interrupted)
+    task = asyncio.ensure_future(commit())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
-def _print_outcome(result: ExecutionResult) -> None:
+def _prepare(
+    store: SQLiteStateStore, spec: ExecutionSpec, *, rerun: bool, db_path: Path, spec_path: Path
+) -> _Finished | None:
+    """Decide, holding the execution, what this run does with what the state DB knows of it: start it,
+    resume it (the same spec only), report its stored end, or (``--rerun``) start it again."""
+    key = spec.execution_key
+    digest = _spec_digest(spec)
+    record = store.load(key)
+    events = store.events(key)  # read now so that a damaged row is an error here, not in the executor
+    store.load_elements(key)
+    if record is None:
+        record = ExecutionRecord(key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt)
+    elif record.terminal and not rerun:
+        when = next((e.occurred_at for e in reversed(events) if e.occurred_at), None)
+        changed = bool(record.spec_hash) and record.spec_hash != digest
+        return _Finished(when=when or "an unknown time", state_db=db_path, spec_changed=changed)
+    elif record.terminal:
+        # A new attempt history under the same name; numbered after the old one, so the new attempts'
+        # objects and outputs are never mistaken for those the old attempts left behind.
+        attempt = record.attempt + 1
+        store.forget(key)
+        record = ExecutionRecord(key=key, attempt=attempt, first_attempt=attempt)
+    elif rerun:
+        raise TaskplugError(
+            f"--rerun: execution {key!r} has not finished (state DB {str(db_path)!r}); "
+            f"run it without --rerun to resume it"
+        )
+    elif record.spec_hash and record.spec_hash != digest:
+        raise TaskplugError(
+            f"execution {key!r} was started from another spec (its template, inputs or execution fields "
+            f"changed since; state DB {str(db_path)!r}); a resume runs the spec it started with. Put the "
+            f"spec back to resume it, or give execution.id.name in {str(spec_path)!r} a new value"
+        )
+    record.spec_hash = digest
+    store.save(record)
+    store.flush()
+    return None
+
+
+def _spec_digest(spec: ExecutionSpec) -> str:
+    """A digest of what an execution runs: the task template, the inputs, the execution's fields (its
+    metadata: identity, overrides, labels, resources...) and the ArrayNode section — not where the spec
+    file is."""
+    document = {
+        "template": _canonical(spec.template),
+        "inputs": _canonical(spec.inputs),
+        "metadata": _canonical(spec.metadata),
+        "array": _canonical(spec.array),
+    }
+    return hashlib.sha256(repr(document).encode()).hexdigest()
+
+
+def _canonical(value: object) -> object:
+    """A plain, order-independent form of a parsed spec's values (protobuf messages as their deterministic
+    bytes, dataclasses field by field, mappings sorted)."""
+    if isinstance(value, Message):
+        return value.SerializeToString(deterministic=True).hex()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f.name, _canonical(getattr(value, f.name))) for f in dataclasses.fields(value)]
+    if isinstance(value, dict) or hasattr(value, "items"):
+        items = value.items()
+        return sorted((str(k), _canonical(v)) for k, v in items)
+    if isinstance(value, list | tuple | set | frozenset):
+        parts = [_canonical(v) for v in value]
+        return sorted(parts, key=repr) if isinstance(value, set | frozenset) else parts
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+class _Signals:
+    """SIGINT and SIGTERM: the first aborts the execution (deletes what it created, finalizes) and the run
+    ends as the abort does, exit 1; a second one, or one before anything was submitted, stops waiting and
+    unwinds (the cluster context deletes what it can on the way out), exit 1 as well."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.count = 0
+        self._main = asyncio.current_task()
+        self._abort: tuple[Executor, str] | None = None
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError):  # not on every platform
+            loop.add_signal_handler(signal.SIGINT, self._signalled)
+            loop.add_signal_handler(signal.SIGTERM, self._signalled)
+
+    def watch(self, ex: Executor, key: str) -> None:
+        self._abort = (ex, key)
+        if self.count:  # signalled while it was being submitted
+            ex.abort(key)
+
+    def _signalled(self) -> None:
+        self.count += 1
+        if self.count == 1 and self._abort is not None:
+            self.console.print(
+                "[yellow]interrupted: aborting the execution (deleting what it created)…[/yellow]"
+            )
+            ex, key = self._abort
+            ex.abort(key)
+            return
+        if self.count == 2 or self._abort is None:
+            self.console.print("[yellow]interrupted again: stopping without waiting for the abort…[/yellow]")
+        if self._main is not None:
+            self._main.cancel()
+
+
+def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
     console = Console()
     style = "green" if result.succeeded else "red"
-    console.print(f"[bold {style}]{result.phase}[/bold {style}] after {result.attempts} attempt(s)")
+    earlier = " (finished earlier, not run again)" if stored else ""
+    console.print(f"[bold {style}]{result.phase}[/bold {style}] after {result.attempts} attempt(s){earlier}")
     if result.elements is not None:
         _print_elements(console, result.elements)
     if result.error:
@@ -279,6 +433,11 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
     show_default=True,
     help="The embedded cluster: run containers as local processes, or simulate them.",
 )
+@click.option(
+    "--rerun",
+    is_flag=True,
+    help="Run an execution the state DB records as finished again, under the same name.",
+)
 @click.option("-o", "--output", "fmt", type=click.Choice(["live", "json"]), default="live", show_default=True)
 @handles_bad_input
 def run(
@@ -288,15 +447,27 @@ def run(
     state_db: Path | None,
     pod_templates: tuple[Path, ...],
     cluster_mode: str,
+    rerun: bool,
     fmt: str,
 ) -> None:
     """Run a task execution to a terminal phase and print its timeline and outputs."""
-    result = asyncio.run(
-        _run(spec, config_path, kubeconfig, state_db, pod_templates, cluster_mode, fmt == "json")
-    )
+    try:
+        result, finished = asyncio.run(
+            _run(spec, config_path, kubeconfig, state_db, pod_templates, cluster_mode, fmt == "json", rerun)
+        )
+    except _Interrupted:
+        fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
+    if finished is not None:
+        click.echo(
+            f"execution {result.key} already finished: {result.phase}, at {finished.when} (state DB "
+            f"{str(finished.state_db)!r}); it was not run again"
+            f"{', though its spec changed since' if finished.spec_changed else ''}. To run it again: taskplug run {spec} --rerun "
+            f"(or give execution.id.name a new value).",
+            err=True,
+        )
     if fmt == "json":
         click.echo(dump(result.to_json()), nl=False)
     else:
-        _print_outcome(result)
+        _print_outcome(result, stored=finished is not None)
     if not result.succeeded:
         sys.exit(EXIT_TASK_FAILED)

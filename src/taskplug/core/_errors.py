@@ -9,6 +9,9 @@ into exit code 2 with the message.
      ├── ConfigError                 a config file or value is wrong; ``path`` names the key
      ├── SpecError                   an execution spec is malformed; ``path`` names the field
      ├── QuantityError               a resource quantity does not parse (also a ValueError)
+     ├── DocumentError               a file or body that cannot be read (not UTF-8, over a bound); a SpecError
+     ├── StateStoreError             taskplug.executor: the state DB is not taskplug's, is corrupt, or the
+     │                               execution is driven by another process
      ├── KubeApiError                taskplug.k8s: what the Kubernetes API answered (status, reason, message);
      │    │                          ``code`` is the reason; ``is_not_found`` & co. look for it in a chain
      │    └── PatchError             taskplug.localcluster (internal): a patch the embedded API cannot apply

@@ -30,6 +30,7 @@ from taskplug.executor._store import (
     MemoryStateStore,
     SQLiteStateStore,
     StateStore,
+    StateStoreError,
 )
 from taskplug.executor._tasks import task_context_for
 
@@ -65,6 +66,7 @@ __all__ = [
     "Platform",
     "SQLiteStateStore",
     "StateStore",
+    "StateStoreError",
     "executor_settings",
     "load_spec",
     "observed_phase",

@@ -313,7 +313,7 @@ class Executor:
         return ExecutionResult(
             key=key,
             phase=record.outcome or str(Phase(record.phase)),
-            attempts=record.attempt + 1,
+            attempts=record.attempt + 1 - record.first_attempt,
             error=record.error,
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
@@ -568,7 +568,8 @@ class Executor:
         if retryable:
             decision = decide_retry(
                 kind=err.kind,
-                attempts=record.attempt,
+                # A --rerun history numbers its attempts after the earlier ones; its budget starts afresh.
+                attempts=record.attempt - record.first_attempt,
                 system_failures=record.system_failures,
                 max_attempts=self._max_attempts(execution),
                 max_system_failures=self.settings.max_system_failures,

@@ -6,19 +6,48 @@ Follows what flytepropeller keeps in the FlyteWorkflow CR's node status for a ta
 its ``ArrayNodeState`` in the record and one :class:`ElementRecord` per element that has started (propeller's
 ``SubNode*`` arrays). SQLite is the default store; writes are committed in small batches (a killed executor
 loses at most the last batch, and every plugin call is idempotent, so replaying it creates nothing twice).
+
+The SQLite file is taskplug's or refused: a new file gets a schema marker (``PRAGMA application_id`` and a
+schema version in ``user_version``), and an existing one is checked before anything is written to it — a file
+that is not SQLite, a corrupt one, another program's database, one from a newer schema → :class:`StateStoreError`
+(the CLI's exit 2) naming the file, which is left as it was. A stored record that does not decode is the same
+error naming the execution. One execution is driven by one process at a time: :meth:`SQLiteStateStore.lock`
+takes an ``fcntl`` lock on a side file per execution (``<db>.locks/``), released when its holder exits, even
+killed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import os
+import socket
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["ElementRecord", "Event", "ExecutionRecord", "MemoryStateStore", "SQLiteStateStore", "StateStore"]
+from taskplug.core import TaskplugError
+
+__all__ = [
+    "ElementRecord",
+    "Event",
+    "ExecutionRecord",
+    "MemoryStateStore",
+    "SQLiteStateStore",
+    "StateStore",
+    "StateStoreError",
+]
+
+
+class StateStoreError(TaskplugError):
+    """The state DB cannot be used: not taskplug's, corrupt, unreadable, a record that does not decode, or an
+    execution another process is driving. The message names the file (and the execution)."""
 
 
 @dataclass(slots=True)
@@ -80,6 +109,13 @@ class ExecutionRecord:
     # An ArrayNode's own state (propeller's ArrayNodeState less the per-element arrays, which are
     # ElementRecords): {"phase": ArrayNodePhase, "size": n, "version": task phase version, "error": ...}.
     array: dict[str, Any] | None = None
+    # A digest of the spec the execution started with (template, inputs, execution fields): a resume with
+    # another spec is refused. Empty in records written before it was kept.
+    spec_hash: str = ""
+    # Where ``taskplug run --rerun`` started this history: the attempt after the earlier history's last, so
+    # its objects and outputs never collide with theirs (0 otherwise). What an attempt budget or an attempt
+    # count should be measured from.
+    first_attempt: int = 0
 
     def to_row(self) -> bytes:
         # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.
@@ -193,27 +229,122 @@ class MemoryStateStore:
         pass
 
 
+# "tplg": marks the file as taskplug's state DB (SQLite's application_id, as a file-format magic number).
+_APPLICATION_ID = 0x74706C67
+_SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# What a state DB written before the marker holds: adopted (and marked) rather than refused.
+_TABLES = {"executions", "events", "elements"}
+_SQLITE_INTERNAL = {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS executions (key TEXT PRIMARY KEY, record BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS events (key TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, event BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS events_by_key ON events (key, seq)",
+    "CREATE TABLE IF NOT EXISTS elements (key TEXT NOT NULL, idx INTEGER NOT NULL, record BLOB NOT NULL, "
+    "PRIMARY KEY (key, idx))",
+)
+
+
 class SQLiteStateStore:
-    """Records and events in one SQLite file (WAL mode); commits every ``commit_interval`` seconds."""
+    """Records and events in one SQLite file (WAL mode); commits every ``commit_interval`` seconds.
+
+    Opening checks the file is taskplug's (or new) before writing anything: see the module docstring."""
 
     def __init__(self, path: str | Path, *, commit_interval: float = 0.05) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS executions (key TEXT PRIMARY KEY, record BLOB NOT NULL)")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS events (key TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, event BLOB NOT NULL)"
-        )
-        self._db.execute("CREATE INDEX IF NOT EXISTS events_by_key ON events (key, seq)")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS elements (key TEXT NOT NULL, idx INTEGER NOT NULL, record BLOB NOT NULL, "
-            "PRIMARY KEY (key, idx))"
-        )
+        _check_path(self.path)
+        try:
+            self._db = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=15.0
+            )
+        except sqlite3.Error as e:
+            raise StateStoreError(f"state DB {str(self.path)!r} cannot be opened: {e}") from e
+        try:
+            self._init_schema()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            self._db.close()
+            raise
         self._commit_interval = commit_interval
         self._in_tx = False
         self._last_commit = time.monotonic()
+
+    def _init_schema(self) -> None:
+        """Check the marker and tables; on a new (empty) file or a pre-marker taskplug file, write them.
+
+        A marked file is only read (a reader never waits on another process's write in WAL mode). Writing
+        re-checks inside an immediate transaction, so that two processes opening one new file do not both
+        initialise it, and a foreign file is refused before anything is written."""
+        where = str(self.path)
+        try:
+            if not self._needs_schema():
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if _is_busy(e):
+                raise self._busy(e) from e
+            raise StateStoreError(f"state DB {where!r} is not a usable SQLite database: {e}") from e
+        except sqlite3.DatabaseError as e:
+            raise StateStoreError(f"state DB {where!r} is not a usable SQLite database: {e}") from e
+        try:
+            if self._needs_schema():
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+                self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            self._rollback()
+            if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                raise self._busy(e) from e
+            raise StateStoreError(f"state DB {where!r} is corrupt or not a database: {e}") from e
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _needs_schema(self) -> bool:
+        """Whether the file still needs taskplug's marker or tables; refuses a file that is not taskplug's."""
+        where = str(self.path)
+        try:
+            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {
+                row[0]
+                for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            } - _SQLITE_INTERNAL
+        except sqlite3.OperationalError as e:
+            if _is_busy(e):
+                raise self._busy(e) from e
+            raise StateStoreError(f"state DB {where!r} is corrupt or not a database: {e}") from e
+        except sqlite3.DatabaseError as e:
+            raise StateStoreError(f"state DB {where!r} is corrupt or not a database: {e}") from e
+        if app_id == _APPLICATION_ID:
+            if version > _SCHEMA_VERSION:
+                raise StateStoreError(
+                    f"state DB {where!r} has schema version {version}, written by a newer taskplug "
+                    f"(this one reads up to {_SCHEMA_VERSION})"
+                )
+        elif app_id != 0:
+            raise StateStoreError(
+                f"state DB {where!r} is another program's SQLite database (application_id {app_id:#x}); "
+                "give --state-db a file of its own"
+            )
+        elif tables and not tables <= _TABLES:
+            raise StateStoreError(
+                f"state DB {where!r} is another program's SQLite database (tables: "
+                f"{', '.join(sorted(tables))}); give --state-db a file of its own"
+            )
+        return app_id != _APPLICATION_ID or version != _SCHEMA_VERSION or tables != _TABLES
+
+    def _busy(self, e: Exception) -> StateStoreError:
+        return StateStoreError(
+            f"state DB {str(self.path)!r} is busy: another process has held a write lock on it too long ({e})"
+        )
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("ROLLBACK")
 
     def _begin(self) -> None:
         if not self._in_tx:
@@ -224,9 +355,20 @@ class SQLiteStateStore:
         if self._in_tx and time.monotonic() - self._last_commit >= self._commit_interval:
             self.flush()
 
+    def _undecodable(self, what: str, key: str, e: Exception) -> StateStoreError:
+        return StateStoreError(
+            f"state DB {str(self.path)!r}: the stored {what} of execution {key!r} cannot be read ({e}); "
+            "the file was damaged or written by another program"
+        )
+
     def load(self, key: str) -> ExecutionRecord | None:
         row = self._db.execute("SELECT record FROM executions WHERE key = ?", (key,)).fetchone()
-        return ExecutionRecord.from_row(row[0]) if row is not None else None
+        if row is None:
+            return None
+        try:
+            return ExecutionRecord.from_row(row[0])
+        except (orjson.JSONDecodeError, TypeError, ValueError) as e:
+            raise self._undecodable("record", key, e) from e
 
     def save(self, record: ExecutionRecord) -> None:
         self._begin()
@@ -246,7 +388,10 @@ class SQLiteStateStore:
 
     def events(self, key: str) -> list[Event]:
         rows = self._db.execute("SELECT event FROM events WHERE key = ? ORDER BY seq", (key,)).fetchall()
-        return [Event(**orjson.loads(r[0])) for r in rows]
+        try:
+            return [Event(**orjson.loads(r[0])) for r in rows]
+        except (orjson.JSONDecodeError, TypeError, ValueError) as e:
+            raise self._undecodable("events", key, e) from e
 
     def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
         if not elements:
@@ -261,7 +406,38 @@ class SQLiteStateStore:
 
     def load_elements(self, key: str) -> list[ElementRecord]:
         rows = self._db.execute("SELECT record FROM elements WHERE key = ? ORDER BY idx", (key,)).fetchall()
-        return [ElementRecord.from_row(r[0]) for r in rows]
+        try:
+            return [ElementRecord.from_row(r[0]) for r in rows]
+        except (orjson.JSONDecodeError, TypeError, ValueError) as e:
+            raise self._undecodable("map elements", key, e) from e
+
+    def forget(self, key: str) -> None:
+        """Delete everything stored about execution ``key`` (its record, events and elements), committed."""
+        self.flush()
+        self._db.execute("BEGIN IMMEDIATE")
+        for table in ("executions", "events", "elements"):
+            self._db.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
+        self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold execution ``key`` for this process until the block exits; :class:`StateStoreError` naming
+        the holder when another process holds it. The lock is the kernel's (``fcntl``): a killed holder's
+        is released with it, so a resume after a crash never waits on a stale lease."""
+        directory = Path(f"{self.path}.locks")
+        name = directory / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock")
+        try:
+            directory.mkdir(exist_ok=True)
+        except OSError as e:
+            raise StateStoreError(f"cannot create the lock directory {str(directory)!r}: {e.strerror}") from e
+        fd = _take_lock(name, key, self.path)
+        try:
+            yield
+        finally:
+            # Unlinked while still held: a process waiting on this file finds it replaced and retries.
+            with contextlib.suppress(OSError):
+                name.unlink()
+            os.close(fd)
 
     def flush(self) -> None:
         if self._in_tx:
@@ -272,3 +448,67 @@ class SQLiteStateStore:
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
+def _check_path(path: Path) -> None:
+    """Refuse, before SQLite creates or touches anything, a path that cannot be a state DB."""
+    where = str(path)
+    for ancestor in path.parents:
+        if ancestor.exists() and not ancestor.is_dir():
+            raise StateStoreError(f"state DB {where!r} is under {str(ancestor)!r}, which is not a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StateStoreError(f"state DB {where!r}: cannot create its directory: {e.strerror or e}") from e
+    if path.is_dir():
+        raise StateStoreError(f"state DB {where!r} is a directory")
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise StateStoreError(f"state DB {where!r} is not a regular file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise StateStoreError(f"state DB {where!r} cannot be read: {e.strerror}") from e
+    if head and head != _SQLITE_MAGIC:
+        raise StateStoreError(f"state DB {where!r} is not an SQLite database (refusing to write to it)")
+
+
+def _take_lock(name: Path, key: str, db: Path) -> int:
+    while True:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise StateStoreError(
+                f"execution {key!r} is being run by another process ({holder}); state DB {str(db)!r}. "
+                "Wait for it to finish or stop it, then run again to see its outcome"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(name).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # its holder released and unlinked it between our open and our lock
+            os.close(fd)
+            continue
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        return fd
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        text = ""
+    return text or "a process that is starting"

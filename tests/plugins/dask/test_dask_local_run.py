@@ -120,10 +120,11 @@ async def test_a_failing_job_runner_fails_the_task_as_a_failed_dask_job(tmp_path
         },
     }
     result, cluster, _ = await run(parse_spec(document), tmp_path)
-    assert result.phase == "RetryableFailure"
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert result.phase == "PermanentFailure"
     assert result.attempts == 1
-    assert (result.error["code"], result.error["message"], result.error["kind"]) == (
-        "DownstreamSystemError",
+    assert (result.error["code"], result.error["message"].split("::", 1)[1], result.error["kind"]) == (
+        "RetriesExhausted|DownstreamSystemError",
         "Dask Job failed",
         "USER",
     )

@@ -100,10 +100,11 @@ async def test_a_failing_tensorflow_worker_fails_the_task_as_the_operator_decide
     async with process_cluster(platform) as cluster:
         result = await run_task(cluster, platform, spec)
         phases = pod_phases(cluster)
-    assert result.phase == "RetryableFailure"
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert result.phase == "PermanentFailure"
     assert result.error is not None
-    assert result.error["code"] == "DownstreamSystemError"
-    assert result.error["message"] == (
+    assert result.error["code"] == "RetriesExhausted|DownstreamSystemError"
+    assert result.error["message"].split("::", 1)[1] == (
         f"Job failed:\n\tTFJobFailed - TFJob {NAMESPACE}/tffail-n0-0 has failed because 1 Worker replica(s) failed."
     )
     assert phases["tffail-n0-0-worker-1"] == "Failed"

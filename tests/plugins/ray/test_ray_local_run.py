@@ -114,11 +114,17 @@ async def test_a_failing_entrypoint_fails_the_task_as_kuberay_reports_the_failed
         "execution": {"id": {"project": "demo", "domain": "development", "name": "ray-fail", "nodeId": "n0"}},
     }
     result, last, cluster = await run(parse_spec(document), tmp_path)
-    assert result.phase == "RetryableFailure"
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert result.phase == "PermanentFailure"
     assert result.attempts == 1
-    assert (result.error["code"], result.error["kind"]) == ("TaskFailedWithError", "SYSTEM")
-    assert result.error["message"].startswith(
-        "Failed to run Ray job ray-fail-n0-0 with error: [AppFailed] Job entrypoint command failed with exit code 3"
+    assert result.error["code"] == "RetriesExhausted|TaskFailedWithError"
+    assert "Last Error: SYSTEM::" in result.error["message"]
+    assert (
+        result.error["message"]
+        .split("::", 1)[1]
+        .startswith(
+            "Failed to run Ray job ray-fail-n0-0 with error: [AppFailed] Job entrypoint command failed with exit code 3"
+        )
     )
     assert "no luck" in result.error["message"]
     assert last.job["status"]["jobStatus"] == "FAILED"

@@ -203,7 +203,8 @@ async def test_a_spark_task_runs_to_success_on_the_local_cluster(tmp_path: Path)
 
 async def test_a_simulated_spark_failure_is_retried_then_fails(tmp_path: Path) -> None:
     result = await run_on_local_cluster(tmp_path, {ANNOTATION_SIMULATE_FAILURE: "driver OOM"})
-    assert result.phase == "RetryableFailure"
+    # The budget is spent: Flyte fails the node with RetriesExhausted|<the last code>, the last error after "::".
+    assert result.phase == "PermanentFailure"
     assert result.attempts == 2
-    assert result.error["code"] == "DownstreamSystemError"
-    assert result.error["message"] == "Spark Job Failed with Error: driver OOM"
+    assert result.error["code"] == "RetriesExhausted|DownstreamSystemError"
+    assert result.error["message"].split("::", 1)[1] == "Spark Job Failed with Error: driver OOM"
