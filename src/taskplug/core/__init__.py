@@ -77,7 +77,15 @@ from taskplug.core._phase import (
     Transition,
     TransitionType,
 )
-from taskplug.core._plugin import Plugin, PluginEntry, PluginKind, PluginLoader, PluginProperties, load_plugin
+from taskplug.core._plugin import (
+    Plugin,
+    PluginEntry,
+    PluginKind,
+    PluginLoader,
+    PluginProperties,
+    close_plugin,
+    load_plugin,
+)
 from taskplug.core._quantity import Quantity, QuantityFormat
 from taskplug.core._registry import (
     ENTRY_POINT_GROUP,
@@ -179,6 +187,7 @@ __all__ = [
     "Transition",
     "TransitionType",
     "WatchEvent",
+    "close_plugin",
     "enabled_plugins",
     "field_docs",
     "format_go_duration",

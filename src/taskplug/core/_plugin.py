@@ -18,7 +18,15 @@ from taskplug.core._context import SetupContext, TaskExecutionContext
 from taskplug.core._errors import ErrorCode, PluginError
 from taskplug.core._phase import Transition
 
-__all__ = ["Plugin", "PluginEntry", "PluginKind", "PluginLoader", "PluginProperties", "load_plugin"]
+__all__ = [
+    "Plugin",
+    "PluginEntry",
+    "PluginKind",
+    "PluginLoader",
+    "PluginProperties",
+    "close_plugin",
+    "load_plugin",
+]
 
 
 class PluginKind(enum.StrEnum):
@@ -118,3 +126,15 @@ async def load_plugin(entry: PluginEntry, setup: SetupContext) -> Plugin:
             ErrorCode.PLUGIN_INITIALIZATION_FAILED, "GeneratedNameMaxLength needs to be greater then 8"
         )
     return plugin
+
+
+async def close_plugin(plugin: object) -> None:
+    """Stop what a loader built (a plugin with background work, a resource manager) by whichever of
+    ``aclose`` / ``stop`` / ``close`` it offers; closing is not part of the plugin contract."""
+    for name in ("aclose", "stop", "close"):
+        close = getattr(plugin, name, None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+            return

@@ -9,7 +9,6 @@ plugin author's core plugin) gets them here.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import replace
 
 from taskplug.core import (
@@ -19,6 +18,8 @@ from taskplug.core import (
     SetupContext,
     TaskExecutionContext,
     Transition,
+    close_plugin,
+    load_plugin,
 )
 from taskplug.engine.webapi import BaseResourceManager, ResourceRegistrarProxy, TaskResourceManager
 from taskplug.k8s import PluginTaskExecutionContext
@@ -57,12 +58,7 @@ class _TaskScopedPlugin:
         await self.plugin.finalize(self._scoped(tctx))
 
     async def aclose(self) -> None:
-        # Plugins close in one of three ways; none is part of the contract.
-        close = getattr(self.plugin, "aclose", None) or getattr(self.plugin, "close", None)
-        if close is not None:
-            result = close()
-            if inspect.isawaitable(result):
-                await result
+        await close_plugin(self.plugin)
 
 
 def core_plugin_entry(entry: PluginEntry, manager: BaseResourceManager) -> PluginEntry:
@@ -70,8 +66,6 @@ def core_plugin_entry(entry: PluginEntry, manager: BaseResourceManager) -> Plugi
 
     async def load(setup: SetupContext) -> Plugin:
         scoped = replace(setup, resource_registrar=ResourceRegistrarProxy(manager, entry.id))
-        result = entry.load_plugin(scoped)
-        plugin: Plugin = await result if inspect.isawaitable(result) else result
-        return _TaskScopedPlugin(plugin, manager)
+        return _TaskScopedPlugin(await load_plugin(entry, scoped), manager)
 
     return replace(entry, load_plugin=load)

@@ -11,7 +11,6 @@ each task type. The executor (``taskplug.executor.open_executor``) opens this ar
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,6 +28,7 @@ from taskplug.core import (
     PluginResolver,
     PodTemplates,
     SetupContext,
+    close_plugin,
     enabled_plugins,
     load_plugin,
     wrangle_plugins,
@@ -120,8 +120,8 @@ async def open_plugins(
             )
         finally:
             for _, plugin in loaded:
-                await _close(plugin)
-            await _close(resource_manager)
+                await close_plugin(plugin)
+            await close_plugin(resource_manager)
 
 
 def _as_k8s(entry: EntryLike) -> K8sPluginEntry:
@@ -145,13 +145,3 @@ def _dynamic_task_types(plugin: Plugin) -> Callable[[str], bool] | None:
         if callable(handles):
             return handles  # type: ignore[no-any-return]
     return None
-
-
-async def _close(thing: object) -> None:
-    # Plugins and resource managers close in one of three ways; none is part of a contract.
-    close = getattr(thing, "aclose", None) or getattr(thing, "close", None)
-    if close is None:
-        return
-    result = close()
-    if inspect.isawaitable(result):
-        await result

@@ -10,9 +10,9 @@ opens load on first use (PEP 562), so that ``taskplug render`` and ``status`` ne
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from taskplug.core import lazy_exports
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
     EXECUTOR_SECTION,
@@ -38,14 +38,6 @@ if TYPE_CHECKING:
     from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings, OpenPlugins
     from taskplug.executor._runtime import executor_settings, open_executor
 
-_LAZY = {
-    "ExecutionResult": "taskplug.executor._executor",
-    "Executor": "taskplug.executor._executor",
-    "ExecutorSettings": "taskplug.executor._executor",
-    "OpenPlugins": "taskplug.executor._executor",
-    "executor_settings": "taskplug.executor._runtime",
-    "open_executor": "taskplug.executor._runtime",
-}
 
 __all__ = [
     "EXECUTOR_SECTION",
@@ -76,9 +68,14 @@ __all__ = [
     "task_context_for",
 ]
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ExecutionResult": "taskplug.executor._executor",
+        "Executor": "taskplug.executor._executor",
+        "ExecutorSettings": "taskplug.executor._executor",
+        "OpenPlugins": "taskplug.executor._executor",
+        "executor_settings": "taskplug.executor._runtime",
+        "open_executor": "taskplug.executor._runtime",
+    },
+)

@@ -42,6 +42,7 @@ from taskplug.core import (
     SetupContext,
     StrictModel,
     SystemClock,
+    close_plugin,
     enabled_plugins,
     load_config_file,
     load_platform_config,
@@ -273,7 +274,7 @@ class Platform:
                 if callable(handles) and handles(task_type):
                     found.append((functools.partial(operator.eq, task_type), entry))
             finally:
-                await _close(plugin)
+                await close_plugin(plugin)
         return found
 
     def k8s_entry_for(self, task_type: str) -> K8sPluginEntry:
@@ -299,16 +300,6 @@ def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
-
-
-async def _close(plugin: object) -> None:
-    # Web-API plugins close in one of three ways; none is part of the contract.
-    close = getattr(plugin, "aclose", None) or getattr(plugin, "stop", None) or getattr(plugin, "close", None)
-    if close is None:
-        return
-    result = close()
-    if inspect.isawaitable(result):
-        await result
 
 
 @dataclass(frozen=True)

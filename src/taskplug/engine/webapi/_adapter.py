@@ -67,6 +67,7 @@ from taskplug.core import (
     SystemClock,
     TaskExecutionContext,
     Transition,
+    close_plugin,
 )
 from taskplug.engine.webapi._cache import CacheItem, ResourceCache, new_resource_cache
 from taskplug.engine.webapi._metrics import CacheMetrics, WebApiMetrics, metric_namespace
@@ -254,7 +255,7 @@ class WebApiPluginAdapter:
     async def aclose(self) -> None:
         """Stop the status cache's tasks, then the plugin the loader built (its own tasks, its channels)."""
         await self.cache.stop()
-        await _close_plugin(self.plugin)
+        await close_plugin(self.plugin)
 
     def _task_resource_manager(self, tctx: TaskExecutionContext) -> TaskResourceManager:
         execution = tctx.metadata.task_execution_id.id.node_execution_id.execution_id
@@ -400,7 +401,7 @@ class SyncPluginAdapter:
         return PluginProperties()
 
     async def aclose(self) -> None:
-        await _close_plugin(self.plugin)
+        await close_plugin(self.plugin)
 
     async def handle(self, tctx: TaskExecutionContext) -> Transition:
         incoming = self._state.read(tctx)
@@ -426,18 +427,6 @@ class SyncPluginAdapter:
 
     async def finalize(self, tctx: TaskExecutionContext) -> None:
         return None
-
-
-async def _close_plugin(plugin: object) -> None:
-    # The adapter owns what its loader built: a plugin with background work (the connector's discovery
-    # poller, its gRPC channels) is stopped with it, by whichever of aclose / stop / close it offers.
-    for name in ("aclose", "stop", "close"):
-        close = getattr(plugin, name, None)
-        if callable(close):
-            result = close()
-            if inspect.isawaitable(result):
-                await result
-            return
 
 
 def _is_async_plugin(plugin: object) -> bool:
