@@ -17,10 +17,12 @@ import gc
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+# The same counting proxy as the single-task benchmark (benchmarks/ is on the path when a script runs).
+from executor_throughput import CountingClient
 
 from taskplug.core import PluginRegistry, TaskExecutionID
 from taskplug.executor import (
@@ -32,7 +34,6 @@ from taskplug.executor import (
     open_executor,
     parse_spec,
 )
-from taskplug.k8s import ResourceType, WatchEvent
 from taskplug.localcluster import LocalCluster
 from taskplug.plugins.pod import plugin_entries
 
@@ -45,50 +46,6 @@ TEMPLATE = {
         "resources": {"requests": [{"name": "CPU", "value": "10m"}, {"name": "MEMORY", "value": "16Mi"}]},
     },
 }
-
-
-class CountingClient:
-    """Counts API calls by verb on the way to the in-process client."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.calls: collections.Counter[str] = collections.Counter()
-
-    async def create(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        self.calls["create"] += 1
-        return await self.inner.create(rtype, obj)  # type: ignore[no-any-return]
-
-    async def get(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
-        self.calls["get"] += 1
-        return await self.inner.get(rtype, namespace, name)  # type: ignore[no-any-return]
-
-    async def list(self, rtype: ResourceType, namespace: str | None = None, **kw: Any) -> Any:
-        self.calls["list"] += 1
-        return await self.inner.list(rtype, namespace, **kw)
-
-    async def watch(
-        self, rtype: ResourceType, namespace: str | None = None, **kw: Any
-    ) -> AsyncIterator[WatchEvent]:
-        self.calls["watch"] += 1
-        async for event in self.inner.watch(rtype, namespace, **kw):
-            yield event
-
-    async def patch(
-        self, rtype: ResourceType, namespace: str, name: str, patch: Mapping[str, Any], **kw: Any
-    ) -> Any:
-        self.calls["patch"] += 1
-        return await self.inner.patch(rtype, namespace, name, patch, **kw)
-
-    async def replace(self, rtype: ResourceType, obj: dict[str, Any]) -> Any:
-        self.calls["replace"] += 1
-        return await self.inner.replace(rtype, obj)
-
-    async def delete(self, rtype: ResourceType, namespace: str, name: str) -> Any:
-        self.calls["delete"] += 1
-        return await self.inner.delete(rtype, namespace, name)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def platform_for(workdir: Path) -> Platform:
