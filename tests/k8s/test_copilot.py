@@ -62,6 +62,7 @@ def test_inputs_get_a_downloader_init_container_which_is_the_primary_init_contai
     assert downloader["command"] == [
         "/bin/flyte-copilot",
         "--storage.limits.maxDownloadMBs=0",
+        "--logger.level=3",
         "--storage.type=s3",
     ]
     args = downloader["args"]
@@ -104,7 +105,7 @@ def test_outputs_get_an_uploader_native_sidecar_started_first() -> None:
         "--interface",
     ]
     assert interface_pb2.TypedInterface.FromString(base64.b64decode(uploader["args"][10])) == _interface()
-    # Deviation: the timeout in seconds (Flyte casts its nanoseconds).
+    # Flyte: int64(cfg.Timeout.Seconds()).
     assert spec["terminationGracePeriodSeconds"] == 3600
 
 
@@ -127,8 +128,8 @@ def test_the_task_container_mounts_the_configured_paths() -> None:
 
 
 def test_the_store_type_follows_the_data_root() -> None:
-    assert copilot_command("gs://b/x")[2:] == ["--storage.type=stow", "--storage.stow.kind=google"]
-    assert copilot_command("/var/data/x")[2:] == ["--storage.type=local"]
+    assert copilot_command("gs://b/x")[3:] == ["--storage.type=stow", "--storage.stow.kind=google"]
+    assert copilot_command("/var/data/x")[3:] == ["--storage.type=local"]
 
 
 def test_a_flytekit_container_task_renders_with_its_copilot_and_primary_init_template(tmp_path: Path) -> None:

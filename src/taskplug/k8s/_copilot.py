@@ -6,24 +6,24 @@ writes the inputs into a shared volume before it starts, and an ``uploader`` sid
 an init container with ``restartPolicy: Always``) turns the files it leaves in the output volume into
 ``outputs.pb``. flytekit's ``ContainerTask`` writes such tasks.
 
-Deviations:
-- Flyte sets ``terminationGracePeriodSeconds`` by casting the upload timeout's nanoseconds to seconds
-  (3,600,000,000,000 s for the default hour); here it is the timeout in seconds.
-- Flyte's storage flags come from propeller's ``storage`` section, which taskplug does not have: the store
-  type is derived from ``executor.data-root`` (``s3://`` → s3, ``gs://`` → stow google, else local), and
-  credentials come from the pod's environment, as the copilot binary also reads them there.
+Deviation: Flyte's storage flags come from propeller's ``storage`` section, which taskplug does not have:
+the store type is derived from ``executor.data-root`` (``s3://`` → s3, ``gs://`` → stow google, else local),
+and credentials come from the pod's environment, as the copilot binary also reads them there.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from flyteidl.core import interface_pb2, tasks_pb2
 
 from taskplug.core import BadTaskSpecification, Quantity, QuantityError, format_go_duration
 from taskplug.k8s._config import CoPilotConfig
+
+_LOGGER_LEVEL: Final = 3
+"""flytestdlib's default logger level (warnings), which Flyte passes on as ``--logger.level``."""
 
 __all__ = [
     "DOWNLOADER_CONTAINER_NAME",
@@ -41,7 +41,9 @@ KubeObject = dict[str, Any]
 
 def copilot_command(data_root: str) -> list[str]:
     """``/bin/flyte-copilot`` with the storage flags for the data store at ``data_root``."""
-    command = ["/bin/flyte-copilot", "--storage.limits.maxDownloadMBs=0"]
+    # Flyte passes propeller's own logger level (flytestdlib's default: 3, warnings); taskplug has no
+    # such setting, so the default is what the co-pilot gets.
+    command = ["/bin/flyte-copilot", "--storage.limits.maxDownloadMBs=0", f"--logger.level={_LOGGER_LEVEL}"]
     scheme = data_root.split("://", 1)[0] if "://" in data_root else "file"
     if scheme == "s3":
         command.append("--storage.type=s3")

@@ -6,6 +6,16 @@ Follows pkg/kubelet/kuberuntime at the level the API shows:
   the image is ignored (the command runs on this host), ``command`` + ``args`` are expanded with
   ``$(VAR)`` from the container's env, which sits on a minimal host env (``PATH`` with this Python's
   ``bin`` first, ``HOME``, ``HOSTNAME``) in a per-pod working directory;
+* native sidecars (init containers with ``restartPolicy: Always``) start in their turn among the init
+  containers, the next one starting once the sidecar has started; they run beside the regular containers,
+  restart whatever the pod's policy, and once the regular containers are done for good they are stopped,
+  last started first: SIGTERM, then SIGKILL after the pod's ``terminationGracePeriodSeconds`` (30 s by
+  default) — what flyte-copilot's uploader waits for (its signal watcher);
+* an ``emptyDir`` volume is a folder of the pod's directory, shared by every container that mounts it;
+* a container whose executable is named ``flyte-copilot`` (co-pilot's downloader and uploader) runs
+  taskplug's implementation of flyte-copilot's contract (:mod:`._copilot`) with this Python, with the
+  container's arguments, log, exit code and status as for any command; it starts with SIGTERM blocked, so
+  a termination sent before the uploader watches for it stays pending instead of killing it;
 * container states ``waiting: ContainerCreating`` → ``running.startedAt`` → ``terminated{exitCode, reason
   Completed|Error|OOMKilled, message, startedAt, finishedAt, containerID}``; a process killed by signal N
   exits 128+N; a container with no command cannot run (``ContainerCannotRun``, exit 128); a process that
@@ -30,8 +40,12 @@ Follows pkg/kubelet/kuberuntime at the level the API shows:
 
 Deviation: ``args`` without ``command`` is run as the command (there is no image entrypoint); a
 container's env ``valueFrom`` supports ``fieldRef`` and ``resourceFieldRef`` only (``secretKeyRef`` and
-``configMapKeyRef`` give ``CreateContainerConfigError``); ``envFrom``, volumes, probes and native sidecars
-(``restartPolicy: Always`` init containers) are not supported.
+``configMapKeyRef`` give ``CreateContainerConfigError``); ``envFrom``, probes and volumes other than
+``emptyDir`` are not supported (``sizeLimit`` and ``medium`` are not enforced). A process has no mount
+namespace: a container sees a volume at its ``mountPath`` (``subPath`` included) through the text it is
+given — each mount path in its ``command``, ``args`` and ``env`` values, as a whole path or the start of
+one, is rewritten to the volume's folder — so a program that finds a mount path elsewhere (in a file it
+reads, in its own code) does not see the volume.
 """
 
 from __future__ import annotations
@@ -44,8 +58,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from taskplug.core import Clock, Quantity, QuantityError
@@ -55,7 +69,15 @@ from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
 from taskplug.localcluster._store import Store
 
-__all__ = ["ProcessKubelet", "expand_vars", "process_tree_rss", "tail_for_termination_message"]
+__all__ = [
+    "COPILOT_EXECUTABLE",
+    "ProcessKubelet",
+    "copilot_argv",
+    "expand_vars",
+    "mount_path_mapper",
+    "process_tree_rss",
+    "tail_for_termination_message",
+]
 
 _VAR_RE: Final = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
 _FIELD_RE: Final = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
@@ -64,6 +86,11 @@ _MESSAGE_LIMIT: Final = 4096
 _LOG_TAIL_LINES: Final = 80
 _LOG_TAIL_BYTES: Final = 2048
 _PR_SET_PDEATHSIG: Final = 1
+_DEFAULT_GRACE_SECONDS: Final = 30.0
+COPILOT_EXECUTABLE: Final = "flyte-copilot"
+_COPILOT_MODULE: Final = "taskplug.localcluster._copilot"
+# Where the taskplug package is imported from, so the co-pilot process imports the same one.
+_PACKAGE_ROOT: Final = str(Path(__file__).resolve().parents[2])
 
 
 def expand_vars(text: str, env: dict[str, str]) -> str:
@@ -92,6 +119,27 @@ def process_tree_rss(pgid: int) -> int:
         if len(fields) > 21 and int(fields[2]) == pgid:
             total += int(fields[21]) * _PAGE
     return total
+
+
+def copilot_argv(argv: Sequence[str]) -> list[str] | None:
+    """The command running taskplug's flyte-copilot for a container whose executable is named
+    ``flyte-copilot`` (any folder: ``/bin/flyte-copilot`` in Flyte's pods), with the same arguments; else
+    None."""
+    if not argv or PurePosixPath(argv[0]).name != COPILOT_EXECUTABLE:
+        return None
+    return [sys.executable, "-m", _COPILOT_MODULE, *argv[1:]]
+
+
+def mount_path_mapper(mounts: Sequence[tuple[str, str]]) -> Callable[[str], str]:
+    """A function rewriting each ``(mount path, host folder)``'s mount path in a text to the folder, where
+    it stands as a path of its own (``/var/inputs``, ``/var/inputs/a``, ``--dir=/var/inputs``) and not
+    inside another (``/x/var/inputs``, ``/var/inputs2``); the longest mount path wins."""
+    folders = {path.rstrip("/"): host for path, host in mounts if path.rstrip("/")}
+    if not folders:
+        return lambda text: text
+    alternatives = "|".join(re.escape(p) for p in sorted(folders, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w.~/-])({alternatives})(?![\w.-])")
+    return lambda text: pattern.sub(lambda m: folders[m.group(1)], text)
 
 
 def tail_for_termination_message(log: bytes) -> str:
@@ -129,6 +177,19 @@ def die_with_parent() -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return arm
+
+
+def _preexec(*, block_sigterm: bool) -> Callable[[], None] | None:
+    arm = die_with_parent()
+    if not block_sigterm:
+        return arm
+
+    def run() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        if arm is not None:
+            arm()
+
+    return run
 
 
 def start_error_message(executable: str, err: Exception) -> str:
@@ -243,6 +304,18 @@ class _PodWorker:
             c["name"]: c
             for c in (runtime.spec.get("initContainers") or []) + (runtime.spec.get("containers") or [])
         }
+        # Native sidecars: restartable init containers.
+        self.sidecars = [
+            c["name"] for c in runtime.spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+        ]
+        self.sidecar_tasks: dict[str, asyncio.Task[None]] = {}
+        self.started: dict[str, asyncio.Event] = {}
+        self.sidecars_ending = asyncio.Event()
+        self.volumes = {
+            str(v.get("name")): self.dir / "volumes" / str(v.get("name"))
+            for v in runtime.spec.get("volumes") or []
+            if isinstance(v, dict) and "emptyDir" in v and _is_folder_name(v.get("name"))
+        }
 
     def stop(self, how: str) -> None:
         if self.stopping is None:
@@ -279,24 +352,35 @@ class _PodWorker:
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.dir / "termination").mkdir(exist_ok=True)
         (self.dir / "work").mkdir(exist_ok=True)
+        for folder in self.volumes.values():
+            folder.mkdir(parents=True, exist_ok=True)
         if not kubelet.images_usable(rt):
             await self.stop_event.wait()  # stays Pending (ImagePullBackOff, InvalidImageName) until stopped
         else:
             kubelet.publish(rt)
-            if not await self._run_init_containers():
+            async with asyncio.TaskGroup() as sidecars:
+                initialized = await self._run_init_containers(sidecars)
+                if initialized and self.stopping is None:
+                    kubelet.publish(rt)
+                    async with asyncio.TaskGroup() as group:
+                        for name in rt.names:
+                            group.create_task(self._container_loop(name))
+                await self._end_sidecars()
+            if not initialized:
                 return
-            if self.stopping is None:
-                kubelet.publish(rt)
-                async with asyncio.TaskGroup() as group:
-                    for name in rt.names:
-                        group.create_task(self._container_loop(name))
         if self.stopping is not None:
             self.rt.abandon_waiting()
         kubelet.publish(rt)
 
-    async def _run_init_containers(self) -> bool:
-        """Run init containers in order; False when one failed for good (the pod is Failed)."""
+    async def _run_init_containers(self, sidecars: asyncio.TaskGroup) -> bool:
+        """Run init containers in order; False when one failed for good (the pod is Failed). A native
+        sidecar is started in ``sidecars`` and the next init container waits until it has started."""
         for name in self.rt.init_names:
+            if name in self.sidecars:
+                started = self.started[name] = asyncio.Event()
+                self.sidecar_tasks[name] = sidecars.create_task(self._container_loop(name))
+                await _first_of(started, self.stop_event)
+                continue
             while self.stopping is None:
                 code = await self._run_container(name)
                 if code == 0 or self.stopping is not None:
@@ -307,13 +391,45 @@ class _PodWorker:
                 await self._back_off(name)
         return True
 
+    def _ended(self, name: str) -> bool:
+        """The container is not to run again: the pod is stopping, or it is a sidecar being stopped."""
+        return self.stopping is not None or (name in self.sidecars and self.sidecars_ending.is_set())
+
     async def _container_loop(self, name: str) -> None:
-        while self.stopping is None:
+        while not self._ended(name):
             code = await self._run_container(name)
-            policy = self.rt.restart_policy
-            if self.stopping is not None or policy == "Never" or (policy == "OnFailure" and code == 0):
+            policy = "Always" if name in self.sidecars else self.rt.restart_policy
+            if self._ended(name) or policy == "Never" or (policy == "OnFailure" and code == 0):
                 return
             await self._back_off(name)
+
+    def _grace_period(self) -> float:
+        value = self.rt.spec.get("terminationGracePeriodSeconds")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+        return _DEFAULT_GRACE_SECONDS
+
+    async def _end_sidecars(self) -> None:
+        """The regular containers are done (or never start): stop the sidecars, last started first, as the
+        kubelet stops restartable init containers — SIGTERM, then SIGKILL after the grace period."""
+        self.sidecars_ending.set()
+        grace = self._grace_period()
+        for name in reversed(self.sidecars):
+            task = self.sidecar_tasks.get(name)
+            if task is None:
+                continue
+            proc = self.procs.get(name)
+            if proc is not None:
+                self.kubelet.event(self.rt, "Killing", f"Stopping container {name}", container=name)
+                _signal_group(proc, signal.SIGTERM)
+            done, _ = await asyncio.wait({task}, timeout=grace)
+            if not done:
+                proc = self.procs.get(name)
+                if proc is not None:
+                    _signal_group(proc, signal.SIGKILL)
+                else:  # not running (never started): nothing to wait for
+                    task.cancel()
+                await asyncio.wait({task})
 
     async def _back_off(self, name: str) -> None:
         rt = self.rt
@@ -337,15 +453,39 @@ class _PodWorker:
             container=name,
         )
         sleeper = asyncio.ensure_future(self.kubelet.clock.sleep(delay))
-        stopper = asyncio.ensure_future(self.stop_event.wait())
+        stoppers = [asyncio.ensure_future(self.stop_event.wait())]
+        if name in self.sidecars:
+            stoppers.append(asyncio.ensure_future(self.sidecars_ending.wait()))
         try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({sleeper, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            sleeper.cancel()
-            stopper.cancel()
-            await asyncio.gather(sleeper, stopper, return_exceptions=True)
+            for waiter in (sleeper, *stoppers):
+                waiter.cancel()
+            await asyncio.gather(sleeper, *stoppers, return_exceptions=True)
 
-    def _env(self, container: dict[str, Any], term_path: Path) -> dict[str, str]:
+    def _mounts(self, container: dict[str, Any]) -> list[tuple[str, str]]:
+        """``(mount path, host folder)`` of the container's mounts of the pod's emptyDir volumes."""
+        mounts = []
+        for mount in container.get("volumeMounts") or []:
+            if not isinstance(mount, dict):
+                continue
+            folder = self.volumes.get(str(mount.get("name")))
+            path = str(mount.get("mountPath") or "")
+            if folder is None or not path.startswith("/"):
+                continue
+            sub = str(mount.get("subPath") or "")
+            if sub:
+                parts = PurePosixPath(sub).parts
+                if sub.startswith("/") or ".." in parts:
+                    continue
+                folder = folder.joinpath(*parts)
+                folder.mkdir(parents=True, exist_ok=True)
+            mounts.append((path, str(folder)))
+        return mounts
+
+    def _env(
+        self, container: dict[str, Any], term_path: Path, map_paths: Callable[[str], str]
+    ) -> dict[str, str]:
         pod = self.rt.pod
         meta, spec = pod["metadata"], pod.get("spec") or {}
         env = {
@@ -367,7 +507,7 @@ class _PodWorker:
         for var in container.get("env") or []:
             name = str(var.get("name"))
             if "value" in var or "valueFrom" not in var:
-                env[name] = expand_vars(str(var.get("value") or ""), env)
+                env[name] = map_paths(expand_vars(str(var.get("value") or ""), env))
                 continue
             source = var["valueFrom"] or {}
             if "fieldRef" in source:
@@ -405,8 +545,9 @@ class _PodWorker:
         container = self.containers[name]
         term_path = self.dir / "termination" / name
         term_path.unlink(missing_ok=True)
+        map_paths = mount_path_mapper(self._mounts(container))
         try:
-            env = self._env(container, term_path)
+            env = self._env(container, term_path, map_paths)
         except _ConfigError as err:
             rt.waiting(name, "CreateContainerConfigError", str(err))
             kubelet.publish(rt)
@@ -414,7 +555,8 @@ class _PodWorker:
             await self.stop_event.wait()
             return 1
         argv = [
-            expand_vars(str(a), env) for a in (container.get("command") or []) + (container.get("args") or [])
+            map_paths(expand_vars(str(a), env))
+            for a in (container.get("command") or []) + (container.get("args") or [])
         ]
         cid = container_id(f"{rt.uid}-{name}-{rt.statuses[name]['restartCount']}")
         if not argv:
@@ -427,17 +569,21 @@ class _PodWorker:
         kubelet.event(rt, "Pulled", f'Container image "{image}" already present on machine', container=name)
         kubelet.event(rt, "Created", f"Created container: {name}", container=name)
         await kubelet.reaper.start()
+        launch, copilot = argv, copilot_argv(argv)
+        if copilot is not None:
+            launch = copilot
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         with open(self.log_path(name), "ab") as log:  # noqa: ASYNC230 - a local file opens at once
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv,
+                    *launch,
                     cwd=self.dir / "work",
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=log,
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=die_with_parent(),
+                    preexec_fn=_preexec(block_sigterm=copilot is not None),
                 )
             except (OSError, ValueError, subprocess.SubprocessError) as err:
                 # ValueError: a NUL in an argument or the environment, '=' in an env name (what no exec can
@@ -454,6 +600,10 @@ class _PodWorker:
             rt.running(name, cid)
             kubelet.publish(rt)
             kubelet.event(rt, "Started", f"Started container {name}", container=name)
+            if name in self.started:
+                self.started[name].set()
+                if self.sidecars_ending.is_set():  # started as the sidecars were being stopped
+                    _signal_group(proc, signal.SIGTERM)
             code, oom = await self._supervise(proc, self._memory_limit(container))
         finally:
             self.procs.pop(name, None)
@@ -517,6 +667,20 @@ class _PodWorker:
             except OSError:
                 message = ""
         return message
+
+
+def _is_folder_name(name: object) -> bool:
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
+async def _first_of(*events: asyncio.Event) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
 
 
 def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:

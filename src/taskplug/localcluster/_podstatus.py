@@ -1,7 +1,8 @@
 """A pod's status as the kubelet reports it, shared by the process and the simulated kubelet.
 
 Follows pkg/kubelet/kubelet_pods.go (``getPhase``: Pending while an init container is unfinished or a
-container is waiting for its first start; Running while any runs; then Succeeded/Failed by restartPolicy)
+container is waiting for its first start; Running while any runs, a native sidecar included; then
+Succeeded/Failed by restartPolicy, a sidecar's own exit not counted)
 and pkg/kubelet/status/generate.go (conditions ``Initialized`` — ``ContainersNotInitialized``, ``containers
 with incomplete status: [a]`` —, ``ContainersReady`` and ``Ready`` — ``ContainersNotReady``, ``containers
 with unready status: [a b]``, or ``PodCompleted`` once the pod is done), with container statuses in the
@@ -76,6 +77,11 @@ class PodRuntime:
         self.start_time = now()
         self.restart_policy: str = self.spec.get("restartPolicy") or "Always"
         self.init_names = [c["name"] for c in self.spec.get("initContainers") or []]
+        # Native sidecars (restartable init containers): initialized once started, running beside the
+        # containers, their exit never deciding the pod's phase.
+        self.sidecar_names = {
+            c["name"] for c in self.spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+        }
         self.names = [c["name"] for c in self.spec.get("containers") or []]
         self.images = {
             c["name"]: c.get("image", "")
@@ -176,9 +182,15 @@ class PodRuntime:
         terminated = self.statuses[name]["state"].get("terminated")
         return None if terminated is None else int(terminated["exitCode"])
 
+    def _init_done(self, name: str) -> bool:
+        """An init container no longer holds the pod back: it exited 0, or it is a sidecar that started."""
+        if name in self.sidecar_names:
+            return self.state(name) != "waiting" or bool(self.statuses[name]["lastState"])
+        return self.exit_code(name) == 0
+
     @property
     def initialized(self) -> bool:
-        return all(self.exit_code(n) == 0 for n in self.init_names)
+        return all(self._init_done(n) for n in self.init_names)
 
     # -- the pod's status --------------------------------------------------------------------------------
     def phase(self) -> str:
@@ -186,7 +198,12 @@ class PodRuntime:
             return "Failed"
         for name in self.init_names:
             code = self.exit_code(name)
-            if code is not None and code != 0 and self.restart_policy == "Never":
+            if (
+                code is not None
+                and code != 0
+                and self.restart_policy == "Never"
+                and name not in self.sidecar_names
+            ):
                 return "Failed"
         if not self.initialized:
             return "Pending"
@@ -200,6 +217,8 @@ class PodRuntime:
                 running += 1
             elif self.exit_code(name) != 0:
                 failed += 1
+        # A running sidecar keeps the pod from being terminal (the kubelet stops it after the containers).
+        running += sum(1 for n in self.sidecar_names if self.state(n) == "running")
         if fresh_waiting:
             return "Pending"
         if running:
@@ -225,7 +244,7 @@ class PodRuntime:
             status["reason"] = self.reason
             if self.message:
                 status["message"] = self.message
-        pending_init = [n for n in self.init_names if self.exit_code(n) != 0]
+        pending_init = [n for n in self.init_names if not self._init_done(n)]
         if pending_init:
             set_condition(
                 status,
@@ -237,7 +256,11 @@ class PodRuntime:
             )
         else:
             set_condition(status, "Initialized", "True", now)
-        unready = [n for n in self.names if not self.statuses[n]["ready"]]
+        unready = [
+            n
+            for n in self.init_names + self.names
+            if (n in self.sidecar_names or n in self.names) and not self.statuses[n]["ready"]
+        ]
         for cond in ("ContainersReady", "Ready"):
             if phase in TERMINAL_PHASES:
                 set_condition(status, cond, "False", now, "PodCompleted")
