@@ -102,3 +102,58 @@ def test_validate_needs_a_path(runner: CliRunner) -> None:
     result = invoke(runner, "config", "validate")
     assert result.exit_code == 2
     assert "Missing argument 'PATH'" in result.stderr
+
+
+def test_show_includes_the_kube_client_timeout_with_flytes_default(runner: CliRunner) -> None:
+    assert _show(runner)["propeller"]["kube-client-config"] == {"timeout": "30s"}
+
+
+def test_validate_refuses_an_unknown_plugin_id_listing_the_registered_ones(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = write_yaml(
+        tmp_path / "config.yaml", {"tasks": {"task-plugins": {"enabled-plugins": ["no-such-plugin"]}}}
+    )
+    result = invoke(runner, "config", "validate", path)
+    assert_bad_input(
+        result, "tasks.task-plugins.enabled-plugins[0]", "no plugin [no-such-plugin] is registered"
+    )
+    listed = result.stderr.split("registered: ", 1)[1].rstrip(")\n").split(", ")
+    assert {"container", "sidecar", "spark", "connector-service", "echo", "k8s-array"} <= set(listed)
+
+
+def test_validate_checks_the_pod_templates_it_is_given(runner: CliRunner, tmp_path: Path) -> None:
+    config = write_yaml(tmp_path / "config.yaml", {"executor": {"workers": 8}})
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    write_yaml(
+        folder / "base.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "base"},
+            "template": {"spec": {"containers": [{"name": "default", "image": "x"}]}},
+        },
+    )
+    result = invoke(runner, "config", "validate", config, "--pod-templates", folder)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.rstrip().endswith("; 1 pod template(s))")
+    write_yaml(
+        folder / "broken.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "b"},
+            "template": {"spec": {"containers": "x"}},
+        },
+    )
+    assert_bad_input(
+        invoke(runner, "config", "validate", config, "--pod-templates", folder), "broken.yaml", "containers"
+    )
+
+
+def test_validate_says_the_bound_a_worker_count_is_over(runner: CliRunner, tmp_path: Path) -> None:
+    path = write_yaml(tmp_path / "config.yaml", {"executor": {"workers": 20_000}})
+    assert_bad_input(
+        invoke(runner, "config", "validate", path), "executor.workers", "less than or equal to 10000"
+    )

@@ -16,6 +16,24 @@ from .conftest import EXAMPLES, HELLO, assert_bad_input, hello_document, invoke,
 FINALIZER = "flyte.org/finalizer-k8s"
 
 
+def _named_hello(tmp_path: Path) -> Path:
+    """``examples/hello.yaml`` with an execution name (the example has none, so each run is a new one)."""
+    document = hello_document()
+    document["execution"]["id"]["name"] = "hello-1"
+    return write_yaml(tmp_path / "hello-1.yaml", document)
+
+
+def test_a_spec_without_a_name_renders_the_same_object_each_time_and_another_after_an_edit(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    first, again = _render(runner, HELLO), _render(runner, HELLO)
+    assert first == again
+    edited = hello_document()
+    edited["inputs"]["name"] = "someone else"
+    other = _render(runner, write_yaml(tmp_path / "edited.yaml", edited))
+    assert other["metadata"]["name"] != first["metadata"]["name"]
+
+
 def _render(runner: CliRunner, *args: str | Path) -> dict[str, Any]:
     result = invoke(runner, "render", *args)
     assert result.exit_code == 0, result.stderr
@@ -34,7 +52,7 @@ def test_render_prints_the_pod_with_its_name_namespace_labels_finalizer_and_cont
             "plugins": {"k8s": {"inject-finalizer": True, "default-labels": {"team": "ml"}}},
         },
     )
-    pod = _render(runner, HELLO, "--config", config)
+    pod = _render(runner, _named_hello(tmp_path), "--config", config)
 
     assert (pod["apiVersion"], pod["kind"]) == ("v1", "Pod")
     meta = pod["metadata"]
@@ -75,10 +93,12 @@ def test_without_a_config_the_platform_defaults_apply_and_no_finalizer_is_added(
     assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
 
 
-def test_the_example_platform_config_and_pod_template_are_merged_into_the_pod(runner: CliRunner) -> None:
+def test_the_example_platform_config_and_pod_template_are_merged_into_the_pod(
+    runner: CliRunner, tmp_path: Path
+) -> None:
     pod = _render(
         runner,
-        HELLO,
+        _named_hello(tmp_path),
         "--config",
         EXAMPLES / "platform.yaml",
         "--pod-templates",

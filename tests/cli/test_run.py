@@ -8,12 +8,16 @@ Resume, Ctrl-C and failed tasks through ``run`` are covered in ``tests/integrati
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from taskplug.cli._run import _console, _print_outcome, _Progress
 from taskplug.core import Phase
+from taskplug.executor import Event, ExecutionResult
 
 from .conftest import DEADLINE, HELLO, TASKPLUG, assert_bad_input, hello_document, invoke, write_yaml
 
@@ -51,7 +55,8 @@ def test_run_hello_as_json_succeeds_with_its_output_and_a_timeline_of_events(tmp
     assert [int(p) for p in phases] == sorted(int(p) for p in phases), "phases only move forward"
 
     # What the task wrote, where the run said it would, and the state it kept for a resume.
-    outputs = tmp_path / ".taskplug/data/metadata/demo/development/hello-1/n0/0/outputs.pb"
+    # (hello.yaml names no execution: the run made a fresh name for it.)
+    (outputs,) = (tmp_path / ".taskplug/data/metadata/demo/development").glob("*/n0/0/outputs.pb")
     assert outputs.is_file()
     assert state_db.is_file()
 
@@ -90,3 +95,65 @@ def test_an_unknown_cluster_mode_exits_2_naming_the_option(runner: CliRunner) ->
     result = invoke(runner, "run", HELLO, "--cluster-mode", "kind")
     assert result.exit_code == 2
     assert "'--cluster-mode'" in result.stderr and "'kind'" in result.stderr
+
+
+MARKUP = "[bold]x[/bold] [SystemError] [red] :x: boom"
+
+
+def test_text_from_the_task_is_printed_verbatim_never_read_as_rich_markup(tmp_path: Path) -> None:
+    # The task's own error text (a termination message from its logs) holds what Rich would read as markup,
+    # style tags and emoji codes; the live view (stderr) and the outcome (stdout) print it as it is.
+    script = f"import sys; print({MARKUP!r}, file=sys.stderr); sys.exit(3)"
+    document = {
+        "template": {
+            "id": {"resourceType": "TASK", "project": "p", "domain": "d", "name": "mk", "version": "v1"},
+            "type": "container",
+            "container": {"image": "python:3.11", "command": ["python", "-c"], "args": [script]},
+        },
+        "execution": {"id": {"project": "p", "domain": "d", "name": "mk", "nodeId": "n0"}},
+    }
+    spec = write_yaml(tmp_path / "markup.yaml", document)
+    proc = subprocess.run(
+        [*TASKPLUG, "run", str(spec), "--state-db", str(tmp_path / "state.db")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+        # Wide enough that the live view's reason column holds the message on one line.
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "PermanentFailure after 1 attempt(s)" in proc.stdout
+    assert MARKUP in proc.stdout
+    assert "error [RetriesExhausted|Error] (USER)" in proc.stdout
+    assert MARKUP in proc.stderr
+
+
+def test_every_part_of_the_live_view_and_the_outcome_prints_text_as_it_is(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In-process: each piece the run prints (a plain string, an event's reason, a map element's failure,
+    # the error, the elements, the outputs), with text that Rich markup and emoji codes would eat.
+    monkeypatch.setenv("COLUMNS", "300")
+    console = _console()
+    console.print(MARKUP)
+    progress = _Progress(console, "k")
+    failing = {"index": 0, "phase": "PermanentFailure", "reason": MARKUP}
+    progress.on_event("k", Event(0, "RetryableFailure", 0, MARKUP, None, external_resources=[failing]))
+    console.print(progress.render())
+    _print_outcome(
+        ExecutionResult(
+            key="k",
+            phase="PermanentFailure",
+            attempts=1,
+            error={"code": "SystemError", "kind": "USER", "message": MARKUP},
+            outputs={"o0": MARKUP},
+            events=[],
+            elements=[{"index": 0, "phase": "Failed", "attempts": 1, "error": {"message": MARKUP}}],
+        )
+    )
+    out = capsys.readouterr().out
+    # The string, the reason, the element's failure in the view; the error, the element, the output after.
+    assert out.count(MARKUP) == 6, out
+    assert "error [SystemError] (USER): " + MARKUP in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 from pydantic import Field, ValidationError
@@ -67,6 +68,29 @@ def test_a_number_is_nanoseconds_as_in_flyte() -> None:
 def test_bad_go_durations_are_value_errors(text: object) -> None:
     with pytest.raises(ValueError):
         parse_go_duration(text)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "99999999999999h",
+        "2562048h",
+        "-2562048h",
+        "9" * 400 + "h",
+        2**63,
+        float("inf"),
+        float("nan"),
+        1e400,
+    ],
+)
+def test_a_duration_go_cannot_hold_is_a_value_error_not_an_overflow(value: object) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        parse_go_duration(value)
+
+
+def test_the_longest_go_duration_parses() -> None:
+    assert parse_go_duration("2562047h") == timedelta(hours=2562047)
+    assert parse_go_duration(2**63 - 1) > timedelta(days=106_000)
 
 
 @pytest.mark.parametrize(
@@ -183,6 +207,92 @@ def test_a_bad_value_is_an_error_naming_its_path(document: dict, path: str) -> N
     assert str(err.value).startswith(path + ": ")
 
 
+class _Typed(StrictModel):
+    """Every kind of field a section has."""
+
+    name: str = ""
+    names: list[str] = Field(default_factory=list)
+    hosts: tuple[str, ...] = ()
+    count: int = 0
+    ratio: float = 0.0
+    enabled: bool = False
+    mode: Literal["a", "b"] = "a"
+    timeout: GoDuration = timedelta(seconds=1)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+TYPED = ConfigSection("typed", _Typed)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("name", ["a", "b"]),
+        ("name", {"a": 1}),
+        ("name", 5),
+        ("name", True),
+        ("names", "a,b"),
+        ("names", {"a": 1}),
+        ("names", [1]),
+        ("hosts", "h1"),
+        ("count", "5"),
+        ("count", 5.0),
+        ("count", True),
+        ("count", [5]),
+        ("ratio", "0.5"),
+        ("enabled", "yes"),
+        ("enabled", 1),
+        ("mode", ["a"]),
+        ("timeout", ["1s"]),
+        ("extra", ["a"]),
+    ],
+)
+def test_a_value_of_another_type_is_refused_never_converted(key: str, value: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_platform_config({"typed": {key: value}}, [TYPED])
+    assert err.value.path.startswith(f"typed.{key}")
+    assert str(err.value).startswith(err.value.path + ": ")
+
+
+def test_values_of_their_own_type_load_strictly() -> None:
+    typed = load_platform_config(
+        {
+            "typed": {
+                "name": "n",
+                "names": ["a"],
+                "hosts": ["h1", "h2"],
+                "count": 3,
+                "ratio": 1,
+                "enabled": True,
+                "mode": "b",
+                "timeout": "2s",
+                "extra": {"deep": [1, {"x": None}]},
+            }
+        },
+        [TYPED],
+    ).get(TYPED)
+    assert typed.hosts == ("h1", "h2")
+    assert (typed.count, typed.ratio, typed.enabled, typed.mode) == (3, 1.0, True, "b")
+    assert typed.timeout == timedelta(seconds=2)
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        (float("inf"), "typed.ratio"),
+        (float("nan"), "typed.ratio"),
+        ({"deep": [1, float("-inf")]}, "typed.extra.deep[1]"),
+        ({"big": 2**64}, "typed.extra.big"),
+        ("99999999999999h", "typed.timeout"),
+    ],
+)
+def test_a_value_no_field_can_hold_is_an_error_naming_its_key(value: object, path: str) -> None:
+    key = path.split(".")[1].split("[")[0]
+    with pytest.raises(ConfigError) as err:
+        load_platform_config({"typed": {key: value}}, [TYPED])
+    assert err.value.path == path
+
+
 def test_nested_sections_are_parsed_separately() -> None:
     config = load_platform_config(
         {"plugins": {"sample": {"some-flag": True, "child": {"level": 3}}}}, [SAMPLE, CHILD]
@@ -217,12 +327,22 @@ def test_load_config_file_reads_yaml(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "match"),
-    [(None, "cannot read"), ("a: [", "not valid YAML"), ("- a\n- b\n", "mapping at the top level")],
+    [
+        (None, "cannot read"),
+        (b"a: [", "not valid YAML"),
+        (b"- a\n- b\n", "mapping at the top level"),
+        (b"plugins:\n  k8s: {scheduler-name: \xff}\n", r"not UTF-8 text \(byte 33 is 0xff\)"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8 text"),
+        (b"a: &a [*a]\n", "recursive YAML alias"),
+        (b"a: [" * 300 + b"]" * 300, "nests deeper than"),
+        (b"#" * (4 * 1024 * 1024 + 1), "larger than"),
+    ],
+    ids=["missing", "bad-yaml", "not-a-mapping", "not-utf8", "binary", "recursive", "deep", "too-large"],
 )
-def test_load_config_file_errors_name_the_file(tmp_path: Path, content: str | None, match: str) -> None:
+def test_load_config_file_errors_name_the_file(tmp_path: Path, content: bytes | None, match: str) -> None:
     path = tmp_path / "c.yaml"
     if content is not None:
-        path.write_text(content)
+        path.write_bytes(content)
     with pytest.raises(ConfigError, match=match) as err:
         load_config_file(path)
     assert str(path) in str(err.value)
@@ -283,3 +403,11 @@ def test_tasks_section_errors_name_the_key(document: dict, path: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_platform_config(document, [TASKS_SECTION])
     assert err.value.path == path
+
+
+def test_a_bad_value_names_the_file_it_came_from_when_given() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_platform_config({"typed": {"count": "5"}}, [TYPED], source="platform.yaml")
+    assert err.value.path == "typed.count"
+    assert str(err.value).startswith("typed.count: ")
+    assert str(err.value).endswith("(in config file 'platform.yaml')")

@@ -416,7 +416,7 @@ def test_discovering_the_installed_plugins_loads_no_operator_server_or_client_li
             [sys.executable, "-c", probe], check=True, capture_output=True, text=True
         ).stdout.split()
     )
-    heavy = {m for m in loaded if m.endswith("._local_operator") or m.endswith("._reconcile")}
+    heavy = {m for m in loaded if m.endswith(("._local_operator", "._local_driver", "._reconcile"))}
     heavy |= loaded & {
         "taskplug.localcluster",
         "aiohttp",

@@ -716,3 +716,150 @@ async def test_a_crash_right_after_an_element_was_finalized_does_not_run_it_agai
     # Element 0's end was on disk before its cleanup: the restart finished the cleanup, never re-ran it.
     assert "m1-n0-0-n0-0" not in second.handled
     assert second.finalized[0] == "m1-n0-0-n0-0"
+
+
+# -- cleanup that cannot reach the API is bounded (issue 13) ---------------------------------------------
+
+
+class UnreachableCleanupPlugin(MapPlugin):
+    """Elements run as scripted, but every delete fails (the API is gone) from ``broken`` on, saying what
+    may be left behind, as the plugin manager's ``CleanupError`` does."""
+
+    def __init__(self, script: Script = RUN_THEN_SUCCEED) -> None:
+        super().__init__(script)
+        self.cleanup_calls: Counter[str] = Counter()
+
+    def _left(self, tctx: TaskExecutionContext, step: str) -> PluginError:
+        name = tctx.metadata.task_execution_id.generated_name
+        self.cleanup_calls[name] += 1
+        error = PluginError(ErrorCode.SYSTEM_ERROR, f"{step}: failed to delete [p-d/{name}]: API unreachable")
+        error.leftovers = ({"kind": "Pod", "namespace": "p-d", "name": name},)  # type: ignore[attr-defined]
+        return error
+
+    async def abort(self, tctx: TaskExecutionContext) -> None:
+        raise self._left(tctx, "abort")
+
+    async def finalize(self, tctx: TaskExecutionContext) -> None:
+        raise self._left(tctx, "finalize")
+
+
+def _bounded_settings(tmp_path: Path, rounds: int = 3) -> ExecutorSettings:
+    return ExecutorSettings(
+        data_root=str(tmp_path / "data"), workers=4, resync_period=1.0, max_round_errors=rounds
+    )
+
+
+async def test_an_elements_finalize_that_keeps_failing_is_given_up_and_the_node_ends_with_its_leftovers(
+    tmp_path: Path,
+) -> None:
+    # Element 0 succeeds at once; element 1 keeps running, so the node must also abort it (bounded too).
+    plugin = UnreachableCleanupPlugin(
+        lambda index, attempt: [PhaseInfo.success()] if index == 0 else [PhaseInfo.running(0)]
+    )
+    clock = FakeClock()
+    store = SQLiteStateStore(tmp_path / "state.db")
+    async with Executor(
+        resolver=resolver(plugin), store=store, settings=_bounded_settings(tmp_path), clock=clock
+    ) as ex:
+        key = await ex.submit(map_spec([1, 2]))
+        result = await drive(clock, ex, key)
+    record = store.load(key)
+    store.close()
+    # Each element's cleanup was tried max-round-errors times, then no more.
+    assert plugin.cleanup_calls == Counter({"m1-n0-0-n0-0": 3, "m1-n0-0-n1-0": 3})
+    assert result.phase == "PermanentFailure"
+    assert result.error is not None
+    assert (result.error["code"], result.error["kind"]) == ("CleanupFailed", "SYSTEM")
+    assert "element 0: the attempt ended (Success)" in result.error["message"]
+    assert "last finalize error" in result.error["message"]
+    assert "element 1: the attempt ended (Running)" in result.error["message"]
+    assert "last abort error" in result.error["message"]
+    assert result.leftovers == [
+        {"kind": "Pod", "namespace": "p-d", "name": "m1-n0-0-n0-0"},
+        {"kind": "Pod", "namespace": "p-d", "name": "m1-n0-0-n1-0"},
+    ]
+    assert "leftovers" not in result.error
+    assert result.events[-1]["phase"] == "PermanentFailure"
+    assert record is not None and record.terminal
+    assert record.error is not None and len(record.error["leftovers"]) == 2
+
+
+async def test_an_elements_cleanup_that_recovers_within_the_bound_ends_as_decided(tmp_path: Path) -> None:
+    class Flaky(MapPlugin):
+        failures = 2
+
+        async def finalize(self, tctx: TaskExecutionContext) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("cannot reach the Kubernetes API at http://127.0.0.1:9")
+            await super().finalize(tctx)
+
+    plugin = Flaky()
+    clock = FakeClock()
+    async with Executor(
+        resolver=resolver(plugin),
+        store=MemoryStateStore(),
+        settings=_bounded_settings(tmp_path),
+        clock=clock,
+    ) as ex:
+        key = await ex.submit(map_spec([1]))
+        result = await drive(clock, ex, key)
+    assert result.phase == "Success" and result.leftovers is None
+    assert plugin.finalized == ["m1-n0-0-n0-0"]
+
+
+class _DeletesFail:
+    """A KubeClient over the embedded cluster's whose deletes cannot reach the API (creates, reads and
+    watches work): the plugin manager's cleanup raises ``CleanupError`` naming what it could not delete."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.deletes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def delete(self, rtype: Any, namespace: str, name: str) -> None:
+        self.deletes += 1
+        raise ConnectionError("cannot reach the Kubernetes API at http://127.0.0.1:9: connection refused")
+
+
+async def test_a_map_whose_pods_cannot_be_deleted_ends_cleanup_failed_listing_them(tmp_path: Path) -> None:
+    from taskplug.executor import Platform, open_executor
+    from taskplug.k8s import POD
+    from taskplug.localcluster import LocalCluster
+
+    platform = Platform.load(
+        document={
+            "executor": {"data-root": str(tmp_path / "data"), "resync-period": "1s", "max-round-errors": 2},
+            "plugins": {"k8s": {"delete-resource-on-finalize": True}},
+        }
+    )
+    spec = parse_spec(
+        {
+            "template": {
+                "id": {"resourceType": "TASK", "project": "p", "domain": "d", "name": "t", "version": "v1"},
+                "type": "container",
+                "interface": {
+                    "inputs": {"variables": {"x": {"type": {"collectionType": {"simple": "INTEGER"}}}}}
+                },
+                "container": {"image": "busybox", "command": ["true"]},
+            },
+            "arrayNode": {"parallelism": 0},
+            "execution": {"id": {"project": "p", "domain": "d", "name": "m"}, "namespace": "default"},
+            "inputs": {"x": [1, 2]},
+        }
+    )
+    async with LocalCluster(mode="simulated") as cluster:
+        client = _DeletesFail(cluster.client())
+        async with open_executor(platform, kube_client=client, store=MemoryStateStore()) as ex:
+            result = await asyncio.wait_for(ex.run(spec), 60)
+        left = sorted(o["metadata"]["name"] for o in cluster.store.iter(POD))
+    assert result.phase == "PermanentFailure"
+    assert result.error is not None and result.error["code"] == "CleanupFailed"
+    assert "element 0: the attempt ended (Success)" in result.error["message"]
+    assert "http://127.0.0.1:9" in result.error["message"]
+    names = ["m-n0-0-n0-0", "m-n0-0-n1-0"]
+    assert sorted(o["name"] for o in result.leftovers or []) == names == left
+    assert {(o["kind"], o["namespace"]) for o in result.leftovers or []} == {("Pod", "default")}
+    assert client.deletes >= 4  # each element's delete, tried max-round-errors times

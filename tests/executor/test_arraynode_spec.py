@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import io
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from flyteidl.core import workflow_pb2 as core_workflow_pb2
 from google.protobuf import duration_pb2
 
 from taskplug.core import SpecError
+from taskplug.executor import _workflow as workflow_reader
 from taskplug.executor import load_spec, parse_spec
+from taskplug.executor._workflow import MAX_ENTITY_BYTES, is_archive
 
 LIST_INT = {"collectionType": {"simple": "INTEGER"}}
 
@@ -430,3 +433,113 @@ def test_a_bad_array_node_config_key_is_named(section: dict[str, Any], path: str
     with pytest.raises(ConfigError) as err:
         Platform.load(document={"executor": {"array-node": section}})
     assert str(err.value).startswith(path)
+
+
+# -- reading archives and sibling files within bounds ------------------------------------------------------
+
+
+def _package(path: Path, folder: Path, mode: str = "w:gz", extra: Sequence[tuple[str, bytes]] = ()) -> Path:
+    with tarfile.open(path, mode) as tar:
+        for entity in sorted(folder.iterdir()):
+            tar.add(entity, arcname=entity.name)
+        for name, data in extra:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("mode", ["w", "w:gz", "w:bz2", "w:xz"])
+def test_a_package_archive_is_read_whatever_its_compression_and_name(tmp_path: Path, mode: str) -> None:
+    _serialize(tmp_path / "files")
+    # No archive suffix: recognised by its content, as pyflyte's output may be renamed.
+    archive = _package(tmp_path / "package.bin", tmp_path / "files", mode)
+    spec = parse_spec(_spec(archive))
+    assert spec.template == _map_task()
+
+
+def test_a_file_of_zeros_is_not_taken_for_an_archive(tmp_path: Path) -> None:
+    # tarfile.is_tarfile says yes to it (an empty archive's end blocks); it holds no member, so it is read as
+    # the template file it claims to be, and refused as one.
+    zeros = tmp_path / "task.pb"
+    zeros.write_bytes(bytes(10240))
+    assert tarfile.is_tarfile(zeros)
+    assert not is_archive(zeros)
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(zeros))
+    assert err.value.path == "templateFile"
+    assert "archive" not in err.value.reason
+
+
+def test_an_archive_member_over_the_entity_bound_is_refused_naming_it_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    _serialize(tmp_path / "files")
+    big = bytes(MAX_ENTITY_BYTES + 1)  # compresses to a few kilobytes: a tar bomb in small
+    archive = _package(tmp_path / "p.tgz", tmp_path / "files", extra=[("9_big.pb", big)])
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(archive))
+    assert err.value.path == "templateFile"
+    assert "member '9_big.pb' is larger than" in err.value.reason
+    assert "p.tgz" in err.value.reason
+
+
+def test_an_archive_that_unpacks_past_the_bound_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflow_reader, "MAX_WORKFLOW_BYTES", 64 * 1024)
+    _serialize(tmp_path / "files")
+    # Members that are not .pb files still unpack (tarfile passes over their data): they count too.
+    extra = [(f"junk{i}.bin", bytes(20 * 1024)) for i in range(5)]
+    archive = _package(tmp_path / "p.tgz", tmp_path / "files", extra=extra)
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(archive))
+    assert err.value.path == "templateFile"
+    assert "unpacks to more than 65536 bytes" in err.value.reason
+
+
+def test_a_pax_header_bomb_is_refused_while_unpacking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tarfile reads a pax extended header whole into memory before it returns the member it describes; the
+    # bounded stream refuses it as it unpacks, whatever the header claims.
+    monkeypatch.setattr(workflow_reader, "MAX_WORKFLOW_BYTES", 64 * 1024)
+    archive = tmp_path / "p.tgz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("0_entity.pb")
+        info.pax_headers = {"comment": "x" * (256 * 1024)}
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(archive))
+    assert "unpacks to more than 65536 bytes" in err.value.reason
+
+
+def test_an_archive_with_too_many_members_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workflow_reader, "MAX_ARCHIVE_MEMBERS", 5)
+    _serialize(tmp_path / "files")
+    archive = _package(tmp_path / "p.tgz", tmp_path / "files", extra=[(f"e{i}", b"") for i in range(3)])
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(archive))
+    assert "holds more than 5 members" in err.value.reason
+
+
+def test_a_sibling_file_over_the_bound_is_refused_naming_it(tmp_path: Path) -> None:
+    path = _serialize(tmp_path)
+    with (tmp_path / "9_huge.pb").open("wb") as f:
+        f.truncate(MAX_ENTITY_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(path))
+    assert err.value.path == "templateFile"
+    assert "9_huge.pb" in err.value.reason and "is larger than" in err.value.reason
+
+
+def test_sibling_files_over_the_bound_together_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workflow_reader, "MAX_WORKFLOW_BYTES", 2048)
+    path = _serialize(tmp_path)
+    for i in range(4):
+        (tmp_path / f"9_{i}.pb").write_bytes(bytes(1024))
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(path))
+    assert "hold more than 2048 bytes" in err.value.reason

@@ -22,7 +22,12 @@ from taskplug.core import (
     Quantity,
     StrictModel,
 )
-from taskplug.executor._platform import EXECUTOR_SECTION, PLATFORM_DEFAULTS, Platform
+from taskplug.executor._platform import (
+    EXECUTOR_SECTION,
+    KUBE_CLIENT_SECTION,
+    PLATFORM_DEFAULTS,
+    Platform,
+)
 from taskplug.k8s import K8S_SECTION, POD, K8sPluginEntry
 
 
@@ -155,21 +160,21 @@ def test_enabling_only_some_plugins_drops_the_defaults_of_the_others() -> None:
         platform.entry_for("sidecar")
 
 
-def test_the_users_own_default_for_a_plugin_that_is_not_enabled_is_still_an_error() -> None:
-    platform = load(
-        {
-            "tasks": {
-                "task-plugins": {
-                    "enabled-plugins": ["container"],
-                    "default-for-task-types": {"sidecar": "sidecar"},
+def test_the_users_own_default_for_a_plugin_that_is_not_enabled_is_flytes_error_at_load() -> None:
+    with pytest.raises(
+        ConfigError, match=r"cannot set default plugin \[sidecar\] for task types \[sidecar\]"
+    ) as err:
+        load(
+            {
+                "tasks": {
+                    "task-plugins": {
+                        "enabled-plugins": ["container"],
+                        "default-for-task-types": {"sidecar": "sidecar"},
+                    }
                 }
             }
-        }
-    )
-    with pytest.raises(
-        PluginError, match=r"cannot set default plugin \[sidecar\] for task types \[sidecar\]"
-    ):
-        platform.entry_for("python-task")
+        )
+    assert err.value.path == "tasks.task-plugins.default-for-task-types"
 
 
 def test_enabled_plugin_names_are_matched_case_insensitively() -> None:
@@ -187,13 +192,152 @@ def test_enabled_plugin_names_are_matched_case_insensitively() -> None:
     assert platform.entry_for("spark").id == "Spark"
 
 
-def test_two_enabled_plugins_for_a_type_without_a_default_is_flytes_error() -> None:
+def test_two_enabled_plugins_for_a_type_without_a_default_is_flytes_error_at_load() -> None:
     registry = PluginRegistry()
     registry.register(_k8s("a", "t"))
     registry.register(_k8s("b", "t"))
-    platform = load({"tasks": {"task-plugins": {"enabled-plugins": ["a", "b"]}}}, registry=registry)
-    with pytest.raises(PluginError, match="Multiple plugins registered to handle task type: t"):
-        platform.entry_for("t")
+    with pytest.raises(ConfigError, match="Multiple plugins registered to handle task type: t") as err:
+        load({"tasks": {"task-plugins": {"enabled-plugins": ["a", "b"]}}}, registry=registry)
+    assert err.value.path == "tasks.task-plugins"
+
+
+def test_a_default_for_the_type_settles_two_enabled_plugins() -> None:
+    registry = PluginRegistry()
+    registry.register(_k8s("a", "t"))
+    registry.register(_k8s("b", "t"))
+    platform = load(
+        {"tasks": {"task-plugins": {"enabled-plugins": ["a", "b"], "default-for-task-types": {"t": "b"}}}},
+        registry=registry,
+    )
+    assert platform.entry_for("t").id == "b"
+
+
+# -- what a run would trip over later is refused at load ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "path", "said"),
+    [
+        pytest.param(
+            {"tasks": {"task-plugins": {"enabled-plugins": ["container", "no-such-plugin"]}}},
+            "tasks.task-plugins.enabled-plugins[1]",
+            "no plugin [no-such-plugin] is registered (registered: container, pod, sidecar, spark)",
+            id="unknown-enabled-id",
+        ),
+        pytest.param(
+            {"tasks": {"task-plugins": {"default-for-task-types": {"python-task": "nope"}}}},
+            "tasks.task-plugins.default-for-task-types.python-task",
+            "no plugin [nope] is registered",
+            id="unknown-default-id",
+        ),
+        pytest.param(
+            {"executor": {"workers": 10_001}},
+            "executor.workers",
+            "less than or equal to 10000",
+            id="workers-over-flytes-pool-bound",
+        ),
+        pytest.param(
+            {"executor": {"array-node": {"node-execution-worker-count": 10_001}}},
+            "executor.array-node.node-execution-worker-count",
+            "less than or equal to 10000",
+            id="node-workers-over-bound",
+        ),
+        pytest.param(
+            {"executor": {"array-node": {"max-parallelism": 2**31}}},
+            "executor.array-node.max-parallelism",
+            "less than or equal to 2147483647",
+            id="parallelism-over-int32",
+        ),
+        pytest.param(
+            {"executor": {"resync-period": "0s"}},
+            "executor.resync-period",
+            "must be longer than 0s",
+            id="zero-resync",
+        ),
+        pytest.param(
+            {"executor": {"data-root": "nosuchproto://x"}},
+            "executor.data-root",
+            "fsspec knows no protocol 'nosuchproto'",
+            id="unknown-protocol",
+        ),
+        pytest.param(
+            {"propeller": {"kube-client-config": {"timeout": "-1s"}}},
+            "propeller.kube-client-config.timeout",
+            "must not be negative",
+            id="negative-api-timeout",
+        ),
+        pytest.param(
+            {"propeller": {"kube-client-config": {"qps": 5}}},
+            "propeller.kube-client-config.qps",
+            "unknown key",
+            id="unsupported-qps",
+        ),
+        pytest.param(
+            {"propeller": {"resourcemanager": {"type": "redis"}}},
+            "propeller.resourcemanager.redis.hostPaths",
+            "type redis needs at least one host",
+            id="redis-without-host",
+        ),
+        pytest.param(
+            {"propeller": {"resourcemanager": {"type": "redis", "redis": {"hostPaths": ["redis"]}}}},
+            "propeller.resourcemanager.redis.hostPaths",
+            "expected host:port, got 'redis'",
+            id="redis-host-without-port",
+        ),
+        pytest.param(
+            {"propeller": {"resourcemanager": {"redis": {"hostPath": "redis:70000"}}}},
+            "propeller.resourcemanager.redis.hostPath",
+            "port 70000 of 'redis:70000' is not between 1 and 65535",
+            id="redis-port-out-of-range",
+        ),
+        pytest.param(
+            {"propeller": {"resourcemanager": {"resourceMaxQuota": 0}}},
+            "propeller.resourcemanager.resourceMaxQuota",
+            "greater than or equal to 1",
+            id="no-quota-possible",
+        ),
+        pytest.param(
+            {"propeller": {"resourcemanager": {"redis": {"maxRetries": -1}}}},
+            "propeller.resourcemanager.redis.maxRetries",
+            "greater than or equal to 0",
+            id="negative-redis-retries",
+        ),
+    ],
+)
+def test_a_config_a_run_would_trip_over_is_refused_at_load_naming_the_key(
+    document: dict[str, Any], path: str, said: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(document)
+    assert err.value.path == path
+    assert said in err.value.reason
+
+
+def test_the_default_plugin_ids_a_registry_lacks_are_not_the_users_mistake() -> None:
+    registry = PluginRegistry()
+    registry.register(_k8s("container", "python-task"))
+    # The platform defaults also enable sidecar, spark, echo ... and pick sidecar for its task type: this
+    # registry has none of them, which is no mistake of a config file that does not name them.
+    assert load(registry=registry).entry_for("python-task").id == "container"
+
+
+def test_a_data_root_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is a file") as err:
+        load({"executor": {"data-root": str(tmp_path / "file" / "data")}})
+    assert err.value.path == "executor.data-root"
+
+
+@pytest.mark.parametrize("root", ["memory://bucket/prefix", "file:///tmp/data", "relative/data"])
+def test_data_roots_fsspec_can_write_are_accepted(root: str) -> None:
+    assert load({"executor": {"data-root": root}}).config.get(EXECUTOR_SECTION).data_root == root
+
+
+def test_the_api_timeout_is_flytes_kube_client_config_with_its_default() -> None:
+    assert load().config.get(KUBE_CLIENT_SECTION).timeout == timedelta(seconds=30)
+    assert load({"propeller": {"kube-client-config": {"timeout": "2s"}}}).config.get(
+        KUBE_CLIENT_SECTION
+    ).timeout == timedelta(seconds=2)
 
 
 def test_k8s_entry_for_refuses_a_plugin_that_creates_no_kubernetes_object() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,14 @@ def _set(path: str, value: Any):
     return mutate
 
 
+def _both(*mutations: Any):
+    def mutate(doc: dict[str, Any]) -> None:
+        for each in mutations:
+            each(doc)
+
+    return mutate
+
+
 def _drop(path: str):
     def mutate(doc: dict[str, Any]) -> None:
         *parents, leaf = path.split(".")
@@ -277,13 +286,92 @@ def _drop(path: str):
         (_set("template", [1]), "template"),
         (_drop("template.type"), "template.type"),
         (_set("template.type", ""), "template.type"),
-        (_set("template.container.image", ""), "template.container.image"),
-        (_drop("template.container.image"), "template.container.image"),
+        # Refused only when nothing could supply an image (the base spec's overrides could).
+        (
+            _both(_drop("execution.overrides"), _set("template.container.image", "")),
+            "template.container.image",
+        ),
+        (_both(_drop("execution.overrides"), _drop("template.container.image")), "template.container.image"),
         (_set("execution", [1]), "execution"),
         (_set("execution.owner", "me"), "execution.owner"),
         (_set("execution.id", "exec1"), "execution.id"),
         (_set("execution.id.attempt", 1), "execution.id.attempt"),
-        (_set("execution.id.name", ""), "execution.id.name"),
+        (_set("execution.id.name", ["exec1"]), "execution.id.name"),
+        (_set("execution.id.name", {"a": 1}), "execution.id.name"),
+        (_set("execution.id.name", 7), "execution.id.name"),
+        (_set("execution.id.name", "exec_1"), "execution.id.name"),
+        (_set("execution.id.name", "1exec"), "execution.id.name"),
+        (_set("execution.id.name", "e" * 64), "execution.id.name"),
+        (_set("execution.id.project", ["p"]), "execution.id.project"),
+        (_set("execution.id.nodeId", {"n": 0}), "execution.id.nodeId"),
+        (_set("execution.id.retryAttempt", 4294967296), "execution.id.retryAttempt"),
+        (_set("execution.id.retryAttempt", 1.0), "execution.id.retryAttempt"),
+        (_set("execution.maxAttempts", 4294967296), "execution.maxAttempts"),
+        (_set("execution.labels", {"bad key!": "x"}), "execution.labels.bad key!"),
+        (_set("execution.labels", {"a/b/c": "x"}), "execution.labels.a/b/c"),
+        (_set("execution.labels", {"Example.COM/x": "x"}), "execution.labels.Example.COM/x"),
+        (_set("execution.labels", {"team": "bad value!"}), "execution.labels.team"),
+        (_set("execution.labels", {"team": "v" * 64}), "execution.labels.team"),
+        (_set("execution.labels", {1: "x"}), "execution.labels.1"),
+        (_set("execution.annotations", {"bad key!": "x"}), "execution.annotations.bad key!"),
+        (_set("execution.annotations", {"big": "x" * (256 * 1024)}), "execution.annotations"),
+        (_set("execution.environment", {"A": float("nan")}), "execution.environment.A"),
+        (_set("execution.namespace", "Not A Namespace"), "execution.namespace"),
+        (_set("execution.generatedName", ""), "execution.generatedName"),
+        (_set("execution.platformResources.limits.cpu", "-1"), "execution.platformResources.limits.cpu"),
+        (_set("execution.platformResources.limits.cpu", -1), "execution.platformResources.limits.cpu"),
+        (
+            _set("execution.overrides.resources.requests.memory", "-1"),
+            "execution.overrides.resources.requests.memory",
+        ),
+        (
+            _set("execution.overrides.resources.requests.memory", float("inf")),
+            "execution.overrides.resources.requests.memory",
+        ),
+        (
+            _set(
+                "execution.overrides.podTemplate",
+                {"podSpec": {"containers": [{"name": "c", "command": "ls"}]}},
+            ),
+            "execution.overrides.podTemplate.podSpec.containers[0].command",
+        ),
+        (
+            _set(
+                "execution.overrides.podTemplate", {"podSpec": {"containers": [{"name": "c", "args": [1]}]}}
+            ),
+            "execution.overrides.podTemplate.podSpec.containers[0].args[0]",
+        ),
+        (
+            _set(
+                "execution.overrides.podTemplate", {"podSpec": {"containers": [{"name": "c", "env": "A=B"}]}}
+            ),
+            "execution.overrides.podTemplate.podSpec.containers[0].env",
+        ),
+        (
+            _set(
+                "execution.overrides.podTemplate",
+                {"podSpec": {"containers": [{"name": "c", "env": [{"name": "A", "key": "B"}]}]}},
+            ),
+            "execution.overrides.podTemplate.podSpec.containers[0].env[0].key",
+        ),
+        (
+            _set("execution.overrides.podTemplate", {"podSpec": {"nodeSelector": ["a"]}}),
+            "execution.overrides.podTemplate.podSpec.nodeSelector",
+        ),
+        (
+            _set("execution.overrides.podTemplate", {"metadata": {"labels": {"bad key!": "x"}}}),
+            "execution.overrides.podTemplate.metadata.labels.bad key!",
+        ),
+        (
+            _set(
+                "execution.ownerReference",
+                {"apiVersion": "v1", "kind": "K", "name": "n", "uid": "u", "controller": "yes"},
+            ),
+            "execution.ownerReference.controller",
+        ),
+        (_set("template.metadata.timeout", "315576000000s"), "template.metadata.timeout"),
+        (_set("template.custom", {"x": float("inf")}), "template.custom.x"),
+        (_set("template.custom", {"x": 2**70}), "template.custom.x"),
         (_set("execution.id.retryAttempt", -1), "execution.id.retryAttempt"),
         (_set("execution.id.retryAttempt", "0"), "execution.id.retryAttempt"),
         (_set("execution.id.retryAttempt", True), "execution.id.retryAttempt"),
@@ -314,6 +402,8 @@ def _drop(path: str):
         (_set("execution.overrides.containerImage", 3), "execution.overrides.containerImage"),
         (_set("execution.overrides", "none"), "execution.overrides"),
         (_set("execution.ownerReference", {"kind": "FlyteWorkflow"}), "execution.ownerReference.apiVersion"),
+        (_set("templateFile", None), "templateFile"),
+        (_set("template", None), "template"),
         (_set("inputs", [1]), "inputs"),
         (_set("inputs.y", 1), "inputs.y"),
         (_drop("inputs.name"), "inputs.name"),
@@ -333,29 +423,36 @@ def test_a_malformed_field_is_a_spec_error_naming_it(mutate, path: str) -> None:
 @pytest.mark.parametrize(
     ("mutate", "path", "named"),
     [
-        (_set("template.id.resourceType", "WORKFLOWZ"), "template", "resourceType"),
-        (_set("template.container.image", 3), "template", "image"),
-        (_set("template.container.image", ["a"]), "template", "image"),
-        (_set("template.bogus", 1), "template", "bogus"),
+        (_set("template.id.resourceType", "WORKFLOWZ"), "template.id.resourceType", "WORKFLOWZ"),
+        (_set("template.container.image", 3), "template.container.image", "string"),
+        (_set("template.container.image", ["a"]), "template.container.image", "string"),
+        (_set("template.container.args", "print('hi')"), "template.container.args", "repeated"),
+        (_set("template.container.env", [{"key": ["A"]}]), "template.container.env[0].key", "string"),
+        (_set("template.bogus", 1), "template.bogus", "unknown field"),
+        (
+            _set("template.metadata.retries", {"retries": 4294967296}),
+            "template.metadata.retries.retries",
+            "range",
+        ),
         (
             _set("execution.securityContext", {"runAs": {"k8sServiceAccount": 5}}),
-            "execution.securityContext",
-            "k8sServiceAccount",
+            "execution.securityContext.runAs.k8sServiceAccount",
+            "string",
         ),
         (
             _set("execution.overrides.extendedResources", {"gpuAccelerator": {"device": 3}}),
-            "execution.overrides.extendedResources",
-            "device",
+            "execution.overrides.extendedResources.gpuAccelerator.device",
+            "string",
         ),
         (
             _set("execution.overrides.podTemplate", {"primaryContainerName": ["x"]}),
-            "execution.overrides.podTemplate",
-            "primaryContainerName",
+            "execution.overrides.podTemplate.primaryContainerName",
+            "string",
         ),
         (_set("inputs.x", {"scalar": {"nope": 1}}), "inputs.x", "nope"),
     ],
 )
-def test_protobuf_errors_name_the_message_and_the_field(mutate, path: str, named: str) -> None:
+def test_protobuf_errors_name_the_exact_field(mutate, path: str, named: str) -> None:
     doc = copy.deepcopy(base())
     mutate(doc)
     with pytest.raises(SpecError) as err:
@@ -399,18 +496,130 @@ def test_a_template_file_that_is_not_a_path_is_refused(value: object) -> None:
     ("content", "match"),
     [
         (None, "cannot read execution spec"),
-        ("template: [", "not valid YAML"),
-        ("- a\n", "mapping at the top level"),
+        (b"template: [", "not valid YAML"),
+        (b"- a\n", "mapping at the top level"),
+        (b"template: {type: caf\xe9}\n", r"not UTF-8 text \(byte 20 is 0xe9\)"),
+        (b"a: &a [*a]\n", "recursive YAML alias"),
+        (b"a: \x00\n", "not valid YAML"),
+        (b"x" * (4 * 1024 * 1024 + 1), "larger than 4194304 bytes"),
     ],
+    ids=["missing", "bad-yaml", "not-a-mapping", "not-utf8", "recursive-alias", "nul", "too-large"],
 )
-def test_a_spec_file_that_cannot_be_read_is_a_spec_error(
-    tmp_path: Path, content: str | None, match: str
+def test_a_spec_file_that_cannot_be_read_is_a_spec_error_naming_the_file(
+    tmp_path: Path, content: bytes | None, match: str
 ) -> None:
     path = tmp_path / "spec.yaml"
     if content is not None:
-        path.write_text(content)
-    with pytest.raises(SpecError, match=match):
+        path.write_bytes(content)
+    with pytest.raises(SpecError, match=match) as err:
         load_spec(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_malformed_field_of_a_spec_file_names_the_field_and_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    doc = base()
+    doc["execution"]["id"]["retryAttempt"] = 2**32
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    assert err.value.path == "execution.id.retryAttempt"
+    assert str(err.value).startswith("execution.id.retryAttempt: ")
+    assert str(path) in str(err.value)
+
+
+def test_a_yaml_timestamp_in_a_spec_stays_the_text_it_was_written_as(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC_YAML.replace("annotations: {note: hello}", "annotations: {note: 2024-01-02}"))
+    assert load_spec(path).metadata.annotations == {"note": "2024-01-02"}
+
+
+def test_a_template_file_larger_than_the_bound_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "task.pb").write_bytes(b"\x01" * (4 * 1024 * 1024 + 1))
+    with pytest.raises(SpecError) as err:
+        parse_spec({"templateFile": "task.pb"}, base_dir=tmp_path)
+    assert err.value.path == "templateFile"
+    assert "larger than" in str(err.value)
+
+
+def test_k8s_pod_labels_and_annotations_follow_kubernetes_rules() -> None:
+    doc = minimal()
+    doc["template"] = {
+        "type": "sidecar",
+        "k8sPod": {"metadata": {"labels": {"ok": "fine"}, "annotations": {"a.b/c": "anything at all!"}}},
+    }
+    assert parse_spec(doc).template.k8s_pod.metadata.labels == {"ok": "fine"}
+    doc["template"]["k8sPod"]["metadata"]["labels"] = {"bad key!": "x"}
+    with pytest.raises(SpecError) as err:
+        parse_spec(doc)
+    assert err.value.path == "template.k8sPod.metadata.labels.bad key!"
+
+
+def test_a_templates_custom_is_left_to_its_plugin() -> None:
+    doc = minimal()
+    doc["template"] = {"type": "sidecar", "custom": {"podSpec": "not a pod spec"}}
+    assert parse_spec(doc).template.custom["podSpec"] == "not a pod spec"
+
+
+# -- execution names -------------------------------------------------------------------------------------
+
+_FLYTEADMIN_NAME = re.compile(r"a[bcdfghjklmnpqrstvwxz2456789]{19}")
+
+
+def _unnamed() -> dict[str, Any]:
+    doc = minimal()
+    del doc["execution"]
+    return doc
+
+
+@pytest.mark.parametrize("execution", [None, {}, {"id": {}}, {"id": {"name": ""}}, {"id": {"name": None}}])
+def test_a_spec_without_a_name_gets_a_fresh_one_each_time(execution: dict[str, Any] | None) -> None:
+    doc = _unnamed()
+    if execution is not None:
+        doc["execution"] = execution
+    first, second = parse_spec(doc), parse_spec(doc)
+    names = [s.metadata.task_execution_id.id.node_execution_id.execution_id.name for s in (first, second)]
+    assert names[0] != names[1]
+    for spec, name in zip((first, second), names, strict=True):
+        assert _FLYTEADMIN_NAME.fullmatch(name), name
+        assert spec.named is False
+        assert spec.metadata.task_execution_id.generated_name == f"{name}-n0-0"
+        assert spec.metadata.labels["execution-id"] == name
+        assert spec.execution_key == f"project/development/{name}/n0"
+
+
+def test_a_spec_without_a_name_gets_one_drawn_from_its_content_when_asked() -> None:
+    doc = _unnamed()
+    name = parse_spec(doc, fresh_name=False).metadata.owner_name
+    assert _FLYTEADMIN_NAME.fullmatch(name), name
+    assert parse_spec(copy.deepcopy(doc), fresh_name=False).metadata.owner_name == name
+    doc["template"]["container"]["image"] = "python:3.12"
+    assert parse_spec(doc, fresh_name=False).metadata.owner_name != name
+
+
+@pytest.mark.parametrize("fresh_name", [True, False])
+def test_a_given_name_is_kept(fresh_name: bool) -> None:
+    spec = parse_spec(minimal(), fresh_name=fresh_name)
+    assert spec.named is True
+    assert spec.metadata.owner_name == "exec1"
+    assert spec.execution_key == "project/development/exec1/n0"
+
+
+@pytest.mark.parametrize("name", ["a", "exec-1", "Exec1", "e" * 63])
+def test_names_flyteadmin_accepts_are_accepted(name: str) -> None:
+    doc = minimal()
+    doc["execution"]["id"]["name"] = name
+    assert parse_spec(doc).metadata.owner_name == name
+
+
+def test_load_spec_gives_an_unnamed_spec_a_fresh_or_a_content_name(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(_unnamed()))
+    assert load_spec(path).metadata.owner_name != load_spec(path).metadata.owner_name
+    assert (
+        load_spec(path, fresh_name=False).metadata.owner_name
+        == load_spec(path, fresh_name=False).metadata.owner_name
+    )
 
 
 def test_numeric_quantities_in_a_spec_are_read_as_kubernetes_reads_them() -> None:
@@ -445,3 +654,56 @@ def test_a_plugins_generated_name_limit_shortens_a_longer_name_as_propeller_does
     kept = task_context_for(spec, "/data", generated_name_max_length=100).metadata.task_execution_id
     assert kept.generated_name == name
     assert task_context_for(spec, "/data").metadata.task_execution_id.generated_name == name
+
+
+def _array_doc() -> dict[str, Any]:
+    return {
+        "template": {
+            "type": "container",
+            "container": {"image": "python:3.11"},
+            "interface": {
+                "inputs": {
+                    "variables": {
+                        "x": {"type": {"collectionType": {"simple": "INTEGER"}}},
+                        "offset": {"type": {"simple": "INTEGER"}},
+                    }
+                }
+            },
+        },
+        "arrayNode": {"parallelism": 2, "boundInputs": ["offset"], "timeout": "10m"},
+        "execution": {"id": {"name": "sq-1"}},
+        "inputs": {"x": [1, 2], "offset": 1},
+    }
+
+
+def test_a_hand_written_array_node_loads() -> None:
+    array = parse_spec(_array_doc()).array
+    assert array is not None
+    assert (array.parallelism, array.bound_inputs, array.timeout) == (2, ("offset",), 600.0)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("parallelism", "3"),
+        ("parallelism", -1),
+        ("parallelism", 2**32),
+        ("minSuccesses", 1.0),
+        ("minSuccessRatio", float("nan")),
+        ("minSuccessRatio", 1.5),
+        ("boundInputs", "offset"),
+        ("boundInputs", [["offset"]]),
+        ("retries", -1),
+        ("timeout", "99999999999999h"),
+        ("timeout", 1e300),
+        ("timeout", float("inf")),
+        ("timeout", ["10m"]),
+        ("surprise", 1),
+    ],
+)
+def test_a_malformed_array_node_field_is_named(key: str, value: object) -> None:
+    doc = _array_doc()
+    doc["arrayNode"][key] = value
+    with pytest.raises(SpecError) as err:
+        parse_spec(doc)
+    assert err.value.path.startswith(f"arrayNode.{key}")

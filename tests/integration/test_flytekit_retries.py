@@ -97,7 +97,13 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, inputs in INPUTS.items():
         spec = {
             "templateFile": f"{name}.pb",
-            "execution": {"id": {"project": "flytesnacks", "domain": "development", "name": f"{name}-1"}},
+            "execution": {
+                "id": {
+                    "project": "flytesnacks",
+                    "domain": "development",
+                    "name": f"{name.replace('_', '-')}-1",
+                }
+            },
             "inputs": inputs,
         }
         (out / f"{name}.yaml").write_text(yaml.safe_dump(spec))

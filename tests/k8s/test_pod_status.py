@@ -13,6 +13,7 @@ from flyteidl.core import identifier_pb2, tasks_pb2
 from taskplug.core._context import TaskExecutionID, TaskExecutionMetadata
 from taskplug.core._phase import ErrorKind, Phase, PhaseInfo, TaskInfo, TaskLog
 from taskplug.k8s._config import K8sPluginConfig, LogConfig
+from taskplug.k8s._observed import ObservedObjectError
 from taskplug.k8s._plugin import PluginState
 from taskplug.k8s._pod_status import (
     demystify_failure,
@@ -746,9 +747,10 @@ class TestTimes:
     def test_reported_at_is_none_without_a_completion_condition(self) -> None:
         assert get_reported_at(pod("Running")) is None
 
-    def test_a_malformed_timestamp_is_an_error_not_a_guess(self) -> None:
-        with pytest.raises(ValueError, match="RFC3339"):
+    def test_a_malformed_timestamp_is_an_error_naming_the_field_not_a_guess(self) -> None:
+        with pytest.raises(ObservedObjectError, match="RFC 3339") as caught:
             get_last_transition_occurred_at(pod("Running", statuses=[running("a", "yesterday")]), NOW)
+        assert caught.value.path == "status.containerStatuses[0].state.running.startedAt"
 
 
 # -- GetTaskPhaseWithLogs --------------------------------------------------------------------------------
@@ -888,3 +890,176 @@ def test_phase_info_from_a_failure_keeps_reason_empty() -> None:
     p = demystify_failure({"reason": "Error"}, INFO, "")
     assert p.reason == ""
     assert isinstance(p, PhaseInfo)
+
+
+# -- Malformed observed pods -----------------------------------------------------------------------------
+# Flyte's client decodes a Pod into v1.Pod before pod_helper.go reads it, so a field of the wrong type never
+# reaches the Demystify functions; here the same check (taskplug.k8s._observed) names the field instead.
+
+
+def _with(document: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(document)
+    node: Any = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+FAILED_POD = pod(
+    "Failed",
+    primary="primary",
+    statuses=[terminated("primary", 1, "Error", "boom")],
+    conditions=[cond("Ready", "False", "2024-05-01T11:31:00Z", "PodCompleted")],
+)
+FAILED_POD["metadata"]["creationTimestamp"] = "2024-05-01T11:00:00Z"
+
+
+class TestMalformedObservedPods:
+    @pytest.mark.parametrize(
+        ("path", "value", "field", "reason"),
+        [
+            pytest.param(("status",), ["Failed"], "status", "must be a mapping", id="status-a-list"),
+            pytest.param(
+                ("status", "conditions"),
+                "Ready",
+                "status.conditions",
+                "must be a list",
+                id="conditions-a-string",
+            ),
+            pytest.param(
+                ("status", "containerStatuses"),
+                [1, 2],
+                "status.containerStatuses[0]",
+                "must be a mapping (JSON object), got an integer 1",
+                id="container-statuses-of-integers",
+            ),
+            pytest.param(
+                ("status", "containerStatuses", 0, "state", "terminated", "exitCode"),
+                "x",
+                "status.containerStatuses[0].state.terminated.exitCode",
+                "must be an integer, got a string 'x'",
+                id="exit-code-a-string",
+            ),
+            pytest.param(
+                ("status", "containerStatuses", 0, "state", "terminated", "exitCode"),
+                2**31,
+                "status.containerStatuses[0].state.terminated.exitCode",
+                "32-bit integer",
+                id="exit-code-beyond-int32",
+            ),
+            pytest.param(
+                ("status", "containerStatuses", 0, "state", "terminated", "exitCode"),
+                1.0,
+                "status.containerStatuses[0].state.terminated.exitCode",
+                "must be an integer",
+                id="exit-code-a-float",
+            ),
+            pytest.param(
+                ("status", "conditions", 0, "lastTransitionTime"),
+                "2024-13-01T00:00:00Z",
+                "status.conditions[0].lastTransitionTime",
+                "is not a valid time",
+                id="month-13",
+            ),
+            pytest.param(
+                ("metadata", "creationTimestamp"),
+                "10000-01-01T00:00:00Z",
+                "metadata.creationTimestamp",
+                "RFC 3339",
+                id="year-10000",
+            ),
+            pytest.param(
+                ("status", "containerStatuses", 0, "state", "terminated", "finishedAt"),
+                "0001-01-01T00:00:00+01:00",
+                "status.containerStatuses[0].state.terminated.finishedAt",
+                "is not a valid time",
+                id="before-year-1-in-utc",
+            ),
+            pytest.param(
+                ("metadata", "annotations"),
+                ["primary_container_name"],
+                "metadata.annotations",
+                "must be a mapping",
+                id="annotations-a-list",
+            ),
+            pytest.param(
+                ("status", "message"),
+                7,
+                "status.message",
+                "must be a string, got an integer 7",
+                id="message-an-int",
+            ),
+            pytest.param(
+                ("status", "containerStatuses", 0, "ready"),
+                "true",
+                "status.containerStatuses[0].ready",
+                "must be true or false",
+                id="ready-a-string",
+            ),
+            pytest.param(
+                ("spec", "containers"),
+                {"name": "x"},
+                "spec.containers",
+                "must be a list",
+                id="containers-a-map",
+            ),
+        ],
+    )
+    def test_a_field_of_the_wrong_type_is_an_error_naming_its_path(
+        self, path: tuple[str | int, ...], value: Any, field: str, reason: str
+    ) -> None:
+        bad = _with(FAILED_POD, path, value)
+        with pytest.raises(ObservedObjectError) as caught:
+            get_task_phase_with_logs(_PluginContext(), bad, config=CONFIG, log_config=LOGS)
+        assert caught.value.path == field
+        assert reason in caught.value.reason
+        assert str(caught.value).startswith(f"object ns/exec-n0-0: {field}: ")
+
+    def test_the_same_pod_with_the_right_types_is_a_phase(self) -> None:
+        p = get_task_phase_with_logs(_PluginContext(), FAILED_POD, config=CONFIG, log_config=LOGS)
+        assert (p.phase, p.reason) == (Phase.RETRYABLE_FAILURE, "")
+        assert p.err is not None and p.err.code == "Error"
+
+    def test_a_pod_without_metadata_is_read_as_go_reads_it(self) -> None:
+        bare = {k: v for k, v in FAILED_POD.items() if k != "metadata"}
+        p = get_task_phase_with_logs(_PluginContext(), bare, config=CONFIG, log_config=LOGS)
+        # No primary-container annotation: without one every container must finish, and one failed.
+        assert p.phase is Phase.RETRYABLE_FAILURE
+
+    def test_nulls_read_as_go_zero_values(self) -> None:
+        nulls = _with(FAILED_POD, ("status", "containerStatuses", 0, "state", "terminated", "reason"), None)
+        nulls["status"]["conditions"] = None
+        p = get_task_phase_with_logs(_PluginContext(), nulls, config=CONFIG, log_config=LOGS)
+        assert p.err is not None
+        assert "[primary] terminated with exit code (1). Reason []." in p.err.message
+
+    def test_unknown_fields_are_ignored(self) -> None:
+        extra = _with(FAILED_POD, ("status", "resize"), ["anything", {"new": "field"}])
+        extra["status"]["containerStatuses"][0]["allocatedResources"] = 5
+        p = get_task_phase_with_logs(_PluginContext(), extra, config=CONFIG, log_config=LOGS)
+        assert p.phase is Phase.RETRYABLE_FAILURE
+
+    @pytest.mark.parametrize(
+        "call",
+        [
+            pytest.param(lambda st: demystify_pending(st, INFO, config=CONFIG, now=NOW), id="pending"),
+            pytest.param(lambda st: demystify_success(st, INFO), id="success"),
+            pytest.param(lambda st: demystify_failure(st, INFO, "primary"), id="failure"),
+        ],
+    )
+    def test_the_status_helpers_check_the_status_they_are_given(self, call: Any) -> None:
+        with pytest.raises(ObservedObjectError) as caught:
+            call({"phase": "Pending", "containerStatuses": [{"state": {"waiting": "ImagePullBackOff"}}]})
+        assert caught.value.path == "status.containerStatuses[0].state.waiting"
+
+    def test_the_primary_container_helper_checks_the_statuses_it_is_given(self) -> None:
+        with pytest.raises(ObservedObjectError) as caught:
+            determine_primary_container_phase("primary", [{"name": ["primary"]}], INFO)
+        assert caught.value.path == "status.containerStatuses[0].name"
+
+    def test_an_annotation_key_with_dots_is_bracketed_in_the_path(self) -> None:
+        bad = _with(FAILED_POD, ("metadata", "annotations"), {"flyte.org/x": 1})
+        with pytest.raises(ObservedObjectError) as caught:
+            demystify_pod_status(bad, INFO, config=CONFIG, now=NOW)
+        assert caught.value.path == "metadata.annotations['flyte.org/x']"

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskplug.core import ConfigError
+from taskplug.core import BadTaskSpecification, ConfigError, DocumentError, SpecError
+from taskplug.k8s import K8sPluginConfig, PlatformPodConfig, to_k8s_pod_spec
 from taskplug.k8s._pod_template import (
     PodTemplateStore,
     deep_copy,
@@ -19,6 +20,7 @@ from taskplug.k8s._pod_template import (
     merge_base_pod_spec_onto_template,
     merge_overlay_pod_spec_onto_base,
 )
+from taskplug.testing import fake_task_context
 
 # -- deep_merge (mergo WithOverride + WithAppendSlice) -----------------------------------------------
 
@@ -452,3 +454,139 @@ def test_store_rejects_other_kinds(tmp_path: Path) -> None:
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")
     with pytest.raises(ConfigError, match="expected a PodTemplate manifest"):
         PodTemplateStore.from_paths([tmp_path / "pod.yaml"])
+
+
+def test_store_refuses_a_container_without_a_name() -> None:
+    manifest = pod_template("base", "ns")
+    del manifest["template"]["spec"]["containers"][0]["name"]
+    with pytest.raises(ConfigError) as caught:
+        PodTemplateStore().store(manifest)
+    assert (caught.value.path, caught.value.reason) == ("template.spec.containers[0].name", "required")
+
+
+# -- files -------------------------------------------------------------------------------------------------
+
+
+def test_a_multi_document_file_reports_errors_at_the_line_of_the_file(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: one}\ntemplate: {spec: {}}\n"
+        "---\n"
+        "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: [two}\n"
+    )
+    with pytest.raises(DocumentError, match=r"(?s)t\.yaml: is not valid YAML: .*line 8, column 18") as caught:
+        PodTemplateStore.from_paths([tmp_path / "t.yaml"])
+    assert caught.value.path == str(tmp_path / "t.yaml")
+
+
+def test_document_markers_inside_a_block_scalar_do_not_split_the_file(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        "apiVersion: v1\nkind: PodTemplate\nmetadata:\n  name: one\n  annotations:\n    note: |\n"
+        "      ---\n      ...\n"
+        "template: {spec: {}}\n"
+        "...\n"
+        "%YAML 1.1\n---\n"
+        "{apiVersion: v1, kind: PodTemplate, metadata: {name: two}, template: {}}\n"
+    )
+    store = PodTemplateStore.from_paths([tmp_path / "t.yaml"], default_namespace="flyte")
+    assert store.names() == [("one", "flyte"), ("two", "flyte")]
+    loaded = store.load_or_default("flyte", "one")
+    assert loaded is not None
+    assert loaded["metadata"]["annotations"]["note"] == "---\n...\n"
+
+
+def test_a_list_kind_error_names_the_item(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- {kind: PodTemplate, metadata: {name: a}, template: {spec: {containers: [{name: x}]}}}\n"
+        "- {kind: PodTemplate, metadata: {name: b}, template: {spec: {nodeSelector: [gpu]}}}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        PodTemplateStore.from_paths([tmp_path / "t.yaml"])
+    assert caught.value.path == f"{tmp_path / 't.yaml'}[0].items[1].template.spec.nodeSelector"
+
+
+# -- fidelity: Flyte's rules for named templates and images ---------------------------------------------------
+
+
+def test_a_folder_without_manifests_is_an_empty_store_not_an_error(tmp_path: Path) -> None:
+    # Flyte's templates come from an informer over the cluster's PodTemplates (pod_template_store.go): none
+    # there is an empty store. A task naming one then fails in getBasePodTemplate (pod_helper.go).
+    (tmp_path / "notes.txt").write_text("no manifests here")
+    store = PodTemplateStore.from_paths([tmp_path])
+    assert len(store) == 0
+    assert store.load_or_default("ns", "foo") is None
+
+
+def _task_context(image: str, *, override: str = "", pod_template_name: str = "") -> Any:
+    container: dict[str, Any] = {"args": ["a"]}
+    if image:
+        container["image"] = image
+    template: dict[str, Any] = {"type": "container", "container": container}
+    if pod_template_name:
+        template["metadata"] = {"podTemplateName": pod_template_name}
+    execution = {"overrides": {"containerImage": override}} if override else None
+    return fake_task_context({"template": template}, execution=execution)
+
+
+def _platform(*templates: dict[str, Any]) -> PlatformPodConfig:
+    store = PodTemplateStore(default_namespace="flyte")
+    for t in templates:
+        store.store(t)
+    return PlatformPodConfig(K8sPluginConfig(), store, {})
+
+
+def test_a_named_template_missing_from_an_empty_folder_does_not_exist_as_flyte_says(tmp_path: Path) -> None:
+    # flytek8s/pod_helper.go getBasePodTemplate: BadTaskSpecification "PodTemplate '%s' does not exist".
+    platform = PlatformPodConfig(K8sPluginConfig(), PodTemplateStore.from_paths([tmp_path]), {})
+    with pytest.raises(BadTaskSpecification) as caught:
+        to_k8s_pod_spec(_task_context("img", pod_template_name="foo"), platform)
+    assert caught.value.message == "PodTemplate 'foo' does not exist"
+
+
+def test_an_image_override_applies_to_a_template_without_an_image() -> None:
+    # flytek8s/pod_helper_test.go TestToK8sPodContainerImage: dummyTaskTemplate has no image; the override
+    # "foo:latest" is the container's image (ApplyFlytePodConfiguration → ApplyContainerImageOverride).
+    raw = to_k8s_pod_spec(_task_context("", override="foo:latest"), _platform())
+    assert [c["image"] for c in raw.spec["containers"]] == ["foo:latest"]
+
+
+def test_a_pod_templates_image_fills_a_task_without_one_and_the_override_still_wins() -> None:
+    # MergeBasePodSpecOntoTemplate merges with mergo: an empty image in the task does not replace the
+    # template's; the image override comes after the merge (ApplyFlytePodConfiguration step 8).
+    base = pod_template("base", "flyte", image="from-template")
+    platform = _platform(base)
+    assert (
+        to_k8s_pod_spec(_task_context("", pod_template_name="base"), platform).spec["containers"][0]["image"]
+        == "from-template"
+    )
+    overridden = to_k8s_pod_spec(_task_context("", override="o:1", pod_template_name="base"), platform)
+    assert overridden.spec["containers"][0]["image"] == "o:1"
+
+
+def test_a_spec_without_an_image_loads_when_an_override_or_a_pod_template_can_give_one() -> None:
+    # The spec loader leaves a missing image to the override or the template (Flyte applies the override to
+    # a template without an image); with neither, nothing could run it, and the field is named.
+    template: dict[str, Any] = {"type": "container", "container": {"args": ["a"]}}
+    override = {"overrides": {"containerImage": "foo:latest"}}
+    assert (
+        fake_task_context({"template": template}, execution=override).task_reader.read().container.image == ""
+    )
+    named = {**template, "metadata": {"podTemplateName": "base"}}
+    assert fake_task_context({"template": named}).task_reader.read().metadata.pod_template_name == "base"
+    with pytest.raises(SpecError) as caught:
+        fake_task_context({"template": template})
+    assert caught.value.path == "template.container.image"
+
+
+def test_render_of_a_spec_without_an_image_uses_the_override(tmp_path: Path) -> None:
+    # End to end through the CLI's path: load_spec, then the exact object the plugin manager would create.
+    from taskplug.executor import Platform, load_spec, render_object
+
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(
+        "template: {type: container, container: {args: [echo, hi]}}\n"
+        "execution: {id: {name: noimage}, overrides: {containerImage: 'foo:latest'}}\n"
+    )
+    spec = load_spec(spec_file)
+    pod = render_object(Platform.load(), spec, data_root=str(tmp_path / "data"))
+    assert [c["image"] for c in pod["spec"]["containers"]] == ["foo:latest"]

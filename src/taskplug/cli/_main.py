@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Inspect and check platform config files (Flyte's layout:...",
     ),
     "cluster": ("taskplug.cli._cluster:cluster", "The embedded local Kubernetes cluster."),
+    "executor": ("taskplug.cli._executor_cmd:executor", "Run one executor replica until stopped."),
+    "serve": ("taskplug.cli._serve:serve", "Serve the HTTP API and the live web view of the executions..."),
 }
 """name → (``module:attribute`` of the click command, its summary as ``--help`` lists it)."""
 

@@ -1,4 +1,10 @@
-"""``taskplug render``: the exact object the plugin manager would create, created nowhere."""
+"""``taskplug render``: the exact object the plugin manager would create, created nowhere.
+
+SPEC is an execution spec, or a flytekit module, a task in it and the task's inputs as ``taskplug run`` takes
+them (``cli/_flytekit_module.py``): one function from (file, task, arguments) to a spec serves both. Without
+``--image`` a module's task is rendered as the embedded cluster runs it (on this machine); with ``--image``,
+as a real cluster would get it.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,22 @@ from pathlib import Path
 
 import click
 
+from taskplug.cli._flytekit_module import (
+    MODULE_ARGS,
+    ModuleCommand,
+    is_module,
+    module_options,
+    module_spec,
+    module_target_from_options,
+    reject_module_options,
+)
 from taskplug.cli._output import dump, handles_bad_input
 from taskplug.executor import EXECUTOR_SECTION, Platform, load_spec, render_object
 
 __all__ = ["render"]
 
 
-@click.command()
+@click.command(cls=ModuleCommand)
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="Platform config YAML."
@@ -25,10 +40,42 @@ __all__ = ["render"]
     help="PodTemplate manifests (a file or a folder); repeatable.",
 )
 @click.option("-o", "--output", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
+@module_options
 @handles_bad_input
-def render(spec: Path, config_path: Path | None, pod_templates: tuple[Path, ...], fmt: str) -> None:
-    """Print the Kubernetes object a task execution would create, with every piece of platform config."""
-    platform = Platform.load(config_path, pod_template_paths=pod_templates)
-    loaded = load_spec(spec)
+def render(
+    spec: Path,
+    config_path: Path | None,
+    pod_templates: tuple[Path, ...],
+    fmt: str,
+    images: tuple[str, ...],
+    project: str | None,
+    domain: str | None,
+    execution_name: str | None,
+    environment: tuple[str, ...],
+) -> None:
+    """Print the Kubernetes object a task execution would create, with every piece of platform config.
+
+    SPEC is an execution spec, or a flytekit module, a task and its inputs as `taskplug run` takes them
+    (`taskplug render workflows.py add --a 2`).
+    """
+    if is_module(spec):
+        target = module_target_from_options(
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+            on_host=not images,
+        )
+        arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+        loaded = module_spec(spec, arguments, target, fresh_name=False)
+        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+    else:
+        reject_module_options(
+            image=images, project=project, domain=domain, name=execution_name, env=environment
+        )
+        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+        # The same spec renders the same objects: a spec without a name gets one drawn from its content.
+        loaded = load_spec(spec, fresh_name=False)
     obj = render_object(platform, loaded, data_root=platform.config.get(EXECUTOR_SECTION).data_root)
     click.echo(dump(obj, fmt), nl=False)

@@ -6,6 +6,12 @@ finalizes; a second one stops waiting for that cleanup (what the cluster context
 and exits 1 too. ``-o json`` prints one document at the end (with each element's phase, attempts, error and
 log links for a map). Exit codes: 0 success, 1 the task failed or was aborted, 2 bad input.
 
+SPEC is an execution spec, or a flytekit module followed by a task in it and the task's inputs, as ``pyflyte
+run`` takes them (``taskplug run workflows.py add --a 2 --b 3``; ``cli/_flytekit_module.py`` turns them into
+a spec); either way the execution runs on the same path. What is printed comes from tasks, errors and the
+cluster, so no console here reads Rich markup or emoji codes: ``[bold]`` or ``[SystemError]`` in a message
+is printed as it is, and styles are set on :class:`~rich.text.Text`.
+
 A task runs once. The run holds its execution in the state DB (:meth:`SQLiteStateStore.lock`): a second
 ``run`` of the same execution while the first runs refuses (exit 2, naming the holder) instead of launching it
 again. An execution the state DB records as finished is not run again: ``run`` prints the stored outcome, says
@@ -25,7 +31,7 @@ import hashlib
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import click
@@ -36,10 +42,18 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from taskplug.cli._flytekit_module import (
+    MODULE_ARGS,
+    ModuleCommand,
+    is_module,
+    module_options,
+    module_spec,
+    module_target_from_options,
+    reject_module_options,
+)
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
-from taskplug.core import TaskplugError
+from taskplug.core import SpecError, TaskplugError
 from taskplug.engine import local_operators
-from taskplug.engine.k8s import connect
 from taskplug.executor import (
     EXECUTOR_SECTION,
     Event,
@@ -60,7 +74,7 @@ __all__ = ["run"]
 @contextlib.asynccontextmanager
 async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
     if kubeconfig is not None:
-        client = connect(kubeconfig)
+        client = platform.connect(kubeconfig)
         try:
             yield client
         finally:
@@ -210,31 +224,39 @@ class _Finished:
     spec_changed: bool
 
 
+def _console(*, stderr: bool = False) -> Console:
+    """A console that never reads its text as Rich markup or emoji codes: what it prints comes from tasks,
+    errors and the cluster (``[bold]``, ``[SystemError]``, ``:x:`` are text there); styles are given as
+    :class:`~rich.text.Text` styles."""
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False)
+
+
 async def _run(
-    spec_path: Path,
-    config_path: Path | None,
+    platform: Platform,
+    spec: ExecutionSpec,
+    *,
     kubeconfig: Path | None,
     state_db: Path | None,
-    pod_templates: tuple[Path, ...],
     mode: str,
     as_json: bool,
     rerun: bool,
+    rename: str,
 ) -> tuple[ExecutionResult, _Finished | None]:
-    console = Console(stderr=True)
+    console = _console(stderr=True)
     signals = _Signals(console)
-    platform = Platform.load(config_path, pod_template_paths=pod_templates)
-    spec = load_spec(spec_path)
     db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
     store = SQLiteStateStore(db_path)
     progress = _Progress(console, spec.execution_key)
     try:
         with store.lock(spec.execution_key):
-            finished = _prepare(store, spec, rerun=rerun, db_path=db_path, spec_path=spec_path)
             async with (
                 _kube_client(platform, kubeconfig, mode) as client,
                 open_executor(platform, kube_client=client, store=store, on_event=progress.on_event) as ex,
                 _committing(store),
             ):
+                finished = _prepare(
+                    store, spec, rerun=rerun, db_path=db_path, rename=rename, check=lambda: ex.check(spec)
+                )
                 key = await ex.submit(spec)
                 signals.watch(ex, key)
                 if as_json or finished is not None:
@@ -275,16 +297,25 @@ async def _committing(store: SQLiteStateStore, every: float = 0.25) -> AsyncIter
 
 
 def _prepare(
-    store: SQLiteStateStore, spec: ExecutionSpec, *, rerun: bool, db_path: Path, spec_path: Path
+    store: SQLiteStateStore,
+    spec: ExecutionSpec,
+    *,
+    rerun: bool,
+    db_path: Path,
+    rename: str,
+    check: Callable[[], None],
 ) -> _Finished | None:
     """Decide, holding the execution, what this run does with what the state DB knows of it: start it,
-    resume it (the same spec only), report its stored end, or (``--rerun``) start it again."""
+    resume it (the same spec only), report its stored end, or (``--rerun``) start it again. A start is
+    ``check``ed before anything is written, so a spec refused there (exit 2) leaves no record behind and
+    runs once it is fixed."""
     key = spec.execution_key
     digest = _spec_digest(spec)
     record = store.load(key)
     events = store.events(key)  # read now so that a damaged row is an error here, not in the executor
     store.load_elements(key)
     if record is None:
+        check()
         record = ExecutionRecord(key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt)
     elif record.terminal and not rerun:
         when = next((e.occurred_at for e in reversed(events) if e.occurred_at), None)
@@ -294,6 +325,7 @@ def _prepare(
         # A new attempt history under the same name; numbered after the old one, so the new attempts'
         # objects and outputs are never mistaken for those the old attempts left behind.
         attempt = record.attempt + 1
+        check()
         store.forget(key)
         record = ExecutionRecord(key=key, attempt=attempt, first_attempt=attempt)
     elif rerun:
@@ -305,7 +337,7 @@ def _prepare(
         raise TaskplugError(
             f"execution {key!r} was started from another spec (its template, inputs or execution fields "
             f"changed since; state DB {str(db_path)!r}); a resume runs the spec it started with. Put the "
-            f"spec back to resume it, or give execution.id.name in {str(spec_path)!r} a new value"
+            f"spec back to resume it, or give {rename} a new value"
         )
     record.spec_hash = digest
     store.save(record)
@@ -370,29 +402,33 @@ class _Signals:
         self.count += 1
         if self.count == 1 and self._abort is not None:
             self.console.print(
-                "[yellow]interrupted: aborting the execution (deleting what it created)…[/yellow]"
+                Text("interrupted: aborting the execution (deleting what it created)…", style="yellow")
             )
             ex, key = self._abort
             ex.abort(key)
             return
         if self.count == 2 or self._abort is None:
-            self.console.print("[yellow]interrupted again: stopping without waiting for the abort…[/yellow]")
+            self.console.print(
+                Text("interrupted again: stopping without waiting for the abort…", style="yellow")
+            )
         if self._main is not None:
             self._main.cancel()
 
 
 def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
-    console = Console()
+    console = _console()
     style = "green" if result.succeeded else "red"
     earlier = " (finished earlier, not run again)" if stored else ""
-    console.print(f"[bold {style}]{result.phase}[/bold {style}] after {result.attempts} attempt(s){earlier}")
+    console.print(
+        Text.assemble((result.phase, f"bold {style}"), f" after {result.attempts} attempt(s){earlier}")
+    )
     if result.elements is not None:
         _print_elements(console, result.elements)
     if result.error:
         code = f"[{result.error['code']}] " if result.error.get("code") else ""
         console.print(Text(f"error {code}({result.error['kind']}): {result.error['message']}"))
     if result.outputs:
-        console.print("outputs:")
+        console.print(Text("outputs:"))
         console.print_json(data=result.outputs)
 
 
@@ -401,7 +437,7 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
     for element in elements:
         by_phase[str(element["phase"])] = by_phase.get(str(element["phase"]), 0) + 1
     summary = ", ".join(f"{count} {phase}" for phase, count in sorted(by_phase.items()))
-    console.print(f"{len(elements)} element(s): {summary}")
+    console.print(Text(f"{len(elements)} element(s): {summary}"))
     for element in elements:
         error = element.get("error")
         if isinstance(error, dict) and element["phase"] in ("Failed", "Failing", "TimedOut"):
@@ -412,7 +448,27 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
             )
 
 
-@click.command()
+def _check_remote(
+    spec: Path, *, kubeconfig: Path | None, state_db: Path | None, rerun: bool, config_path: Path | None
+) -> None:
+    """``--server`` runs the execution on the server's replicas: the options of a local run do not apply."""
+    if is_module(spec):
+        raise SpecError("--server", "takes an execution spec file, not a flytekit module")
+    given = [
+        name
+        for name, value in (
+            ("--kubeconfig", kubeconfig),
+            ("--state-db", state_db),
+            ("--rerun", rerun),
+            ("--config", config_path),
+        )
+        if value
+    ]
+    if given:
+        raise SpecError("--server", f"not with {', '.join(given)}: the server's replicas run the execution")
+
+
+@click.command(cls=ModuleCommand)
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -439,6 +495,12 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
     help="Run an execution the state DB records as finished again, under the same name.",
 )
 @click.option("-o", "--output", "fmt", type=click.Choice(["live", "json"]), default="live", show_default=True)
+@click.option(
+    "--server",
+    metavar="URL",
+    help="Submit to a `taskplug serve` at URL and follow the execution there, instead of running it here.",
+)
+@module_options
 @handles_bad_input
 def run(
     spec: Path,
@@ -449,11 +511,62 @@ def run(
     cluster_mode: str,
     rerun: bool,
     fmt: str,
+    server: str | None,
+    images: tuple[str, ...],
+    project: str | None,
+    domain: str | None,
+    execution_name: str | None,
+    environment: tuple[str, ...],
 ) -> None:
-    """Run a task execution to a terminal phase and print its timeline and outputs."""
+    """Run a task execution to a terminal phase and print its timeline and outputs.
+
+    SPEC is an execution spec (YAML or JSON), or a flytekit module followed by a task in it and the task's
+    inputs, as with pyflyte run: `taskplug run workflows.py add --a 2 --b 3` (`taskplug run workflows.py
+    add --help` lists the inputs). Options go before SPEC then.
+    """
+    if server is not None:
+        _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
+        from taskplug.cli._remote_run import run_remote
+
+        _print_result(run_remote(spec, server, as_json=fmt == "json"), fmt)
+        return
+    if is_module(spec):
+        if kubeconfig is not None and not images:
+            raise SpecError(
+                "--image",
+                "required with --kubeconfig for a flytekit module: a real cluster runs the task in an image "
+                "that holds flytekit and the module (taskplug uploads no code)",
+            )
+        target = module_target_from_options(
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+            on_host=kubeconfig is None,
+        )
+        loaded = module_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
+        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+        rename = "--name"
+    else:
+        reject_module_options(
+            image=images, project=project, domain=domain, name=execution_name, env=environment
+        )
+        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+        loaded = load_spec(spec)
+        rename = f"execution.id.name in {str(spec)!r}"
     try:
         result, finished = asyncio.run(
-            _run(spec, config_path, kubeconfig, state_db, pod_templates, cluster_mode, fmt == "json", rerun)
+            _run(
+                platform,
+                loaded,
+                kubeconfig=kubeconfig,
+                state_db=state_db,
+                mode=cluster_mode,
+                as_json=fmt == "json",
+                rerun=rerun,
+                rename=rename,
+            )
         )
     except _Interrupted:
         fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
@@ -461,13 +574,18 @@ def run(
         click.echo(
             f"execution {result.key} already finished: {result.phase}, at {finished.when} (state DB "
             f"{str(finished.state_db)!r}); it was not run again"
-            f"{', though its spec changed since' if finished.spec_changed else ''}. To run it again: taskplug run {spec} --rerun "
-            f"(or give execution.id.name a new value).",
+            f"{', though its spec changed since' if finished.spec_changed else ''}. To run it again, "
+            f"pass --rerun (or give {rename} a new value).",
             err=True,
         )
+    _print_result(result, fmt, stored=finished is not None)
+
+
+def _print_result(result: ExecutionResult, fmt: str, *, stored: bool = False) -> None:
+    """The end of a run, local or on a server: the outcome (or ``-o json``), and exit 1 unless it succeeded."""
     if fmt == "json":
         click.echo(dump(result.to_json()), nl=False)
     else:
-        _print_outcome(result, stored=finished is not None)
+        _print_outcome(result, stored=stored)
     if not result.succeeded:
         sys.exit(EXIT_TASK_FAILED)

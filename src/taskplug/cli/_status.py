@@ -1,29 +1,80 @@
-"""``taskplug status``: the phase a plugin reports for an observed object."""
+"""``taskplug status``: the phase a plugin reports for an observed object.
+
+The object is read as any file taskplug reads (``taskplug.core.load_document``: a size cap, strict UTF-8,
+bounded YAML; JSON is YAML). A Pod is checked field by field before its status is read (``taskplug.k8s``'s
+status helpers: a field of the wrong type names its path); any other kind is read by its plugin, and what that
+plugin raises on an object it cannot read names the object. Either way: exit 2, no traceback.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
-import orjson
 
-from taskplug.cli._output import dump, fail, handles_bad_input
-from taskplug.core import Phase, SpecError
-from taskplug.executor import EXECUTOR_SECTION, Platform, load_spec, observed_phase
+from taskplug.cli._output import dump, handles_bad_input
+from taskplug.core import ConfigError, Phase, PhaseInfo, SpecError, TaskplugError, load_document
+from taskplug.executor import EXECUTOR_SECTION, ExecutionSpec, Platform, load_spec, observed_phase
 from taskplug.k8s import PluginState
 
-__all__ = ["status"]
+__all__ = ["observed_status", "status"]
+
+_MAX_DETAIL: Final = 500
 
 
-def _read_json(path: Path, what: str) -> Any:
+def _read_document(path: Path, what: str) -> Any:
+    return load_document(path, f"{what} {path}", what="the file")
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    kind, meta = obj.get("kind"), obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    parts = [meta.get(key) for key in ("namespace", "name")]
+    ns, name = (p if isinstance(p, str) else "" for p in parts)
+    kind_text = kind if isinstance(kind, str) and kind else "object"
+    return f"{kind_text} {ns}/{name or '?'}" if ns else f"{kind_text} {name or '?'}"
+
+
+def observed_status(
+    platform: Platform, spec: ExecutionSpec, resource: Any, *, now: datetime, state: PluginState
+) -> PhaseInfo:
+    """The PhaseInfo the task's plugin reports for ``resource``, or a :class:`~taskplug.core.SpecError`:
+    for a Pod, one naming the field of the wrong type; for any kind, one naming the object when its plugin
+    cannot read it."""
+    if not isinstance(resource, dict):
+        raise SpecError("--resource", "must be a JSON object (one Kubernetes object)")
+    task_type = spec.template.type
+    # Whether a Kubernetes plugin runs this task type at all is the spec's question, asked before the
+    # object is: its error must not be read as the object's.
+    platform.k8s_entry_for(task_type)
     try:
-        return orjson.loads(path.read_bytes())
-    except OSError as e:
-        fail(f"{what}: cannot read {str(path)!r}: {e.strerror}")
-    except orjson.JSONDecodeError as e:
-        fail(f"{what}: {str(path)!r} is not valid JSON: {e}")
+        return observed_phase(
+            platform,
+            spec,
+            resource,
+            now=now,
+            state=state,
+            data_root=platform.config.get(EXECUTOR_SECTION).data_root,
+        )
+    except (SpecError, ConfigError):
+        raise  # a Pod's field of the wrong type (taskplug.k8s names the object and the field), or a config
+    except Exception as e:
+        # A custom resource's status has no schema to check first: what its plugin raises on it is the
+        # answer, "could not decide" (a PluginError) or a crash on a value it did not expect. The plugin
+        # manager names the object the same way for a running task.
+        detail = str(e) if isinstance(e, TaskplugError) else f"{type(e).__name__}: {e}"
+        if len(detail) > _MAX_DETAIL:  # the object's own values may be in it
+            detail = detail[: _MAX_DETAIL - 3] + "..."
+        raise SpecError(
+            "--resource",
+            f"{_describe(resource)}: no phase from the plugin for task type [{task_type}]: {detail}",
+        ) from e
+
+
+_UINT32_MAX: Final = 2**32 - 1
 
 
 def _plugin_state(data: Any) -> PluginState:
@@ -33,13 +84,24 @@ def _plugin_state(data: Any) -> PluginState:
         )
     phase = data.get("phase", 0)
     try:
-        parsed = Phase.from_name(phase) if isinstance(phase, str) else Phase(int(phase))
+        if isinstance(phase, str):
+            parsed = Phase.from_name(phase)
+        elif isinstance(phase, int) and not isinstance(phase, bool):
+            parsed = Phase(phase)
+        else:
+            raise ValueError(f"must be a phase name such as Queued, or its number, got {phase!r}")
     except ValueError as e:
-        raise SpecError("--state.phase", str(e)) from e
+        raise SpecError("--state.phase", str(e)) from None
     version = data.get("phaseVersion", data.get("version", 0))
-    if not isinstance(version, int) or version < 0:
-        raise SpecError("--state.phaseVersion", f"must be a non-negative integer, got {version!r}")
-    return PluginState(parsed, version, str(data.get("reason", "")))
+    # Flyte's PhaseInfo version is a uint32.
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= _UINT32_MAX:
+        raise SpecError(
+            "--state.phaseVersion", f"must be an integer from 0 to {_UINT32_MAX}, got {version!r}"
+        )
+    reason = data.get("reason", "")
+    if not isinstance(reason, str):
+        raise SpecError("--state.reason", f"must be a string, got {reason!r}")
+    return PluginState(parsed, version, reason)
 
 
 def _parse_now(value: str | None) -> datetime:
@@ -47,11 +109,13 @@ def _parse_now(value: str | None) -> datetime:
         return datetime.now(UTC)
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as e:
+        parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        parsed.astimezone(UTC)  # year 1 east of Greenwich or 9999 west of it is out of range in UTC
+    except (ValueError, OverflowError):
         raise SpecError(
             "--now", f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, got {value!r}"
-        ) from e
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        ) from None
+    return parsed
 
 
 @click.command()
@@ -61,7 +125,7 @@ def _parse_now(value: str | None) -> datetime:
     "resource_path",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The observed object as JSON (e.g. kubectl get pod NAME -o json).",
+    help="The observed object as JSON or YAML (e.g. kubectl get pod NAME -o json).",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--now", "now", help="The current time, RFC 3339 (default: now).")
@@ -77,17 +141,8 @@ def status(
 ) -> None:
     """Print the PhaseInfo the plugin reports for an observed object, as JSON."""
     platform = Platform.load(config_path)
-    loaded = load_spec(spec)
-    resource = _read_json(resource_path, "--resource")
-    if not isinstance(resource, dict):
-        fail("--resource: must be a JSON object (one Kubernetes object)")
-    state = _plugin_state(_read_json(state_path, "--state")) if state_path else PluginState()
-    info = observed_phase(
-        platform,
-        loaded,
-        resource,
-        now=_parse_now(now),
-        state=state,
-        data_root=platform.config.get(EXECUTOR_SECTION).data_root,
-    )
+    loaded = load_spec(spec, fresh_name=False)
+    resource = _read_document(resource_path, "--resource")
+    state = _plugin_state(_read_document(state_path, "--state")) if state_path else PluginState()
+    info = observed_status(platform, loaded, resource, now=_parse_now(now), state=state)
     click.echo(dump(info.to_json()), nl=False)

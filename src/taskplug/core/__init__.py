@@ -43,7 +43,7 @@ from taskplug.core._context import (
     TaskOverrides,
     TaskReader,
 )
-from taskplug.core._documents import DocumentError, load_document
+from taskplug.core._documents import MAX_DOCUMENT_BYTES, DocumentError, load_document, load_documents
 from taskplug.core._errors import (
     BadTaskSpecification,
     ConfigError,
@@ -110,6 +110,7 @@ __all__ = [
     "DEFAULT_PHASE_VERSION",
     "ENTRY_POINT_GROUP",
     "EVENT",
+    "MAX_DOCUMENT_BYTES",
     "PHASE_INFO_UNDEFINED",
     "POD",
     "RESOURCE_MANAGER_SECTION",
@@ -199,6 +200,7 @@ __all__ = [
     "literal_to_plain",
     "load_config_file",
     "load_document",
+    "load_documents",
     "load_platform_config",
     "load_plugin",
     "merge_documents",

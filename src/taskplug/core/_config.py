@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import math
 import os
 import re
 import textwrap
@@ -21,9 +22,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Generic, TypeVar
 
-import yaml
+import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
 
+from taskplug.core._documents import DocumentError, load_document
 from taskplug.core._errors import ConfigError, QuantityError
 from taskplug.core._quantity import Quantity
 
@@ -55,6 +57,16 @@ class StrictModel(BaseModel):
     them and ``scripts/config_doc.py`` renders them into docs/config.md. They are read from the source on
     demand rather than by pydantic's ``use_attribute_docstrings``, which parses each model's module when the
     class is created: about 30 ms on every command for text only the documentation needs.
+
+    A config file is validated in pydantic's strict mode (:func:`load_platform_config`): every field of
+    every section takes a value of its own type only — a string where a list is expected, a list where a
+    string is, ``"5"`` for an integer or ``"yes"`` for a boolean is an error naming the key. Conversions a
+    field wants (a Go duration, a quantity, Flyte's list-of-maps for a map, numbers in a string map) are
+    its ``BeforeValidator``'s, which run first.
+
+    Deviation: Flyte's config reader (viper + mapstructure, weakly typed) converts a value of another type
+    (``"5"`` for an integer, ``"yes"`` for a boolean) and takes a single value for a one-element list; that
+    conversion hides mistakes (``enabled-plugins: a,b`` is one plugin named ``a,b``), so taskplug refuses it.
     """
 
     model_config = ConfigDict(
@@ -101,13 +113,22 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+_MAX_NANOSECONDS = 2**63 - 1
+_RANGE = "(a Go duration is at most 2562047h47m16.854775807s: int64 nanoseconds)"
+
+
 def parse_go_duration(value: Any) -> timedelta:
-    """Parse Go's duration syntax (``3m``, ``1h30m``, ``500ms``, ``0``); numbers are nanoseconds, as in Flyte."""
+    """Parse Go's duration syntax (``3m``, ``1h30m``, ``500ms``, ``0``); numbers are nanoseconds, as in Flyte.
+
+    A duration Go cannot hold (more than int64 nanoseconds, about 292 years) is a ValueError, as Go's
+    ``time.ParseDuration`` refuses it, never an OverflowError from ``timedelta``."""
     if isinstance(value, timedelta):
         return value
     if isinstance(value, bool):
         raise ValueError(f"expected a duration such as '30s', got {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value) or abs(value) > _MAX_NANOSECONDS:
+            raise ValueError(f"duration {value!r} (nanoseconds) is out of range {_RANGE}")
         return timedelta(microseconds=value / 1000)
     if not isinstance(value, str):
         raise ValueError(f"expected a duration such as '30s', got {value!r}")
@@ -126,6 +147,8 @@ def parse_go_duration(value: Any) -> timedelta:
         pos = match.end()
     if pos != len(text) or not text:
         raise ValueError(f"invalid duration {value!r} (use Go syntax such as '30s', '3m', '1h30m')")
+    if not total * 1e9 <= _MAX_NANOSECONDS:  # also false for inf (a unit after 400 digits)
+        raise ValueError(f"duration {value!r} is out of range {_RANGE}")
     return timedelta(seconds=sign * total)
 
 
@@ -265,16 +288,14 @@ class PlatformConfig:
 
 
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML config document; a missing file or bad YAML is a ConfigError naming the file."""
+    """Read a YAML config document through the bounded reader (:func:`~taskplug.core.load_document`): a
+    missing, oversized, non-UTF-8 or malformed file is a ConfigError whose ``path`` is the file, as is a
+    document that is not a mapping."""
     p = Path(path)
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise ConfigError("", f"cannot read config file {str(p)!r}: {e.strerror}") from e
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError("", f"config file {str(p)!r} is not valid YAML: {e}") from e
+        document = load_document(p, what="config file")
+    except DocumentError as e:
+        raise ConfigError(e.path, e.reason) from None
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -295,9 +316,21 @@ def merge_documents(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict
 
 
 def load_platform_config(
+    document: Mapping[str, Any], sections: Iterable[ConfigSection[Any]], *, source: str = ""
+) -> PlatformConfig:
+    """Validate ``document`` against ``sections``; raise ConfigError naming the first bad key path (and
+    ``source``, the file the document was read from, when given)."""
+    try:
+        return _load_platform_config(document, sections)
+    except ConfigError as e:
+        if not source:
+            raise
+        raise ConfigError(e.path, f"{e.reason} (in config file {source!r})") from None
+
+
+def _load_platform_config(
     document: Mapping[str, Any], sections: Iterable[ConfigSection[Any]]
 ) -> PlatformConfig:
-    """Validate ``document`` against ``sections``; raise ConfigError naming the first bad key path."""
     by_path = {s.path: s for s in sections}
     _reject_unknown_keys(document, by_path, ())
     values: dict[str, BaseModel] = {}
@@ -319,10 +352,53 @@ def load_platform_config(
         }
         try:
             # Keys are Flyte's (kebab-case) only: a Python field name in a file is an unknown key, as in Flyte.
-            values[path] = section.model.model_validate(own, by_alias=True, by_name=False)
+            # Strict, as JSON: a value of another type is refused, never converted (no "5" for 5, no "yes"
+            # for true, no string for a list nor a list for a string; see StrictModel), while what JSON
+            # cannot write (a tuple, an enum) is read from its JSON form.
+            values[path] = section.model.model_validate_json(
+                _as_json(own, path), by_alias=True, by_name=False, strict=True
+            )
         except ValidationError as e:
             raise _config_error(path, e) from None
     return PlatformConfig(values, document, by_path.values())
+
+
+_INT_RANGE = (-(2**63), 2**64 - 1)
+
+
+def _as_json(section: Mapping[str, Any], path: str) -> bytes:
+    """A section as JSON for strict validation; a value no field can hold (a float that is not finite, an
+    integer beyond 64 bits, an object JSON cannot write) is an error naming its key."""
+    stack: list[tuple[Any, str]] = [(section, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(where, f"must be a finite number, got {value!r}")
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not _INT_RANGE[0] <= value <= _INT_RANGE[1]
+        ):
+            raise ConfigError(where, "is out of range (integers in a config hold 64 bits)")
+        if isinstance(value, Mapping):
+            stack.extend((v, f"{where}.{k}") for k, v in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
+    try:
+        return orjson.dumps(section, default=_json_default, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as e:
+        raise ConfigError(path, f"holds a value that is not JSON ({e})") from None
+
+
+def _json_default(value: Any) -> Any:
+    # Documents built in Python (Platform.load(document=...), defaults) may hold the values fields produce.
+    if isinstance(value, timedelta):
+        return format_go_duration(value)
+    if isinstance(value, Quantity | Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not a JSON type")
 
 
 def _is_parent(path: str, by_path: Mapping[str, ConfigSection[Any]]) -> bool:

@@ -8,6 +8,7 @@ into exit code 2 with the message.
     TaskplugError                    every error taskplug raises carries a ``code``
      ├── ConfigError                 a config file or value is wrong; ``path`` names the key
      ├── SpecError                   an execution spec is malformed; ``path`` names the field
+     │    └── ObservedObjectError    taskplug.k8s: an object the API returned has a field of the wrong type
      ├── QuantityError               a resource quantity does not parse (also a ValueError)
      ├── DocumentError               a file or body that cannot be read (not UTF-8, over a bound); a SpecError
      ├── StateStoreError             taskplug.executor: the state DB is not taskplug's, is corrupt, or the
@@ -19,6 +20,8 @@ into exit code 2 with the message.
           ├── BadTaskSpecification   the task template cannot be turned into a resource
           ├── BackOffError           taskplug.engine.k8s: a create refused or held back for quota or API
           │                          overload (code BackOffError)
+          ├── CleanupError           taskplug.engine.k8s: finalize or abort gave up within its bound; names
+          │                          what may be left behind (code SystemError)
           ├── ConfigValidationError  taskplug.engine.webapi: a web-API plugin's config is out of range
           │                          (code PluginInitializationFailed)
           └── ConnectorRpcError      taskplug.plugins.connector: a gRPC call to a connector failed

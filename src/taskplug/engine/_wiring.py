@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from prometheus_client import CollectorRegistry
+
 from taskplug.core import (
     RESOURCE_MANAGER_SECTION,
     TASKS_SECTION,
@@ -83,10 +85,20 @@ async def open_plugins(
     wakeups: Wakeups,
     clock: Clock,
     pod_templates: PodTemplates | None = None,
+    metrics_registry: CollectorRegistry | None = None,
 ) -> AsyncIterator[PluginResolver]:
-    """Every enabled plugin loaded and running until the block exits; yields the resolver over them."""
+    """Every enabled plugin loaded and running until the block exits; yields the resolver over them.
+
+    The plugin managers' and web-API adapters' metrics go to ``metrics_registry`` (an executor replica
+    passes its own, to publish them as its own); without one they are counted and never exported."""
     informers = InformerFactory(kube_client, clock=clock)
-    shared = SharedK8sMachinery(config=config, informers=informers, clock=clock, pod_templates=pod_templates)
+    shared = SharedK8sMachinery(
+        config=config,
+        informers=informers,
+        clock=clock,
+        pod_templates=pod_templates,
+        metrics_registry=metrics_registry,
+    )
     resource_manager = await build_resource_manager(config.get(RESOURCE_MANAGER_SECTION))
     wrappers: dict[PluginKind, Callable[[EntryLike], PluginEntry]] = {
         PluginKind.K8S: lambda e: k8s_core_entry(_as_k8s(e), shared),
@@ -94,6 +106,7 @@ async def open_plugins(
             _as_webapi(e),
             clock=clock,
             resource_manager=resource_manager,
+            metrics_registry=metrics_registry,
             enqueue=wakeups.enqueue_task_execution,
         ),
     }

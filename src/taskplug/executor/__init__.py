@@ -35,15 +35,18 @@ from taskplug.executor._store import (
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
+    from taskplug.executor._arrayrun import CLEANUP_FAILED, AsyncFlush
     from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings, OpenPlugins
     from taskplug.executor._runtime import executor_settings, open_executor
 
 
 __all__ = [
+    "CLEANUP_FAILED",
     "EXECUTOR_SECTION",
     "PLATFORM_DEFAULTS",
     "ArrayNodeConfig",
     "ArrayNodeSpec",
+    "AsyncFlush",
     "ElementRecord",
     "Event",
     "ExecutionPaths",
@@ -71,6 +74,8 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "AsyncFlush": "taskplug.executor._arrayrun",
+        "CLEANUP_FAILED": "taskplug.executor._arrayrun",
         "ExecutionResult": "taskplug.executor._executor",
         "Executor": "taskplug.executor._executor",
         "ExecutorSettings": "taskplug.executor._executor",

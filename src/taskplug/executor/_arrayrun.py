@@ -28,6 +28,11 @@ Deviations from propeller, each for a reason:
 * Deviation: The node's error lists every failed element's error, each kept from the round it failed;
   propeller overwrites its message each round while an element is Failing and keeps only that round's
   messages, so the first error can be lost (§9.1).
+* Deviation: An element's cleanup (abort, finalize) that keeps failing is retried for
+  ``executor.max-round-errors`` rounds in a row, then given up, as a single task's is: the node aborts what
+  still runs (within the same bound) and ends PermanentFailure ``CleanupFailed`` (kind SYSTEM), naming every
+  given-up element and listing under ``leftovers`` what may be left behind (propeller retries an element's
+  failing cleanup every round until the workflow's own retries run out).
 * Deviation: A succeeded element's outputs are checked when it succeeds (error.pb first, then every
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
   than shifting later outputs down a place (§9.2).
@@ -42,7 +47,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from flyteidl.core import literals_pb2
 
@@ -88,9 +93,30 @@ from taskplug.executor._datastore import DataStore
 from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
 from taskplug.executor._store import ElementRecord, Event, ExecutionRecord, StateStore
 
-__all__ = ["ArrayHost", "ArrayRun", "ArrayRunSettings"]
+__all__ = ["CLEANUP_FAILED", "ArrayHost", "ArrayRun", "ArrayRunSettings", "AsyncFlush", "flush_store"]
 
 log = logging.getLogger(__name__)
+
+CLEANUP_FAILED = "CleanupFailed"
+"""The error code of an execution whose cleanup (abort, finalize) failed ``executor.max-round-errors`` times
+in a row and was given up (a single task's, or a map element's)."""
+
+
+@runtime_checkable
+class AsyncFlush(Protocol):
+    """An optional capability of a state store: a flush that may wait, so that concurrent callers share one
+    commit (``PostgresStateStore`` groups them into one batch statement)."""
+
+    async def aflush(self) -> None: ...
+
+
+async def flush_store(store: StateStore) -> None:
+    """Put ``store``'s pending writes on disk before going on (before anything is deleted, before waiters
+    are released): through its ``aflush`` when it has one, else its ``flush``."""
+    if isinstance(store, AsyncFlush):
+        await store.aflush()
+    else:
+        store.flush()
 
 
 class ArrayHost(Protocol):
@@ -194,6 +220,9 @@ class ArrayRun:
         )
         self._contexts: dict[int, ElementContext] = {}
         self._round_errors: dict[int, int] = {}
+        self._cleanup_errors: dict[int, int] = {}  # consecutive failed cleanups (abort, finalize) per element
+        # A cleanup given up (executor.max-round-errors): the message and what may be left behind.
+        self._given_up: dict[str, Any] | None = state.get("cleanupFailed")
         self._names: dict[int, str] = {}
         if self.size:
             self._load_elements()
@@ -215,7 +244,58 @@ class ArrayRun:
             "size": self.size,
             "version": self.version,
         }
+        if self._given_up is not None:
+            self.record.array["cleanupFailed"] = self._given_up
         self.host.store.save(self.record)
+
+    def _cleanup_failed(self, element: ElementRecord, error: Exception, step: str, decided: str) -> bool:
+        """Count a failed cleanup of ``element``; True when it reached ``max-round-errors`` in a row and is
+        given up (its leftovers noted for the node's end, as a single task's ``CleanupFailed``)."""
+        index = element.index
+        count = self._cleanup_errors.get(index, 0) + 1
+        self._cleanup_errors[index] = count
+        log.warning("%s[%d]: %s failed (%d in a row): %s", self.key, index, step, count, error)
+        if count < self.settings.max_round_errors:
+            return False
+        self._cleanup_errors.pop(index, None)
+        leftovers = [dict(o) for o in getattr(error, "leftovers", ()) if isinstance(o, dict)]
+        log.error("%s[%d]: cleanup given up: %s", self.key, index, error)
+        for o in leftovers:
+            log.error(
+                "%s[%d]: left behind: %s %s/%s",
+                self.key,
+                index,
+                o.get("kind"),
+                o.get("namespace"),
+                o.get("name"),
+            )
+        given_up = self._given_up or {"messages": [], "leftovers": []}
+        given_up["messages"].append(
+            f"element {index}: the attempt ended ({decided}) but its cleanup failed {count} times in a row "
+            f"(executor.max-round-errors) and was given up; last {step} error: {error}"
+        )
+        given_up["leftovers"].extend(leftovers)
+        self._given_up = given_up
+        element.closing = None
+        self._unindex(index)
+        self._contexts.pop(index, None)
+        return True
+
+    def _cleanup_failed_error(self) -> dict[str, Any]:
+        """The node's end when a cleanup was given up: ``CleanupFailed`` (SYSTEM), every given-up element in
+        the message, what may be left behind under ``leftovers`` (the execution result's leftovers)."""
+        assert self._given_up is not None
+        leftovers: list[dict[str, str]] = self._given_up["leftovers"]
+        listed = ", ".join(f"{o.get('kind')} {o.get('namespace')}/{o.get('name')}" for o in leftovers)
+        message = "; ".join(self._given_up["messages"]) + (
+            f"; may be left behind: {listed}" if listed else ""
+        )
+        return {
+            "code": CLEANUP_FAILED,
+            "message": message,
+            "kind": str(ErrorKind.SYSTEM),
+            "leftovers": leftovers,
+        }
 
     @property
     def paths_output(self) -> str:
@@ -242,6 +322,11 @@ class ArrayRun:
                 self.host.unindex_generated_name(old)
             self._names[element.index] = name
             self.host.index_generated_name(name, self.key)
+
+    def unindex_all(self) -> None:
+        """Stop routing any element's events to this node (the executor forgets it)."""
+        for index in list(self._names):
+            self._unindex(index)
 
     def _unindex(self, index: int) -> None:
         old = self._names.pop(index, None)
@@ -375,7 +460,7 @@ class ArrayRun:
         self.host.store.save_elements(self.key, changed)
         closed: list[_Step] = []
         if closing:
-            self.host.store.flush()
+            await flush_store(self.host.store)
             closed = await self._bounded([e.index for e in closing], self._close)
             self.host.store.save_elements(self.key, [self.elements[s.index] for s in closed if s.changed])
         entries = {s.index: s.entry for s in steps if s.entry is not None}
@@ -383,6 +468,10 @@ class ArrayRun:
         counts = count_phases(NodePhase(e.node_phase) for e in self.elements)
         needed = min_successes_for(self.size, self.array.min_successes, self.array.min_success_ratio)
         new_phase = next_array_phase(self.size, counts, needed)
+        if self._given_up is not None:
+            # A cleanup was given up: the node stops (aborting what still runs, within the same bound) and
+            # ends CleanupFailed, as a single task does.
+            new_phase = ArrayNodePhase.FAILING
         if entries:
             if any(s.changed for s in steps):
                 self.version += 1
@@ -613,13 +702,19 @@ class ArrayRun:
         if closing is None:
             return step
         tctx = self.task_context(element)
+        action = "abort" if closing.get("cleanup") else "finalize"
         try:
             if closing.get("cleanup"):
                 await self.plugin.abort(tctx)
+            action = "finalize"
             await self.plugin.finalize(tctx)
         except Exception as e:
-            log.warning("%s[%d]: cleanup failed: %s", self.key, index, e)
+            if self._cleanup_failed(element, e, action, str(Phase(element.task_phase))):
+                # Given up: the element ends failed (a retry is not started on top of what may be left).
+                element.node_phase = int(NodePhase.FAILED)
+                step.changed = True
             return step
+        self._cleanup_errors.pop(index, None)
         element.closing = None
         step.changed = True
         if closing.get("retry"):
@@ -654,7 +749,7 @@ class ArrayRun:
         """Abort and finalize every element that started and is not done (Flyte's ``Abort``), then end:
         Failed with the node's error when failing, Aborted when asked to abort."""
         self._save_state()
-        self.host.store.flush()  # the decision to stop is on disk before anything is deleted
+        await flush_store(self.host.store)  # the decision to stop is on disk before anything is deleted
         started = [
             e.index
             for e in self.elements
@@ -667,12 +762,26 @@ class ArrayRun:
         async def abort(index: int) -> _Step:
             element = self.elements[index]
             tctx = self.task_context(element)
+            action = "abort"
             try:
                 await self.plugin.abort(tctx)
+                action = "finalize"
                 await self.plugin.finalize(tctx)
             except Exception as e:
-                errors.collect(index, str(e))
-                return _Step(index, error=True)
+                decided = "Aborted" if self.record.abort_requested else str(Phase(element.task_phase))
+                if not self._cleanup_failed(element, e, action, decided):
+                    errors.collect(index, str(e))
+                    return _Step(index, error=True)
+                element.node_phase = int(
+                    NodePhase.FAILED
+                    if NodePhase(element.node_phase) is NodePhase.FAILING
+                    else NodePhase.ABORTED
+                )
+                entries[index] = self._entry(
+                    element, task_phase_for_node_phase(NodePhase(element.node_phase))
+                )
+                return _Step(index, changed=True)
+            self._cleanup_errors.pop(index, None)
             element.closing = None
             if NodePhase(element.node_phase) is NodePhase.SUCCEEDING:
                 element.node_phase = int(
@@ -694,7 +803,15 @@ class ArrayRun:
             self._save_state()
             self.host.wake_after(self.key, min(1.0, self.settings.resync_period))
             return
-        if failing:
+        if self._given_up is not None:
+            error = self._cleanup_failed_error()
+            shown = {k: v for k, v in error.items() if k != "leftovers"}
+            self._emit(
+                Phase.PERMANENT_FAILURE, 0, self._all_entries(entries), reason=error["message"], error=shown
+            )
+            self.record.outcome = str(Phase.PERMANENT_FAILURE)
+            self.record.error = error
+        elif failing:
             error = self.node_error()
             self._emit(Phase.PERMANENT_FAILURE, 0, self._all_entries(entries), reason=reason, error=error)
             self.record.outcome = str(Phase.PERMANENT_FAILURE)

@@ -10,11 +10,32 @@ saying so;
 ``cleanupOnFailure`` makes a failed attempt abort its resource before finalizing; an abort request aborts
 and finalizes.
 
+Every kind of trouble is bounded, so that a session ends (issue 13): a plugin that cannot decide (an
+unreachable API) errors for at most ``executor.max-round-errors`` rounds in a row, then the attempt fails
+with a system error, which the system-retry budget may retry; a cleanup (abort, finalize) that keeps failing
+is retried as many rounds, then given up: the execution ends PermanentFailure ``CleanupFailed`` (kind
+SYSTEM), its error naming the cause (an API error names the API address) and listing, under ``leftovers``,
+the objects that may be left behind, which are also logged one line each. Deviation: propeller retries a
+failing finalize in every round until ``max-workflow-retries`` fails the workflow ("Workflow abort
+failed"), then stops cleaning up; taskplug keeps the same bound per execution. A round that fails for a
+reason nobody expected (a bug) is logged with its traceback once, retried as many rounds, then fails the
+execution the same way.
+
+At submit, a plugin that can (the Kubernetes plugin manager's ``check_task``) builds the object it would
+create without creating it, so a task that cannot be built (a bad quantity) is refused before anything runs
+— the refusal ``taskplug render`` gives, from the same ``build_object``; a map task checks its elements'
+shared template once, through element 0.
+
 Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
 executions at once, and ``enqueue_task_execution`` (web-API status caches) the execution whose current
 attempt has a given generated name; a resync timer runs every live execution at least every
 ``executor.resync-period``, so plugins without events (back-off waits, quota waits) still progress. One
 execution is never in two rounds at once.
+
+A state store that can group concurrent flushes (``aflush``, :class:`AsyncFlush`; PostgreSQL's) is awaited
+where the executor must flush — before a cleanup deletes anything, before a terminal execution's waiters
+are released, on closing — so that rounds ending together share one commit. :meth:`Executor.forget` drops
+a finished (or no-longer-owned) execution from memory: a long-running replica holds only what it drives.
 
 An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
 (``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
@@ -31,7 +52,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from flyteidl.core import dynamic_job_pb2
 from google.protobuf.message import DecodeError
@@ -49,10 +70,12 @@ from taskplug.core import (
     ResourceManager,
     StaticTaskExecutionContext,
     SystemClock,
+    TaskExecutionContext,
     literal_map_to_plain,
 )
 from taskplug.executor._arraynode import ArrayNodeSettings, decide_retry, retries_exhausted
-from taskplug.executor._arrayrun import ArrayRun, ArrayRunSettings
+from taskplug.executor._arrayrun import CLEANUP_FAILED, ArrayRun, ArrayRunSettings, AsyncFlush, flush_store
+from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
@@ -67,6 +90,14 @@ log = logging.getLogger(__name__)
 
 OpenPlugins = Callable[["Executor"], contextlib.AbstractAsyncContextManager[PluginResolver]]
 """Opens the executor's plugins (``taskplug.engine.open_plugins``), given the executor to wake."""
+
+
+@runtime_checkable
+class _ChecksTasks(Protocol):
+    """An optional capability of a plugin: refuse, before anything runs, a task it could not start
+    (raising a TaskplugError, e.g. ``BadTaskSpecification``)."""
+
+    def check_task(self, tctx: TaskExecutionContext) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +128,7 @@ class ExecutionResult:
     outputs: dict[str, Any] | None
     events: list[dict[str, Any]]
     elements: list[dict[str, Any]] | None = None  # an ArrayNode's elements: phase, attempts, error, logs
+    leftovers: list[dict[str, str]] | None = None  # objects a given-up cleanup may have left: kind, ns, name
 
     @property
     def succeeded(self) -> bool:
@@ -112,6 +144,8 @@ class ExecutionResult:
         }
         if self.elements is not None:
             out["elements"] = self.elements
+        if self.leftovers is not None:
+            out["leftovers"] = self.leftovers
         return out
 
 
@@ -121,10 +155,13 @@ class _Execution:
     record: ExecutionRecord
     plugin: Plugin
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    round_errors: int = 0
+    round_errors: int = 0  # consecutive rounds whose plugin could not decide
+    cleanup_errors: int = 0  # consecutive rounds whose cleanup (abort, finalize) failed
+    unexpected_errors: int = 0  # consecutive rounds that failed for a reason nobody expected
     inputs_written: bool = False
     generated_name: str = ""
     array: ArrayRun | None = None  # set when the spec is an ArrayNode
+    flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
 
 
 def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
@@ -205,7 +242,7 @@ class Executor:
             with contextlib.suppress(asyncio.CancelledError):
                 await group.__aexit__(None, None, None)
             self._loops = []
-        self.store.flush()
+        await flush_store(self.store)
         await self._plugins_stack.aclose()
 
     # -- the owner hook plugins use to wake executions -------------------------------------------------------
@@ -235,7 +272,8 @@ class Executor:
             self.on_event(key, event)
 
     def index_generated_name(self, name: str, key: str) -> None:
-        self._by_generated_name[name] = key
+        if key in self._executions:
+            self._by_generated_name[name] = key
 
     def unindex_generated_name(self, name: str) -> None:
         self._by_generated_name.pop(name, None)
@@ -262,6 +300,8 @@ class Executor:
     def _wake_after(self, key: str, seconds: float) -> None:
         # One pending wake-up per execution: every round asks for a resync, and an execution woken many times
         # by events must not collect a timer (and later a round) for each of them.
+        if key not in self._executions:
+            return  # forgotten
         deadline = self.clock.monotonic() + seconds
         pending = self._deadlines.get(key)
         if pending is not None and pending <= deadline:
@@ -271,8 +311,28 @@ class Executor:
         self._timer_wake.set()
 
     # -- submitting and waiting ------------------------------------------------------------------------------
+    def check(self, spec: ExecutionSpec) -> None:
+        """Refuse, before anything is created, a spec this executor could not start: its task type has a
+        plugin, and a plugin that can check a task (the Kubernetes plugin manager builds the exact object it
+        would create) accepts its first attempt — for a map, element 0, whose template every element shares.
+        Raises the plugin's TaskplugError (``BadTaskSpecification``: ``taskplug run`` exits 2)."""
+        self._check(self.resolver.resolve(spec.template.type), spec)
+
+    def _check(self, plugin: Plugin, spec: ExecutionSpec) -> None:
+        if not isinstance(plugin, _ChecksTasks):
+            return
+        max_length = plugin.get_properties().generated_name_max_length
+        data_root = self.settings.data_root
+        tctx = (
+            element_task_context(spec, data_root, 0, generated_name_max_length=max_length)
+            if spec.array is not None
+            else task_context_for(spec, data_root, generated_name_max_length=max_length)
+        )
+        plugin.check_task(tctx)
+
     async def submit(self, spec: ExecutionSpec) -> str:
-        """Start (or resume, when the store knows it) an execution; returns its key."""
+        """Start (or resume, when the store knows it) an execution; returns its key. A spec the plugin
+        cannot start is refused first (:meth:`check`), before anything is saved or created."""
         key = spec.execution_key
         if key in self._executions:
             return key
@@ -280,6 +340,8 @@ class Executor:
             key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt
         )
         plugin = self.resolver.resolve(spec.template.type)
+        if not record.terminal:
+            self._check(plugin, spec)
         execution = _Execution(spec, record, plugin)
         if spec.array is not None:
             execution.array = ArrayRun(self, spec, record, plugin, self._array_settings())
@@ -295,7 +357,7 @@ class Executor:
     async def wait(self, key: str) -> ExecutionResult:
         execution = self._executions[key]
         await execution.done.wait()
-        return self.result(key)
+        return self._result(execution)
 
     async def run(self, spec: ExecutionSpec) -> ExecutionResult:
         return await self.wait(await self.submit(spec))
@@ -308,20 +370,49 @@ class Executor:
         self.wake(key)
 
     def result(self, key: str) -> ExecutionResult:
-        execution = self._executions[key]
+        return self._result(self._executions[key])
+
+    def _result(self, execution: _Execution) -> ExecutionResult:
         record = execution.record
+        key = record.key
+        error = dict(record.error) if record.error is not None else None
+        leftovers = error.pop("leftovers", None) if error is not None else None
         return ExecutionResult(
             key=key,
             phase=record.outcome or str(Phase(record.phase)),
             attempts=record.attempt + 1 - record.first_attempt,
-            error=record.error,
+            error=error,
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
             elements=execution.array.elements_json() if execution.array is not None else None,
+            leftovers=leftovers,
         )
 
     def status(self, key: str) -> ExecutionRecord:
         return self._executions[key].record
+
+    def forget(self, key: str) -> None:
+        """Drop execution ``key`` from memory without any cleanup or write: a terminal execution whose end is
+        stored, or one this process no longer owns (a replica that lost it). Its waiters are released;
+        wake-ups, timers and plugin events for it are ignored from now on; :meth:`submit` may load it again.
+        A round of it already running finishes on its own (its writes are the store's to fence)."""
+        execution = self._executions.pop(key, None)
+        if execution is None:
+            return
+        owner = owner_key(execution.spec.metadata)
+        keys = self._owners.get(owner)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._owners[owner]
+        if self._by_generated_name.get(execution.generated_name) == key:
+            del self._by_generated_name[execution.generated_name]
+        if execution.array is not None:
+            execution.array.unindex_all()
+        self._queued.discard(key)  # a queued wake-up finds no execution and is skipped
+        self._dirty.discard(key)
+        self._deadlines.pop(key, None)  # its timer entry is stale now, dropped when it comes due
+        execution.done.set()
 
     @property
     def keys(self) -> Iterable[str]:
@@ -338,13 +429,15 @@ class Executor:
             self._running.add(key)
             try:
                 await self._round(execution)
+                execution.unexpected_errors = 0
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug in a round must not kill a worker
-                log.exception("round of %s failed", key)
-                self._wake_after(key, self.settings.resync_period)
+            except Exception as e:  # a bug in a round must not kill a worker, nor loop for ever
+                self._unexpected(execution, e)
             finally:
                 self._running.discard(key)
+            if execution.flush_due:
+                await self._flush_terminal(execution)
             if key in self._dirty:
                 self._dirty.discard(key)
                 self.wake(key)
@@ -370,6 +463,43 @@ class Executor:
             else:
                 self._timer_wake.clear()
                 await self._timer_wake.wait()
+
+    def _retry_delay(self, errors: int) -> float:
+        """How long to wait before the next round after ``errors`` consecutive failed ones: 0.1 s, doubling,
+        at most the resync period."""
+        return min(2.0 ** min(errors, 60) * 0.05, self.settings.resync_period)
+
+    def _unexpected(self, execution: _Execution, error: Exception) -> None:
+        key = execution.record.key
+        execution.unexpected_errors += 1
+        count = execution.unexpected_errors
+        if count == 1:
+            log.exception("round of %s failed", key)  # a bug: its traceback, once
+        else:
+            log.warning("round of %s failed (%d in a row): %s", key, count, error)
+        if count < self.settings.max_round_errors or execution.record.terminal:
+            self._wake_after(key, self._retry_delay(count))
+            return
+        err = ExecutionError(
+            str(ErrorCode.SYSTEM_ERROR),
+            f"taskplug failed {count} rounds in a row (executor.max-round-errors) and stopped: "
+            f"{type(error).__name__}: {error}; what the attempt created may be left behind",
+            ErrorKind.SYSTEM,
+        )
+        self._end(execution, err)
+
+    def _end(self, execution: _Execution, err: ExecutionError, leftovers: list[Any] | None = None) -> None:
+        """End the execution now, PermanentFailure with ``err`` (no more rounds, no more cleanup)."""
+        record = execution.record
+        self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
+        error = _error_json(err)
+        assert error is not None
+        if leftovers is not None:
+            error["leftovers"] = leftovers
+        record.error = error
+        record.outcome = str(Phase.PERMANENT_FAILURE)
+        record.closing = None
+        self._terminal(execution)
 
     # -- one round of one execution -----------------------------------------------------------------------
     def _context(self, execution: _Execution) -> StaticTaskExecutionContext:
@@ -411,8 +541,10 @@ class Executor:
             await self._abort_and_finalize(execution, tctx, reason="aborted by request")
             return
         paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-        await self._ensure_inputs(execution, paths)
         try:
+            # Writing the inputs is part of the round: a data store that refuses it errors the round, as an
+            # API that cannot be reached does, within the same bound.
+            await self._ensure_inputs(execution, paths)
             transition = await execution.plugin.handle(tctx)
         except Exception as e:  # the plugin could not decide this round
             execution.round_errors += 1
@@ -423,10 +555,11 @@ class Executor:
                     str(code), f"the plugin failed {execution.round_errors} rounds in a row: {e}"
                 )
                 execution.round_errors = 0
+                self._record_phase(execution, info)
                 await self._failed(execution, tctx, info, paths)
                 self._save(record)
                 return
-            self._wake_after(record.key, min(2.0**execution.round_errors * 0.05, self.settings.resync_period))
+            self._wake_after(record.key, self._retry_delay(execution.round_errors))
             return
         execution.round_errors = 0
         info = transition.info
@@ -452,7 +585,7 @@ class Executor:
         self._save(record)
 
     def _index_generated_name(self, execution: _Execution, name: str) -> None:
-        if execution.generated_name != name:
+        if execution.generated_name != name and execution.record.key in self._executions:
             self._by_generated_name.pop(execution.generated_name, None)
             execution.generated_name = name
             self._by_generated_name[name] = execution.record.key
@@ -494,7 +627,8 @@ class Executor:
         self, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
     ) -> tuple[dict[str, Any] | None, ExecutionError | None]:
         writer = tctx.output_writer
-        declared = execution_outputs_declared(tctx.task_reader.read())
+        template = tctx.task_reader.read()
+        declared = execution_outputs_declared(template)
         if writer.reader is not None:
             literal_map = await writer.reader.read()
         else:
@@ -510,7 +644,9 @@ class Executor:
                     ErrorKind.USER,
                 )
             return {}, None
-        return literal_map_to_plain(literal_map), None
+        # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
+        interface = template.interface.outputs if template.HasField("interface") else None
+        return literal_map_to_plain(literal_map, interface), None
 
     async def _succeeded(
         self, execution: _Execution, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
@@ -558,7 +694,11 @@ class Executor:
         err = info.err or ExecutionError(
             ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
         )
-        found = await self._read_error(execution, paths)
+        try:
+            found = await self._read_error(execution, paths)
+        except Exception as e:  # the failure is decided; the document would only say more about it
+            log.warning("%s: cannot read the error document: %s", record.key, e)
+            found = None
         document = found[0] if found is not None else None
         if document is not None and err.kind is ErrorKind.USER:
             # flytekit writes the user's exception here; it says more than the pod's exit code.
@@ -608,15 +748,14 @@ class Executor:
         """
         execution.record.closing = {"retry": retry, "cleanup": cleanup}
         self._save(execution.record)
-        self.store.flush()
+        await flush_store(self.store)
         await self._finish_closing(execution, tctx)
 
     async def _finish_closing(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
         record = execution.record
         closing = record.closing or {"retry": False, "cleanup": False}
-        if closing["cleanup"]:
-            await self._abort(execution, tctx)
-        await self._finalize(execution, tctx)
+        if not await self._cleaned_up(execution, tctx, abort=bool(closing["cleanup"])):
+            return
         record.closing = None
         if closing["retry"]:
             self._next_attempt(execution)
@@ -636,29 +775,76 @@ class Executor:
         self._by_generated_name.pop(execution.generated_name, None)
         execution.record.terminal = True
         self.store.save(execution.record)
+        if isinstance(self.store, AsyncFlush):
+            # The round's worker awaits the flush (it may share one commit with other rounds' flushes),
+            # then releases the waiters.
+            execution.flush_due = True
+            return
         self.store.flush()
         execution.done.set()
 
-    async def _abort(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
+    async def _flush_terminal(self, execution: _Execution) -> None:
+        execution.flush_due = False
         try:
-            await execution.plugin.abort(tctx)
-        except Exception as e:
-            log.warning("%s: abort failed: %s", execution.record.key, e)
-            raise
+            await flush_store(self.store)
+        except Exception as e:  # the store keeps the batch and writes it with its next flush
+            log.warning("%s: its end is not stored yet: %s", execution.record.key, e)
+        finally:
+            execution.done.set()
 
-    async def _finalize(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
+    async def _cleaned_up(
+        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, abort: bool
+    ) -> bool:
+        """Abort (when ``abort``) and finalize; True once both succeeded. A failure is logged in one line
+        and retried in a later round (the round-error back-off); after ``max-round-errors`` failures in a row
+        the cleanup is given up and the execution ends ``CleanupFailed`` (see the module doc)."""
+        record = execution.record
+        step = "abort" if abort else "finalize"
         try:
+            if abort:
+                await execution.plugin.abort(tctx)
+            step = "finalize"
             await execution.plugin.finalize(tctx)
         except Exception as e:
-            log.warning("%s: finalize failed: %s", execution.record.key, e)
-            raise
+            execution.cleanup_errors += 1
+            count = execution.cleanup_errors
+            log.warning("%s: %s failed (%d in a row): %s", record.key, step, count, e)
+            if count < self.settings.max_round_errors:
+                self._wake_after(record.key, self._retry_delay(count))
+            else:
+                self._give_up_cleanup(execution, e, step)
+            return False
+        execution.cleanup_errors = 0
+        return True
+
+    def _give_up_cleanup(self, execution: _Execution, error: Exception, step: str) -> None:
+        record = execution.record
+        leftovers = [dict(o) for o in getattr(error, "leftovers", ()) if isinstance(o, dict)]
+        retry_due = bool((record.closing or {}).get("retry"))
+        decided = record.outcome or (
+            "Aborted"
+            if record.abort_requested
+            else ("RetryableFailure" if retry_due else str(Phase(record.phase)))
+        )
+        listed = ", ".join(f"{o.get('kind')} {o.get('namespace')}/{o.get('name')}" for o in leftovers)
+        message = (
+            f"the attempt ended ({decided}) but its cleanup failed {execution.cleanup_errors} times in a "
+            f"row (executor.max-round-errors) and was given up; last {step} error: {error}"
+            + (f"; may be left behind: {listed}" if listed else "")
+        )
+        log.error("%s: cleanup given up: %s", record.key, error)
+        for o in leftovers:
+            log.error(
+                "%s: left behind: %s %s/%s", record.key, o.get("kind"), o.get("namespace"), o.get("name")
+            )
+        self._end(execution, ExecutionError(CLEANUP_FAILED, message, ErrorKind.SYSTEM), leftovers)
 
     async def _abort_and_finalize(
         self, execution: _Execution, tctx: StaticTaskExecutionContext, *, reason: str
     ) -> None:
         record = execution.record
-        await self._abort(execution, tctx)
-        await self._finalize(execution, tctx)
+        if not await self._cleaned_up(execution, tctx, abort=True):
+            return
         self._record_phase(execution, PhaseInfo(Phase.ABORTED, 0, None, None, reason))
         record.outcome = str(Phase.ABORTED)
         record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}

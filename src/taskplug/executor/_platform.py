@@ -9,6 +9,14 @@ Platform defaults: like Flyte's Helm chart values, taskplug ships a default docu
 built-in plugins and picks the pod plugin's ``container`` / ``sidecar`` ids for their task types (Flyte's
 code defaults would otherwise fail with "Multiple plugins registered to handle task type"). A config file is
 merged over it, so a file that sets only ``plugins.k8s`` still works.
+
+A config that loads will run (issue 13): besides each section's own types and ranges, :meth:`Platform.load`
+checks what a run would otherwise trip over later — every plugin id the file names is registered, the
+plugin wiring resolves (Flyte's "cannot set default plugin" and "Multiple plugins registered" errors, raised
+here naming the key), ``executor.data-root`` is a protocol fsspec knows (its package installed) or a local
+folder — and :meth:`Platform.validate` (``taskplug config validate``) also runs the load-time range checks
+of the enabled web-API plugins (Flyte's ``validateConfig``), which ``taskplug run`` meets when it loads
+them. Every failure is a :class:`~taskplug.core.ConfigError` naming the key path.
 """
 
 from __future__ import annotations
@@ -23,14 +31,15 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import BaseModel, Field, field_validator
 
 from taskplug.core import (
     RESOURCE_MANAGER_SECTION,
     TASKS_SECTION,
     Clock,
+    ConfigError,
     ConfigSection,
     EntryLike,
     GoDuration,
@@ -57,11 +66,31 @@ from taskplug.k8s import (
     K8sPluginSetup,
     PodTemplateStore,
 )
-from taskplug.webapi import WebApiPluginEntry
+from taskplug.webapi import PluginConfig, WebApiPluginEntry
+
+if TYPE_CHECKING:
+    from taskplug.k8s import KubeClient
 
 _T = TypeVar("_T")
 
-__all__ = ["EXECUTOR_SECTION", "PLATFORM_DEFAULTS", "ArrayNodeConfig", "ExecutorConfig", "Platform"]
+__all__ = [
+    "EXECUTOR_SECTION",
+    "KUBE_CLIENT_SECTION",
+    "MAX_WORKERS",
+    "PLATFORM_DEFAULTS",
+    "ArrayNodeConfig",
+    "ExecutorConfig",
+    "KubeClientConfig",
+    "Platform",
+]
+
+MAX_WORKERS: Final = 10_000
+"""Most workers any of taskplug's pools may have: Flyte's own bound on a worker pool (the web-API status
+cache's ``caching.workers``, ``validateConfig``: 1 … 10000). Each worker is a task held in memory whether or
+not there is work, so a count beyond it buys nothing and costs memory at start (propeller's default is 20)."""
+INT32_MAX: Final = 2**31 - 1
+"""Largest value of the int32 fields Flyte keeps these counts in (``default-max-attempts``, FlyteAdmin's
+``maxParallelism``)."""
 
 
 class ArrayNodeConfig(StrictModel):
@@ -72,17 +101,18 @@ class ArrayNodeConfig(StrictModel):
     """How many elements run at once when the map sets no parallelism (propeller's
     ``array-node-config.default-parallelism-behavior``): ``unlimited`` runs them all; ``workflow`` always
     uses ``max-parallelism``; ``hybrid`` uses it when parallelism is unset and runs all when it is 0."""
-    max_parallelism: int = Field(default=25, ge=0)
-    """The workflow's parallelism (FlyteAdmin's ``maxParallelism``), which ``workflow`` and ``hybrid``
-    behaviors spend; 0 means no limit."""
-    default_max_attempts: int = Field(default=1, ge=1)
-    """Attempts an element gets when its task sets no retries (``node-config.default-max-attempts``)."""
+    max_parallelism: int = Field(default=25, ge=0, le=INT32_MAX)
+    """The workflow's parallelism (FlyteAdmin's ``maxParallelism``, an int32), which ``workflow`` and
+    ``hybrid`` behaviors spend; 0 means no limit."""
+    default_max_attempts: int = Field(default=1, ge=1, le=INT32_MAX)
+    """Attempts an element gets when its task sets no retries (``node-config.default-max-attempts``, an
+    int32 in Flyte)."""
     ignore_retry_cause: bool = False
     """Count system and user failures against one budget, the element's attempts
     (``node-config.ignore-retry-cause``)."""
-    node_execution_worker_count: int = Field(default=8, ge=1)
+    node_execution_worker_count: int = Field(default=8, ge=1, le=MAX_WORKERS)
     """Elements whose plugin calls run at the same time within one round
-    (``propeller.node-execution-worker-count``)."""
+    (``propeller.node-execution-worker-count``), 1 … 10000."""
     event_version: Literal[0] = 0
     """``array-node-config.event-version``: 0, one event for the node listing its elements as external
     resources (version 1, one child node per element, is not supported)."""
@@ -97,23 +127,63 @@ class ExecutorConfig(StrictModel):
     directory) or any fsspec URL (``s3://bucket/prefix``)."""
     state_db: str = ".taskplug/state.db"
     """SQLite file holding the executions' state (``taskplug run --state-db`` overrides it)."""
-    workers: int = Field(default=64, ge=1)
-    """Executions worked on at the same time (a count of concurrent rounds)."""
+    workers: int = Field(default=64, ge=1, le=MAX_WORKERS)
+    """Executions worked on at the same time (a count of concurrent rounds), 1 … 10000: each worker is a
+    task held in memory from the start, and 10000 is the largest worker pool Flyte accepts anywhere (its
+    web-API cache ``workers``)."""
     resync_period: GoDuration = timedelta(seconds=10)
-    """Go duration after which an execution's round runs again when no event woke it sooner."""
+    """Go duration after which an execution's round runs again when no event woke it sooner; more than 0
+    (a zero period would run every execution's rounds back to back)."""
     max_system_failures: int = Field(default=3, ge=0)
     """System (not user) retryable failures an execution may retry (a count), like propeller's
     ``max-node-retries-system-failures``."""
     max_round_errors: int = Field(default=10, ge=1)
-    """Consecutive rounds in which a plugin may fail to decide (raise) before the attempt fails."""
+    """Consecutive rounds that may error before taskplug stops retrying (a count), as propeller's
+    ``max-workflow-retries`` bounds a workflow's failed rounds: a plugin that cannot decide (an unreachable
+    API, a data store that refuses a write) fails the attempt with a system error, which the system-retry
+    budget may retry; a cleanup (abort, finalize) that keeps failing ends the execution with error
+    ``CleanupFailed`` listing the objects that may be left behind. Between such rounds taskplug waits
+    0.1 s, doubling each time, at most ``resync-period``."""
     pod_template_namespace: str = "flyte"
     """Namespace of pod templates loaded without one, and the namespace every pod template lookup falls
     back to (as propeller's own namespace does)."""
     array_node: ArrayNodeConfig = Field(default_factory=ArrayNodeConfig)
     """How ArrayNodes (flytekit map tasks) run."""
 
+    @field_validator("resync_period")
+    @classmethod
+    def _positive_period(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(
+                "must be longer than 0s (with no period every execution's rounds would run back to back)"
+            )
+        return value
+
 
 EXECUTOR_SECTION = ConfigSection("executor", ExecutorConfig)
+
+
+class KubeClientConfig(StrictModel):
+    """``propeller.kube-client-config``: the client of a real cluster's API (``taskplug run --kubeconfig``)
+    (flytepropeller/pkg/controller/config/config.go, ``KubeClientConfig``).
+
+    Deviation: only ``timeout`` is read; Flyte's ``qps`` and ``burst`` (client-side throttling) have no
+    counterpart here, and are refused as unknown keys rather than silently ignored."""
+
+    timeout: GoDuration = timedelta(seconds=30)
+    """Go duration one request to the Kubernetes API may take, from connecting to the end of the answer,
+    before it fails with a system error naming the API address (Flyte's default, ``30s``); ``0`` means no
+    limit. A watch's stream is open-ended; only its connection is bounded."""
+
+    @field_validator("timeout")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError("must not be negative (0 means no limit)")
+        return value
+
+
+KUBE_CLIENT_SECTION = ConfigSection("propeller.kube-client-config", KubeClientConfig)
 
 PLATFORM_DEFAULTS: Mapping[str, Any] = {
     "tasks": {
@@ -160,6 +230,7 @@ def _core_sections() -> list[ConfigSection[Any]]:
         LOGS_SECTION,
         EXECUTOR_SECTION,
         RESOURCE_MANAGER_SECTION,
+        KUBE_CLIENT_SECTION,
     ]
 
 
@@ -204,9 +275,80 @@ class Platform:
             if pod_template_paths
             else PodTemplateStore(namespace)
         )
-        return cls(
+        platform = cls(
             registry, config, templates, clock or SystemClock(), dict(os.environ), tuple(extra_sections)
         )
+        platform._check_plugins(user)
+        _check_data_root(config.get(EXECUTOR_SECTION).data_root)
+        manager = config.get(RESOURCE_MANAGER_SECTION)
+        if manager.type == "redis" and not (manager.redis.host_paths or manager.redis.host_path):
+            raise ConfigError(
+                f"{RESOURCE_MANAGER_SECTION.path}.redis.hostPaths",
+                "type redis needs at least one host (hostPaths, or hostPath)",
+            )
+        return platform
+
+    def validate(self) -> None:
+        """What ``taskplug config validate`` checks beyond :meth:`load`: the load-time range checks of the
+        enabled web-API plugins' configs (Flyte's ``validateConfig``: cache size 10 … 500000, workers
+        1 … 10000, resync interval 5 s … 1 h, rate limits) and their resource quotas against the resource
+        manager's ``resourceMaxQuota``, which ``taskplug run`` meets when it loads them.
+        Kept out of :meth:`load` so that ``render`` and ``status`` do not import the web-API engine."""
+        from taskplug.engine.webapi import ConfigValidationError, validate_plugin_config
+
+        manager = self.config.get(RESOURCE_MANAGER_SECTION)
+        for entry in self.enabled_entries():
+            if entry.kind != PluginKind.WEBAPI:
+                continue
+            for section in getattr(entry, "config_sections", ()):
+                for where, cfg in _plugin_configs(self.config.get(section), section.path):
+                    try:
+                        validate_plugin_config(cfg)
+                    except ConfigValidationError as e:
+                        raise ConfigError(where, "; ".join(e.violations)) from None
+                    if manager.type == "noop":
+                        continue  # the noop manager takes any quota
+                    for namespace, quota in cfg.resource_quotas.items():
+                        # The manager refuses, when the plugin loads, a quota outside 1 … resourceMaxQuota.
+                        if not 0 < quota <= manager.resource_max_quota:
+                            raise ConfigError(
+                                f"{where}.resourceQuotas.{namespace}",
+                                f"quota {quota} is not between 1 and "
+                                f"propeller.resourcemanager.resourceMaxQuota ({manager.resource_max_quota})",
+                            )
+
+    def connect(self, kubeconfig: str | Path | None = None) -> KubeClient:
+        """A client of the cluster ``kubeconfig`` names (None: in-cluster, ``$KUBECONFIG``, ``~/.kube``),
+        with this config's ``propeller.kube-client-config`` (the per-request timeout). The kubeconfig is
+        read and checked here: a malformed one is an error naming the file and the field."""
+        from taskplug.engine.k8s import connect
+
+        timeout = self.config.get(KUBE_CLIENT_SECTION).timeout.total_seconds()
+        return connect(kubeconfig, timeout=timeout or None)
+
+    def _check_plugins(self, user: Mapping[str, Any]) -> None:
+        """Refuse, naming the key, plugin ids the file names that no plugin registered (Flyte ignores an
+        unknown enabled id, and then every task of the types it meant fails), and the plugin wiring the
+        task handler would refuse when the plugins load."""
+        cfg = self.config.get(TASKS_SECTION).task_plugins
+        path = "tasks.task-plugins"
+        tasks = user.get("tasks")
+        own = tasks.get("task-plugins") if isinstance(tasks, Mapping) else None
+        own = own if isinstance(own, Mapping) else {}
+        if own.get("enabled-plugins"):
+            _check_plugin_ids(cfg.enabled_plugins, self.registry, f"{path}.enabled-plugins")
+        named = own.get("default-for-task-types")
+        if isinstance(named, Mapping):
+            chosen = {t: cfg.default_for_task_types[t] for t in named if t in cfg.default_for_task_types}
+            _check_plugin_ids(chosen, self.registry, f"{path}.default-for-task-types")
+        try:
+            enabled_plugins(cfg)
+        except PluginError as e:
+            raise ConfigError(f"{path}.default-for-task-types", e.message) from None
+        try:
+            self.resolver()
+        except PluginError as e:
+            raise ConfigError(path, e.message) from None
 
     @staticmethod
     def sections_for(
@@ -290,6 +432,63 @@ class Platform:
 
     def k8s_setup(self) -> K8sPluginSetup:
         return K8sPluginSetup(self.config, self.pod_templates, self.clock, self.environ)
+
+
+def _check_data_root(root: str) -> None:
+    """``executor.data-root`` must be somewhere the data store can write: a local folder (not under a
+    file), or a URL whose protocol fsspec knows with its implementation installed. The protocol is read as
+    the data store reads it (the text before ``://``)."""
+    key = "executor.data-root"
+    if "://" in root and not root.startswith("file://"):
+        protocol = root.split("://", 1)[0]
+        import fsspec  # only a remote data root pays for it
+
+        try:
+            fsspec.get_filesystem_class(protocol)
+        except ValueError:
+            known = ", ".join(sorted(fsspec.available_protocols()))
+            raise ConfigError(
+                key, f"fsspec knows no protocol {protocol!r} (in {root!r}; known: {known})"
+            ) from None
+        except ImportError as e:
+            raise ConfigError(
+                key, f"protocol {protocol!r} needs a package that is not installed: {e}"
+            ) from None
+        return
+    local = Path(root.removeprefix("file://"))
+    for folder in (local, *local.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ConfigError(key, f"{root!r} is not a folder: {str(folder)!r} is a file")
+            return
+
+
+def _check_plugin_ids(names: Sequence[str] | Mapping[str, str], registry: PluginRegistry, path: str) -> None:
+    """Every plugin id in ``names`` (a list, or a map whose values are ids) is registered (trimmed,
+    case-insensitive, as Flyte matches them); else a ConfigError naming the item and listing the ids."""
+    known = {e.id.strip().lower() for e in registry.entries}
+    items = names.items() if isinstance(names, Mapping) else enumerate(names)
+    for where, name in items:
+        cleaned = name.strip().lower()
+        if cleaned and cleaned not in known:
+            suffix = f"[{where}]" if isinstance(where, int) else f".{where}"
+            raise ConfigError(
+                path + suffix,
+                f"no plugin [{name}] is registered (registered: {', '.join(sorted(known)) or 'none'})",
+            )
+
+
+def _plugin_configs(model: BaseModel, path: str) -> list[tuple[str, PluginConfig]]:
+    """Every web-API :class:`~taskplug.webapi.PluginConfig` held in ``model``, with its key path."""
+    if isinstance(model, PluginConfig):
+        return [(path, model)]
+    found: list[tuple[str, PluginConfig]] = []
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            key = info.alias or name.replace("_", "-")
+            found.extend(_plugin_configs(value, f"{path}.{key}"))
+    return found
 
 
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from taskplug.core import PhaseInfo, StaticTaskExecutionContext
+from taskplug.core import BadTaskSpecification, PhaseInfo, StaticTaskExecutionContext
 from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._platform import Platform
 from taskplug.executor._spec import ExecutionSpec
@@ -25,12 +25,21 @@ def _context(spec: ExecutionSpec, data_root: str, max_length: int | None) -> Sta
 def render_object(platform: Platform, spec: ExecutionSpec, *, data_root: str) -> dict[str, Any]:
     """The exact object the plugin manager would create for ``spec`` (name, namespace, labels, annotations,
     finalizers and all): the manager's own :func:`taskplug.k8s.build_object`. For a map (an ArrayNode),
-    the object of its element 0."""
+    the object of its element 0.
+
+    What cannot be built is a :class:`BadTaskSpecification`: the same refusal ``taskplug run`` gets at
+    submit from the plugin manager's ``check_task``, which calls the same ``build_object`` on the same
+    context (anything else a plugin raises while building becomes one, as the manager reports it)."""
     entry = platform.k8s_entry_for(spec.template.type)
     plugin = entry.load_plugin(platform.k8s_setup())
     max_length = plugin.get_properties().generated_name_max_length
     tctx = _context(spec, data_root, max_length)
-    return build_object(plugin, tctx, platform.config.get(K8S_SECTION), watched=entry.resource_to_watch)
+    try:
+        return build_object(plugin, tctx, platform.config.get(K8S_SECTION), watched=entry.resource_to_watch)
+    except BadTaskSpecification:
+        raise
+    except Exception as e:
+        raise BadTaskSpecification(str(e) or type(e).__name__) from e
 
 
 def observed_phase(

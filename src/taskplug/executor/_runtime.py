@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
+from prometheus_client import CollectorRegistry
+
 from taskplug.core import TASKS_SECTION, Clock, PluginResolver
 from taskplug.engine import open_plugins
 from taskplug.executor._arraynode import ArrayNodeSettings, ParallelismBehavior
@@ -51,8 +53,10 @@ async def open_executor(
     settings: ExecutorSettings | None = None,
     clock: Clock | None = None,
     on_event: Callable[[str, Event], None] | None = None,
+    metrics_registry: CollectorRegistry | None = None,
 ) -> AsyncIterator[Executor]:
-    """An executor with every enabled plugin loaded, running until the block exits."""
+    """An executor with every enabled plugin loaded, running until the block exits; the plugin machinery's
+    metrics (plugin managers, web-API adapters) go to ``metrics_registry`` when given."""
     clock = clock or platform.clock
 
     def plugins(executor: Executor) -> contextlib.AbstractAsyncContextManager[PluginResolver]:
@@ -63,6 +67,7 @@ async def open_executor(
             wakeups=executor,
             clock=clock,
             pod_templates=platform.pod_templates,
+            metrics_registry=metrics_registry,
         )
 
     async with Executor(

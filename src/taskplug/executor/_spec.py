@@ -3,6 +3,21 @@
 It is loaded into the real Flyte IDL (``flyteidl.core.TaskTemplate``, literals) and taskplug's
 :class:`~taskplug.core.TaskExecutionMetadata`. Every malformed field is reported by its dotted path.
 
+Reading is strict, by two mechanisms that together cover every field:
+
+* the spec's own sections (the top level, ``execution``, ``arrayNode``, and the pod spec of
+  ``execution.overrides.podTemplate``) are pydantic models validated in strict mode: a value of another type
+  is an error, never converted (no list turned into a string, no string into a list), unknown keys are
+  errors, and the types carry their ranges (uint32 where flyteidl has it, non-negative quantities,
+  durations Go can hold);
+* the sections that are flyteidl messages (``template``, ``execution.securityContext``,
+  ``execution.overrides.extendedResources`` / ``podTemplate``) are parsed by protobuf's JSON parser, whose
+  error is traced back to the exact field. What a template's Struct ``custom`` (or its ``k8sPod`` pod spec)
+  holds is the plugin's to decode, as in Flyte: a malformed one is the plugin's ``BadTaskSpecification``.
+
+Label and annotation keys and values are checked by Kubernetes' rules wherever a spec gives them, so a spec
+that loads is not refused by an API server later.
+
 A spec may also describe an ArrayNode (a flytekit ``map_task``): by hand, with an ``arrayNode`` section beside
 the mapped task's template, or by pointing ``templateFile`` at the workflow ``pyflyte serialize`` wrote (or a
 ``pyflyte package`` archive), whose array node, map task and bindings are read by ``_workflow.py``.
@@ -10,19 +25,28 @@ the mapped task's template, or by pointing ``templateFile`` at the workflow ``py
 
 from __future__ import annotations
 
+import hashlib
+import math
+import re
+import secrets
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Final, TypeVar
 
 import orjson
-import yaml
 from flyteidl.admin import task_pb2 as admin_task_pb2
 from flyteidl.core import identifier_pb2, literals_pb2, security_pb2, tasks_pb2
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.message_factory import GetMessageClass
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from taskplug.core import (
+    Quantity,
     QuantityError,
     ResourceRequirements,
     SpecError,
@@ -30,33 +54,18 @@ from taskplug.core import (
     TaskExecutionMetadata,
     TaskOverrides,
     literal_map_from_plain,
+    load_document,
     parse_go_duration,
 )
 from taskplug.executor._workflow import WorkflowArrayNode, is_archive, read_workflow_array_node
 from taskplug.k8s import execution_labels
 
-__all__ = ["ArrayNodeSpec", "ExecutionSpec", "load_spec", "parse_spec"]
+__all__ = ["ArrayNodeSpec", "ExecutionSpec", "load_spec", "new_execution_name", "parse_spec"]
 
-_TOP_LEVEL = {"template", "templateFile", "execution", "inputs", "arrayNode", "node", "workflow"}
-_ARRAY_KEYS = {"parallelism", "minSuccesses", "minSuccessRatio", "boundInputs", "retries", "timeout"}
-_EXECUTION_KEYS = {
-    "id",
-    "generatedName",
-    "namespace",
-    "labels",
-    "annotations",
-    "serviceAccount",
-    "interruptible",
-    "maxAttempts",
-    "environment",
-    "consoleUrl",
-    "securityContext",
-    "platformResources",
-    "overrides",
-    "ownerReference",
-}
-_ID_KEYS = {"project", "domain", "name", "nodeId", "retryAttempt"}
-_OVERRIDE_KEYS = {"resources", "extendedResources", "containerImage", "podTemplate"}
+_UINT32_MAX: Final = 2**32 - 1
+_MAX_FILE_BYTES: Final = 4 * 1024 * 1024
+"""The most read of a template or workflow file: the bound load_document holds every document to."""
+_GO_DURATION_MAX_SECONDS: Final = (2**63 - 1) / 1e9
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,9 @@ class ExecutionSpec:
     inputs: literals_pb2.LiteralMap
     source: str = ""
     array: ArrayNodeSpec | None = None
+    named: bool = True
+    """Whether the spec gave ``execution.id.name``; False when the name was made for it (see
+    :func:`parse_spec`)."""
 
     @property
     def execution_key(self) -> str:
@@ -108,85 +120,460 @@ class ExecutionSpec:
         return replace(self, metadata=replace(self.metadata, task_execution_id=exec_id))
 
 
-def load_spec(path: str | Path) -> ExecutionSpec:
+# -- execution names ---------------------------------------------------------------------------------------
+
+# k8s.io/apimachinery/pkg/util/rand's alphabet (no vowels, so no words), which flyteadmin's names are made of.
+_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+_NAME_LENGTH: Final = 20
+# flyteadmin's validation of a given name (CheckValidExecutionID): lowercased, this regex, at most 63 bytes
+# (a Kubernetes label value).
+_NAME_RE: Final = re.compile(r"[a-z][a-z\-0-9]*")
+
+
+def new_execution_name() -> str:
+    """A fresh execution name as flyteadmin makes one when ``pyflyte run`` gives none (``GetExecutionName``):
+    ``a`` and 19 random characters of Kubernetes' random-string alphabet — a valid label value and object
+    name prefix."""
+    return "a" + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(_NAME_LENGTH - 1))
+
+
+def _content_name(document: Mapping[str, Any]) -> str:
+    """A name of the same form, drawn from the spec's content: the same spec always gets the same one."""
+    try:
+        canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits somewhere in the inputs
+        canonical = repr(document).encode()
+    digest = hashlib.sha256(canonical).digest()
+    return "a" + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[: _NAME_LENGTH - 1])
+
+
+# -- Kubernetes' rules for names, labels and annotations (k8s.io/apimachinery/pkg/util/validation) ----------
+
+_DNS1123_LABEL_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_RE: Final = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_TOTAL_ANNOTATION_SIZE: Final = 256 * 1024
+
+
+def _qualified_name_problem(key: str) -> str | None:
+    """IsQualifiedName: ``[prefix/]name``, the prefix a DNS-1123 subdomain, the name 63 characters of
+    ``[-A-Za-z0-9_.]`` starting and ending alphanumeric."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return "a qualified name is [prefix/]name, with at most one '/'"
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return "prefix part must be non-empty"
+        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
+            return "prefix part must be a lowercase RFC 1123 subdomain (e.g. 'example.com')"
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 characters"
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+            "with an alphanumeric character"
+        )
+    return None
+
+
+def _label_value_problem(value: str) -> str | None:
+    if len(value) > 63:
+        return "a label value must be no more than 63 characters"
+    if value and not _QUALIFIED_NAME_RE.fullmatch(value):
+        return (
+            "a label value must be empty or consist of alphanumeric characters, '-', '_' or '.', and must "
+            "start and end with an alphanumeric character"
+        )
+    return None
+
+
+def _check_labels(labels: Mapping[str, str] | None, path: str) -> None:
+    for key, value in (labels or {}).items():
+        problem = _qualified_name_problem(key) or _label_value_problem(value)
+        if problem:
+            raise SpecError(f"{path}.{key}", f"invalid label ({problem})")
+
+
+def _check_annotations(annotations: Mapping[str, str] | None, path: str) -> None:
+    total = 0
+    for key, value in (annotations or {}).items():
+        problem = _qualified_name_problem(key.lower())
+        if problem:
+            raise SpecError(f"{path}.{key}", f"invalid annotation key ({problem})")
+        total += len(key.encode()) + len(value.encode())
+    if total > _TOTAL_ANNOTATION_SIZE:
+        raise SpecError(
+            path, f"annotations may hold at most {_TOTAL_ANNOTATION_SIZE} bytes, these hold {total}"
+        )
+
+
+# -- the typed sections -----------------------------------------------------------------------------------
+
+
+def _scalar_text(value: Any) -> Any:
+    """A label, annotation or environment value: a string, or a number or boolean written without quotes
+    (``n: 3`` means "3"), as Kubernetes' YAML tools and viper read them; never a list, a map or null."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"must be a string, got {value!r}")
+        return repr(value)
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {_kind(value)}")
+    return value
+
+
+def _quantity(value: Any) -> Any:
+    """A resource quantity as Kubernetes reads one (a string, or a number by its text), never negative."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be a quantity such as '500m' or '1Gi', got {_kind(value)}")
+    try:
+        quantity = Quantity.from_json(value)
+    except QuantityError as e:
+        raise ValueError(str(e)) from None
+    if quantity.nanos < 0:
+        raise ValueError(f"must be a non-negative quantity, got {value!r}")
+    return value
+
+
+def _seconds(value: Any) -> float:
+    """A duration: a Go duration string (``90s``, ``1h30m``) or a number of seconds, that Go can hold."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be a duration such as '90s' or a number of seconds, got {_kind(value)}")
+    if isinstance(value, str):
+        return parse_go_duration(value).total_seconds()
+    if not math.isfinite(value) or abs(value) > _GO_DURATION_MAX_SECONDS:
+        raise ValueError(
+            f"duration {value!r} (seconds) is out of range (a Go duration holds about 292 years)"
+        )
+    return float(value)
+
+
+def _not_null(value: Any) -> Any:
+    # For keys whose null means nothing ("templateFile:" left empty): given, they must hold a value.
+    if value is None:
+        raise ValueError("must have a value, got null")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_scalar_text)]
+QuantityValue = Annotated[str | int | float, BeforeValidator(_quantity)]
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+Uint32 = Annotated[int, Field(ge=0, le=_UINT32_MAX)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class _Section(BaseModel):
+    """A section of the spec: strict types, unknown keys refused, camelCase keys."""
+
+    model_config = ConfigDict(
+        strict=True, extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False
+    )
+
+
+class _Id(_Section):
+    project: str | None = None
+    domain: str | None = None
+    name: str | None = None
+    node_id: str | None = None
+    retry_attempt: Uint32 = 0
+
+
+class _Resources(_Section):
+    requests: dict[str, QuantityValue] | None = None
+    limits: dict[str, QuantityValue] | None = None
+
+
+class _Overrides(_Section):
+    resources: _Resources | None = None
+    extended_resources: dict[str, Any] | None = None
+    container_image: str | None = None
+    pod_template: dict[str, Any] | None = None
+
+
+class _OwnerReference(_Section):
+    api_version: NonEmpty
+    kind: NonEmpty
+    name: NonEmpty
+    uid: NonEmpty
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class _Execution(_Section):
+    id: _Id | None = None
+    generated_name: NonEmpty | None = None
+    namespace: str | None = None
+    labels: dict[str, Text] | None = None
+    annotations: dict[str, Text] | None = None
+    service_account: str | None = None
+    interruptible: bool | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=_UINT32_MAX)] | None = None
+    environment: dict[str, Text] | None = None
+    console_url: str | None = None
+    security_context: dict[str, Any] | None = None
+    platform_resources: _Resources | None = None
+    overrides: _Overrides | None = None
+    owner_reference: _OwnerReference | None = None
+
+
+class _ArrayNode(_Section):
+    parallelism: Uint32 | None = None
+    min_successes: Uint32 | None = None
+    min_success_ratio: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    bound_inputs: list[NonEmpty] | None = None
+    retries: Uint32 | None = None
+    timeout: Seconds | None = None
+
+
+class _Spec(_Section):
+    template: Annotated[dict[str, Any] | None, BeforeValidator(_not_null)] = None
+    template_file: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
+    execution: _Execution | None = None
+    inputs: dict[str, Any] | None = None
+    array_node: _ArrayNode | None = None
+    node: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
+    workflow: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
+
+
+# The pod specs a task carries: the fields the pod builders and a kubelet read, typed; every other field of a
+# PodSpec or Container is kept as given (the API server's decoding checks those).
+
+
+class _PodPart(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True, alias_generator=to_camel)
+
+
+class _EnvVar(_Section):
+    name: str
+    value: str | None = None
+    value_from: dict[str, Any] | None = None
+
+
+class _ContainerResources(_PodPart):
+    requests: dict[str, QuantityValue] | None = None
+    limits: dict[str, QuantityValue] | None = None
+
+
+class _Container(_PodPart):
+    name: str | None = None
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str | None = None
+    env: list[_EnvVar] | None = None
+    resources: _ContainerResources | None = None
+
+
+class _PodSpec(_PodPart):
+    containers: list[_Container] | None = None
+    init_containers: list[_Container] | None = None
+    node_selector: dict[str, str] | None = None
+    service_account_name: str | None = None
+    tolerations: list[dict[str, Any]] | None = None
+    volumes: list[dict[str, Any]] | None = None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validate(model: type[M], value: Any, path: str) -> M:
+    try:
+        return model.model_validate(value)
+    except ValidationError as e:
+        raise _spec_error(model, e, path) from None
+
+
+_TYPE_WORDS: Final = {
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
+    "float_type": "must be a number",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "list_type": "must be a list",
+    "missing": "required",
+    "finite_number": "must be a finite number",
+}
+
+
+def _spec_error(model: type[BaseModel], error: ValidationError, prefix: str) -> SpecError:
+    first = error.errors(include_url=False)[0]
+    loc = list(first["loc"])
+    kind = first["type"]
+    if loc and loc[-1] == "[key]":  # a mapping's key of the wrong type: name it as the key it is
+        loc = [*loc[:-2], str(loc[-2])]
+        return SpecError(_dotted(prefix, loc), f"keys must be strings, got {_kind(first['input'])}")
+    path = _dotted(prefix, loc)
+    if kind == "extra_forbidden":
+        known = _known_fields(model, loc[:-1])
+        listed = f" (expected one of: {', '.join(known)})" if known else ""
+        return SpecError(path, f"unknown field{listed}")
+    bound = (first.get("ctx") or {}).get("le" if kind == "less_than_equal" else "ge")
+    if kind in ("less_than_equal", "greater_than_equal") and bound is not None:
+        word = "at most" if kind == "less_than_equal" else "at least"
+        uint32 = " (a uint32, as in flyteidl)" if bound == _UINT32_MAX else ""
+        return SpecError(path, f"must be {word} {bound}{uint32}, got {_kind(first['input'])}")
+    if kind in _TYPE_WORDS:
+        reason = _TYPE_WORDS[kind]
+        if kind != "missing":
+            reason += f", got {_kind(first['input'])}"
+        return SpecError(path, reason)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    message = message.replace("Input should be", "must be")
+    return SpecError(path, message)
+
+
+def _dotted(prefix: str, loc: list[Any]) -> str:
+    path = prefix
+    for part in loc:
+        path = f"{path}[{part}]" if isinstance(part, int) else (f"{path}.{part}" if path else str(part))
+    return path
+
+
+def _known_fields(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = next((f for n, f in current.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return []
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return sorted(f.alias or n for n, f in current.model_fields.items())
+    return []
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- loading ---------------------------------------------------------------------------------------------
+
+
+def load_spec(path: str | Path, *, fresh_name: bool = True) -> ExecutionSpec:
+    """Read and parse the spec at ``path`` through the bounded document reader (size, UTF-8, YAML aliases
+    and nesting; errors name the file). ``fresh_name``: see :func:`parse_spec`."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise SpecError("", f"cannot read execution spec {str(p)!r}: {e.strerror}") from e
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise SpecError("", f"execution spec {str(p)!r} is not valid YAML or JSON: {e}") from e
+    document = load_document(p, what="execution spec")
     if not isinstance(document, Mapping):
         raise SpecError("", f"execution spec {str(p)!r} must be a mapping at the top level")
-    return parse_spec(document, base_dir=p.parent, source=str(p))
+    try:
+        return parse_spec(document, base_dir=p.parent, source=str(p), fresh_name=fresh_name)
+    except SpecError as e:
+        if not e.path:
+            raise
+        raise SpecError(e.path, f"{e.reason} (in {str(p)!r})") from None
 
 
-def parse_spec(document: Mapping[str, Any], *, base_dir: Path = Path("."), source: str = "") -> ExecutionSpec:
-    _reject_unknown(document, _TOP_LEVEL, "")
-    workflow = _load_workflow(document, base_dir)
-    template = workflow.task if workflow is not None else _load_template(document, base_dir)
-    execution = document.get("execution") or {}
-    _expect_mapping(execution, "execution")
-    _reject_unknown(execution, _EXECUTION_KEYS, "execution")
-    raw_inputs = document.get("inputs") or {}
-    _expect_mapping(raw_inputs, "inputs")
+def parse_spec(
+    document: Mapping[str, Any], *, base_dir: Path = Path("."), source: str = "", fresh_name: bool = True
+) -> ExecutionSpec:
+    """The execution a spec document describes; a malformed field is a :class:`SpecError` naming it.
+
+    A spec without ``execution.id.name`` gets a name made for it: with ``fresh_name`` a new random one each
+    time (as flyteadmin names an execution ``pyflyte run`` launches without ``--name``: every ``taskplug
+    run`` of it is a new execution), otherwise one drawn from the spec's content, so that the same spec
+    always renders the same objects (``taskplug render``)."""
+    spec = _validate(_Spec, dict(document), "")
+    execution = spec.execution or _Execution()
+    workflow = _load_workflow(spec, base_dir)
+    template = workflow.task if workflow is not None else _load_template(spec, base_dir)
+    _check_task_pod_metadata(template)
+    given = execution.id.name if execution.id is not None and execution.id.name else None
+    name = given or (new_execution_name() if fresh_name else _content_name(document))
+    raw_inputs = spec.inputs or {}
     if workflow is not None:
         metadata = _load_metadata(
             execution,
             template,
+            name=name,
             default_node_id=workflow.node.id,
             default_interruptible=_sub_node_interruptible(workflow),
         )
-        if "overrides" not in execution:
+        if execution.overrides is None:
             metadata = replace(metadata, overrides=_task_node_overrides(workflow))
         inputs = workflow.node_inputs(raw_inputs)
         array = _workflow_array(workflow, execution)
-        return ExecutionSpec(template, metadata, inputs, source, array)
-    metadata = _load_metadata(execution, template)
+        return ExecutionSpec(template, metadata, inputs, source, array, named=given is not None)
+    metadata = _load_metadata(execution, template, name=name)
     interface = template.interface.inputs if template.HasField("interface") else None
     inputs = literal_map_from_plain(raw_inputs, interface, "inputs")
     if interface is not None:
         missing = sorted(set(interface.variables) - set(inputs.literals))
         if missing:
             raise SpecError(f"inputs.{missing[0]}", f"the task needs input(s) {missing} and none was given")
-    hand_array = _load_array(document["arrayNode"], template, execution) if "arrayNode" in document else None
-    return ExecutionSpec(template, metadata, inputs, source, hand_array)
+    hand_array = None
+    if "array_node" in spec.model_fields_set:
+        hand_array = _load_array(spec.array_node or _ArrayNode(), template, execution)
+    return ExecutionSpec(template, metadata, inputs, source, hand_array, named=given is not None)
 
 
 # -- array nodes -----------------------------------------------------------------------------------------
 
 
-def _load_workflow(document: Mapping[str, Any], base_dir: Path) -> WorkflowArrayNode | None:
+def _load_workflow(spec: _Spec, base_dir: Path) -> WorkflowArrayNode | None:
     """The ArrayNode of a workflow ``templateFile`` (pyflyte serialize / package); None for a task file."""
-    node_id, name = document.get("node"), document.get("workflow")
-    for key, value in (("node", node_id), ("workflow", name)):
-        if value is not None and (not isinstance(value, str) or not value):
-            raise SpecError(key, "must be a non-empty string")
     found = None
-    value = document.get("templateFile")
-    if "template" not in document and isinstance(value, str) and value:
-        path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
-        data = None
-        if not is_archive(path):
-            try:
-                data = path.read_bytes()
-            except OSError as e:
-                raise SpecError("templateFile", f"cannot read {str(path)!r}: {e.strerror}") from e
-        found = read_workflow_array_node(path, data, node_id=node_id, workflow_name=name)
+    if spec.template is None and spec.template_file is not None:
+        path = _relative(spec.template_file, base_dir)
+        data = None if is_archive(path) else _read_binary(path)
+        found = read_workflow_array_node(path, data, node_id=spec.node, workflow_name=spec.workflow)
     if found is None:
-        for key in ("node", "workflow"):
-            if key in document:
+        for key, value in (("node", spec.node), ("workflow", spec.workflow)):
+            if value is not None:
                 raise SpecError(
                     key, "only with a templateFile that is a workflow (pyflyte serialize / package)"
                 )
         return None
-    if "arrayNode" in document:
+    if "array_node" in spec.model_fields_set:
         raise SpecError(
             "arrayNode", "not with a workflow templateFile: the workflow's array node describes the map"
         )
     return found
+
+
+def _relative(value: str, base_dir: Path) -> Path:
+    return (base_dir / value) if not Path(value).is_absolute() else Path(value)
+
+
+def _read_binary(path: Path) -> bytes:
+    """A template or workflow file's bytes, read within the same bound as any document."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(_MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise SpecError("templateFile", f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    if len(data) > _MAX_FILE_BYTES:
+        raise SpecError("templateFile", f"{str(path)!r} is larger than {_MAX_FILE_BYTES} bytes")
+    return data
 
 
 def _sub_node_interruptible(workflow: WorkflowArrayNode) -> bool | None:
@@ -214,14 +601,14 @@ def _task_node_overrides(workflow: WorkflowArrayNode) -> TaskOverrides:
             if name is not None and entry.value:
                 resources.setdefault(kind, {})[name] = entry.value
     return TaskOverrides(
-        resources=_resources(resources, "node.overrides.resources"),
+        resources=_resources(_validate(_Resources, resources, "node.overrides.resources")),
         extended_resources=overrides.extended_resources if overrides.HasField("extended_resources") else None,
         container_image=overrides.container_image,
         pod_template=overrides.pod_template if overrides.HasField("pod_template") else None,
     )
 
 
-def _workflow_array(workflow: WorkflowArrayNode, execution: Mapping[str, Any]) -> ArrayNodeSpec:
+def _workflow_array(workflow: WorkflowArrayNode, execution: _Execution) -> ArrayNodeSpec:
     array = workflow.array
     sub_metadata = workflow.sub_node.metadata
     min_attempts: int | None = None
@@ -229,8 +616,8 @@ def _workflow_array(workflow: WorkflowArrayNode, execution: Mapping[str, Any]) -
         min_attempts = sub_metadata.retries.retries + 1
     elif workflow.task.metadata.HasField("retries"):
         min_attempts = workflow.task.metadata.retries.retries + 1
-    if "maxAttempts" in execution:
-        min_attempts = execution["maxAttempts"]
+    if execution.max_attempts is not None:
+        min_attempts = execution.max_attempts
     timeout = None
     if sub_metadata.HasField("timeout") and sub_metadata.timeout.ToTimedelta().total_seconds() > 0:
         timeout = sub_metadata.timeout.ToTimedelta().total_seconds()
@@ -251,126 +638,191 @@ def _workflow_array(workflow: WorkflowArrayNode, execution: Mapping[str, Any]) -
     )
 
 
-def _duration_seconds(value: Any) -> float:
-    """A Go duration (``90s``, ``1h30m``) or a number of seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return parse_go_duration(value).total_seconds()
-
-
-def _non_negative_int(value: Any, path: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise SpecError(path, f"must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _load_array(value: Any, template: tasks_pb2.TaskTemplate, execution: Mapping[str, Any]) -> ArrayNodeSpec:
-    if value is None:
-        value = {}
-    _expect_mapping(value, "arrayNode")
-    _reject_unknown(value, _ARRAY_KEYS, "arrayNode")
-    parallelism = value.get("parallelism")
-    if parallelism is not None:
-        parallelism = _non_negative_int(parallelism, "arrayNode.parallelism")
-    min_successes = value.get("minSuccesses")
-    ratio = value.get("minSuccessRatio")
-    if min_successes is not None and ratio is not None:
+def _load_array(value: _ArrayNode, template: tasks_pb2.TaskTemplate, execution: _Execution) -> ArrayNodeSpec:
+    if value.min_successes is not None and value.min_success_ratio is not None:
         raise SpecError("arrayNode.minSuccessRatio", "give at most one of minSuccesses and minSuccessRatio")
-    if min_successes is not None:
-        min_successes = _non_negative_int(min_successes, "arrayNode.minSuccesses")
-    if ratio is not None:
-        if not isinstance(ratio, int | float) or isinstance(ratio, bool) or not 0 <= ratio <= 1:
-            raise SpecError("arrayNode.minSuccessRatio", f"must be a number from 0 to 1, got {ratio!r}")
-        ratio = float(ratio)
-    bound = value.get("boundInputs") or []
-    if not isinstance(bound, list):
-        raise SpecError("arrayNode.boundInputs", "must be a list of input names")
+    bound = value.bound_inputs or []
     declared = set(template.interface.inputs.variables) if template.HasField("interface") else None
     for i, name in enumerate(bound):
-        if not isinstance(name, str) or not name:
-            raise SpecError(f"arrayNode.boundInputs[{i}]", f"must be an input name, got {name!r}")
         if declared is not None and name not in declared:
             raise SpecError(
                 f"arrayNode.boundInputs[{i}]",
                 f"the task declares no input named {name!r} (it has {sorted(declared)})",
             )
     min_attempts: int | None = None
-    if "retries" in value:
-        min_attempts = _non_negative_int(value["retries"], "arrayNode.retries") + 1
+    if value.retries is not None:
+        min_attempts = value.retries + 1
     elif template.metadata.HasField("retries"):
         min_attempts = template.metadata.retries.retries + 1
-    if "maxAttempts" in execution:
-        min_attempts = execution["maxAttempts"]
+    if execution.max_attempts is not None:
+        min_attempts = execution.max_attempts
     timeout: float | None = None
-    if value.get("timeout") is not None:
-        try:
-            seconds = _duration_seconds(value["timeout"])
-        except ValueError as e:
-            raise SpecError("arrayNode.timeout", str(e)) from e
-        timeout = seconds if seconds > 0 else None
+    if value.timeout is not None:
+        timeout = value.timeout if value.timeout > 0 else None
     elif template.metadata.timeout.ToTimedelta().total_seconds() > 0:
         timeout = template.metadata.timeout.ToTimedelta().total_seconds()
     return ArrayNodeSpec(
-        parallelism=parallelism,
-        min_successes=min_successes,
-        min_success_ratio=ratio,
+        parallelism=value.parallelism,
+        min_successes=value.min_successes,
+        min_success_ratio=value.min_success_ratio,
         bound_inputs=tuple(bound),
         min_attempts=min_attempts,
         timeout=timeout,
     )
 
 
-def _reject_unknown(mapping: Mapping[str, Any], known: set[str], path: str) -> None:
-    for key in mapping:
-        if key not in known:
-            where = f"{path}.{key}" if path else str(key)
-            raise SpecError(where, f"unknown field (expected one of: {', '.join(sorted(known))})")
+# -- flyteidl messages -------------------------------------------------------------------------------------
+
+_INT_RANGE: Final = (-(2**63), 2**64 - 1)
+_WELL_KNOWN: Final = "google.protobuf."
 
 
-def _expect_mapping(value: Any, path: str) -> None:
-    if not isinstance(value, Mapping):
-        raise SpecError(path, f"must be a mapping, got {type(value).__name__}")
-
-
-def _parse_message(value: Any, message: Message, path: str) -> Any:
-    _expect_mapping(value, path)
+def _parse_message(value: Mapping[str, Any], message: Message, path: str) -> Any:
+    _check_json_values(value, path)
     try:
-        # Round-trip through JSON so YAML-only types (dates, ints as keys) are normalised first.
-        return json_format.Parse(orjson.dumps(value, default=str), message)
-    except (json_format.ParseError, TypeError, ValueError) as e:
-        raise SpecError(path, _parse_error_text(e)) from e
+        # Round-trip through JSON so that integer keys are written as JSON writes them.
+        return json_format.Parse(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS), message)
+    except json_format.ParseError as e:
+        where, reason = _locate(value, message.DESCRIPTOR, path)
+        raise SpecError(where, reason or _parse_error_text(e)) from None
+
+
+def _check_json_values(value: Any, path: str) -> None:
+    """What protobuf's JSON form cannot hold is an error naming it: a float that is not finite (JSON has
+    none; a Struct would turn it into null) or an integer beyond 64 bits."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise SpecError(where, f"must be a finite number, got {item!r}")
+        if (
+            isinstance(item, int)
+            and not isinstance(item, bool)
+            and not _INT_RANGE[0] <= item <= _INT_RANGE[1]
+        ):
+            raise SpecError(where, "is out of range (integers here hold at most 64 bits)")
+        if isinstance(item, Mapping):
+            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+
+
+def _locate(value: Mapping[str, Any], descriptor: Descriptor, path: str) -> tuple[str, str | None]:
+    """The field of ``value`` (JSON for a ``descriptor`` message) that protobuf refuses, and why: each key is
+    parsed alone, and a message-typed one is searched in turn. ``(path, None)`` when no one key is at fault
+    (two members of a oneof, say)."""
+    for key, sub in value.items():
+        where = f"{path}.{key}"
+        field = descriptor.fields_by_camelcase_name.get(str(key)) or descriptor.fields_by_name.get(str(key))
+        if field is None:
+            known = sorted(f.json_name for f in descriptor.fields)
+            return where, f"unknown field (expected one of: {', '.join(known)})"
+        error = _parse_error({key: sub}, descriptor)
+        if error is None:
+            continue
+        inner = field.message_type
+        if inner is None and field.is_repeated and isinstance(sub, list):
+            for i, item in enumerate(sub):  # a list of scalars: the element at fault
+                problem = _parse_error({key: [item]}, descriptor)
+                if problem is not None:
+                    return f"{where}[{i}]", problem
+        elif inner is not None and inner.GetOptions().map_entry:
+            # A map: the entry at fault, and within it the field when its values are messages.
+            values = inner.fields_by_name["value"].message_type
+            if (values is None or values.full_name.startswith(_WELL_KNOWN)) and isinstance(sub, Mapping):
+                for name, item in sub.items():
+                    problem = _parse_error({key: {name: item}}, descriptor)
+                    if problem is not None:
+                        return f"{where}.{name}", problem
+            elif values is not None and isinstance(sub, Mapping):
+                for name, item in sub.items():
+                    if not isinstance(item, Mapping):
+                        return f"{where}.{name}", f"must be a mapping, got {_kind(item)}"
+                    found = _locate(item, values, f"{where}.{name}")
+                    if found[1] is not None:
+                        return found
+        elif inner is not None and not inner.full_name.startswith(_WELL_KNOWN):
+            if field.is_repeated and isinstance(sub, list):
+                for i, item in enumerate(sub):
+                    if not isinstance(item, Mapping):
+                        return f"{where}[{i}]", f"must be a mapping, got {_kind(item)}"
+                    if _parse_error(item, inner) is not None:
+                        found = _locate(item, inner, f"{where}[{i}]")
+                        return found if found[1] is not None else (found[0], _parse_error(item, inner))
+            elif not field.is_repeated and isinstance(sub, Mapping):
+                found = _locate(sub, inner, where)
+                if found[1] is not None:
+                    return found
+        return where, error
+    return path, None
+
+
+def _parse_error(value: Mapping[str, Any], descriptor: Descriptor) -> str | None:
+    try:
+        json_format.Parse(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS), GetMessageClass(descriptor)())
+    except json_format.ParseError as e:
+        return _parse_error_text(e)
+    return None
+
+
+_FAILED_TO_PARSE = re.compile(r"Failed to parse \w+ field: ")
+_AT = re.compile(r"\.? at [\w.\[\]]+\.*$")
 
 
 def _parse_error_text(e: Exception) -> str:
-    return str(e).replace('Message type "flyteidl.core.', 'message "').replace("Failed to parse ", "")
+    text = _FAILED_TO_PARSE.sub("", str(e)).replace('Message type "flyteidl.core.', 'message "')
+    return _AT.sub("", text.strip()).rstrip(".")
 
 
-def _load_template(document: Mapping[str, Any], base_dir: Path) -> tasks_pb2.TaskTemplate:
-    has_inline, has_file = "template" in document, "templateFile" in document
-    if has_inline == has_file:
+# -- the template ------------------------------------------------------------------------------------------
+
+
+def _load_template(spec: _Spec, base_dir: Path) -> tasks_pb2.TaskTemplate:
+    if (spec.template is None) == (spec.template_file is None):
         raise SpecError(
             "template", "give exactly one of `template` (inline) or `templateFile` (binary TaskTemplate)"
         )
-    if has_inline:
-        template = _parse_message(document["template"], tasks_pb2.TaskTemplate(), "template")
+    if spec.template is not None:
+        template = _parse_message(spec.template, tasks_pb2.TaskTemplate(), "template")
     else:
-        template = _read_template_file(document["templateFile"], base_dir)
+        assert spec.template_file is not None
+        template = _read_template_file(spec.template_file, base_dir)
     if not template.type:
         raise SpecError("template.type", "required (the task type, e.g. container or python-task)")
     target = template.WhichOneof("target")
-    if target == "container" and not template.container.image:
-        raise SpecError("template.container.image", "required")
+    if target == "container" and not template.container.image and not _image_supplied(spec, template):
+        raise SpecError(
+            "template.container.image",
+            "required (or give execution.overrides.containerImage, or a pod template that sets it)",
+        )
+    # Deviation: propeller converts the protobuf Duration to a Go time.Duration, which saturates at about 292
+    # years; taskplug refuses a longer timeout (it is a mistake, and a deadline past year 9999 cannot be
+    # computed) instead of running with a silently shortened one.
+    if template.metadata.timeout.seconds > _GO_DURATION_MAX_SECONDS:
+        raise SpecError("template.metadata.timeout", "is out of range (a Go duration holds about 292 years)")
     return template
 
 
-def _read_template_file(value: Any, base_dir: Path) -> tasks_pb2.TaskTemplate:
-    if not isinstance(value, str) or not value:
-        raise SpecError("templateFile", "must be a path to a binary TaskTemplate")
-    path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SpecError("templateFile", f"cannot read {str(path)!r}: {e.strerror}") from e
+def _image_supplied(spec: _Spec, template: tasks_pb2.TaskTemplate) -> bool:
+    """Whether something other than the template may give the container its image: Flyte applies
+    ``overrides.containerImage`` to a template without one (pod_helper_test.go TestToK8sPodContainerImage),
+    a pod template's ``primary``/``default`` container image fills an empty one, and a pod template
+    override replaces the pod spec; with any of them a missing image is left, as in Flyte, to the API server.
+
+    Deviation: Flyte never refuses a missing container image itself (the API server refuses the pod at
+    create). A spec whose container has no image, no ``overrides.containerImage``, no pod template override
+    and no ``podTemplateName`` cannot run, and is refused when read, naming the field; a platform default
+    pod template (``plugins.k8s.default-pod-template-name``) is not known then, so a spec relying on it for
+    the image must still name the image or the pod template."""
+    overrides = spec.execution.overrides if spec.execution is not None else None
+    if overrides is not None and (overrides.container_image or overrides.pod_template):
+        return True
+    return bool(template.metadata.pod_template_name)
+
+
+def _read_template_file(value: str, base_dir: Path) -> tasks_pb2.TaskTemplate:
+    path = _relative(value, base_dir)
+    data = _read_binary(path)
     # flytekit writes either a bare TaskTemplate or an admin TaskSpec around it.
     for parse in (_as_template, _as_task_spec):
         template = parse(data)
@@ -401,61 +853,61 @@ def _as_task_spec(data: bytes) -> tasks_pb2.TaskTemplate | None:
     return spec.template if spec.HasField("template") else None
 
 
-def _str_map(value: Any, path: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    _expect_mapping(value, path)
-    out = {}
-    for k, v in value.items():
-        if v is None or isinstance(v, Mapping | list):  # YAML `key:` with no value is not the string "None"
-            raise SpecError(f"{path}.{k}", "must be a string")
-        out[str(k)] = "true" if v is True else "false" if v is False else str(v)
-    return out
+def _check_task_pod_metadata(template: tasks_pb2.TaskTemplate) -> None:
+    """The labels and annotations a K8sPod task puts on its pod are valid Kubernetes ones. (Its pod spec, like
+    every ``custom``, is the plugin's to decode: a malformed one is the plugin's BadTaskSpecification, with
+    Flyte's words.)"""
+    if template.HasField("k8s_pod"):
+        metadata = template.k8s_pod.metadata
+        _check_labels(dict(metadata.labels), "template.k8sPod.metadata.labels")
+        _check_annotations(dict(metadata.annotations), "template.k8sPod.metadata.annotations")
 
 
-def _resources(value: Any, path: str) -> ResourceRequirements:
-    if value is None:
-        return ResourceRequirements()
-    _expect_mapping(value, path)
-    _reject_unknown(value, {"requests", "limits"}, path)
-    for kind in ("requests", "limits"):
-        section = value.get(kind) or {}
-        _expect_mapping(section, f"{path}.{kind}")
-        for name, quantity in section.items():
-            try:
-                ResourceRequirements.from_k8s({kind: {name: quantity}})
-            except QuantityError as e:
-                raise SpecError(f"{path}.{kind}.{name}", str(e)) from e
-    return ResourceRequirements.from_k8s(value)
-
-
-def _bool(value: Any, path: str, default: bool) -> bool:
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise SpecError(path, f"must be true or false, got {value!r}")
+def _struct(struct: Any) -> dict[str, Any]:
+    value: dict[str, Any] = json_format.MessageToDict(struct)
     return value
 
 
+def _check_pod_spec(value: Any, path: str) -> None:
+    _check_pod_spec_semantics(_validate(_PodSpec, value, path), path)
+
+
+def _check_pod_spec_semantics(spec: _PodSpec, path: str) -> None:
+    _check_labels(spec.node_selector, f"{path}.nodeSelector")
+
+
+# -- the execution -------------------------------------------------------------------------------------------
+
+
+def _resources(value: _Resources | None) -> ResourceRequirements:
+    if value is None:
+        return ResourceRequirements()
+    return ResourceRequirements.from_k8s({"requests": value.requests or {}, "limits": value.limits or {}})
+
+
+def _check_name(name: str) -> None:
+    if len(name) > 63 or not _NAME_RE.fullmatch(name.lower()):
+        raise SpecError(
+            "execution.id.name",
+            f"invalid execution name {name!r}: it must start with a letter and hold only letters, digits "
+            "and '-', at most 63 characters (flyteadmin's rule; it is a Kubernetes label value)",
+        )
+
+
 def _load_metadata(
-    execution: Mapping[str, Any],
+    execution: _Execution,
     template: tasks_pb2.TaskTemplate,
     *,
+    name: str,
     default_node_id: str = "n0",
     default_interruptible: bool | None = None,
 ) -> TaskExecutionMetadata:
-    raw_id = execution.get("id") or {}
-    _expect_mapping(raw_id, "execution.id")
-    _reject_unknown(raw_id, _ID_KEYS, "execution.id")
-    project = str(raw_id.get("project") or template.id.project or "project")
-    domain = str(raw_id.get("domain") or template.id.domain or "development")
-    name = str(raw_id.get("name") or "")
-    if not name:
-        raise SpecError("execution.id.name", "required (the execution's name)")
-    node_id = str(raw_id.get("nodeId") or default_node_id)
-    attempt = raw_id.get("retryAttempt", 0)
-    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
-        raise SpecError("execution.id.retryAttempt", f"must be a non-negative integer, got {attempt!r}")
+    raw_id = execution.id or _Id()
+    project = raw_id.project or template.id.project or "project"
+    domain = raw_id.domain or template.id.domain or "development"
+    _check_name(name)
+    node_id = raw_id.node_id or default_node_id
+    attempt = raw_id.retry_attempt
 
     tid = identifier_pb2.TaskExecutionIdentifier(
         node_execution_id=identifier_pb2.NodeExecutionIdentifier(
@@ -468,88 +920,81 @@ def _load_metadata(
     )
     if template.HasField("id"):
         tid.task_id.CopyFrom(template.id)
-    generated = execution.get("generatedName") or f"{name}-{node_id}-{attempt}"
-    if not isinstance(generated, str):
-        raise SpecError("execution.generatedName", "must be a string")
+    generated = execution.generated_name or f"{name}-{node_id}-{attempt}"
 
     # Flyte's single-task launch gives the node the task's retry strategy: retries + 1 attempts, unless the
     # spec says otherwise (a budget of 1 then falls to the executor's default-max-attempts, as in propeller).
     default_attempts = template.metadata.retries.retries + 1 if template.metadata.HasField("retries") else 1
-    max_attempts = execution.get("maxAttempts", default_attempts)
-    if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
-        raise SpecError("execution.maxAttempts", f"must be an integer ≥ 1, got {max_attempts!r}")
-    interruptible = _bool(
-        execution.get("interruptible"),
-        "execution.interruptible",
-        template.metadata.interruptible if default_interruptible is None else default_interruptible,
-    )
+    max_attempts = execution.max_attempts if execution.max_attempts is not None else default_attempts
+    interruptible = execution.interruptible
+    if interruptible is None:
+        interruptible = (
+            template.metadata.interruptible if default_interruptible is None else default_interruptible
+        )
 
-    namespace = execution.get("namespace") or f"{project}-{domain}"
-    if not isinstance(namespace, str):
-        raise SpecError("execution.namespace", "must be a string")
+    namespace = execution.namespace or f"{project}-{domain}"
+    if len(namespace) > 63 or not _DNS1123_LABEL_RE.fullmatch(namespace):
+        raise SpecError(
+            "execution.namespace",
+            f"invalid namespace {namespace!r}: a Kubernetes namespace is a lowercase RFC 1123 label "
+            "(lowercase letters, digits and '-', at most 63 characters)",
+        )
 
     # The labels propeller puts on every task object; the informer finds the owning execution by execution-id.
     labels = execution_labels(name, node_id, interruptible=interruptible, task_name=template.id.name)
-    labels.update(_str_map(execution.get("labels"), "execution.labels"))
+    _check_labels(execution.labels, "execution.labels")
+    labels.update(execution.labels or {})
+    _check_annotations(execution.annotations, "execution.annotations")
 
     security = security_pb2.SecurityContext()
-    if execution.get("securityContext"):
+    if execution.security_context:
         security = _parse_message(
-            execution["securityContext"], security_pb2.SecurityContext(), "execution.securityContext"
+            execution.security_context, security_pb2.SecurityContext(), "execution.securityContext"
         )
-    owner = execution.get("ownerReference")
-    if owner is not None:
-        _expect_mapping(owner, "execution.ownerReference")
-        for key in ("apiVersion", "kind", "name", "uid"):
-            if not owner.get(key):
-                raise SpecError(f"execution.ownerReference.{key}", "required")
-
-    service_account = execution.get("serviceAccount") or ""
-    if not isinstance(service_account, str):
-        raise SpecError("execution.serviceAccount", "must be a string")
-    console_url = execution.get("consoleUrl") or ""
-    if not isinstance(console_url, str):
-        raise SpecError("execution.consoleUrl", "must be a string")
+    owner = execution.owner_reference
 
     return TaskExecutionMetadata(
         task_execution_id=TaskExecutionID(generated, tid, node_id),
         namespace=namespace,
         owner_name=name,
-        owner_reference=dict(owner) if owner else None,
-        overrides=_load_overrides(execution.get("overrides")),
+        owner_reference=owner.model_dump(by_alias=True, exclude_none=True) if owner else None,
+        overrides=_load_overrides(execution.overrides),
         labels=labels,
-        annotations=_str_map(execution.get("annotations"), "execution.annotations"),
+        annotations=dict(execution.annotations or {}),
         max_attempts=max_attempts,
-        k8s_service_account=service_account,
+        k8s_service_account=execution.service_account or "",
         security_context=security,
         interruptible=interruptible,
-        platform_resources=_resources(execution.get("platformResources"), "execution.platformResources"),
-        environment_variables=_str_map(execution.get("environment"), "execution.environment"),
-        console_url=console_url,
+        platform_resources=_resources(execution.platform_resources),
+        environment_variables=dict(execution.environment or {}),
+        console_url=execution.console_url or "",
     )
 
 
-def _load_overrides(value: Any) -> TaskOverrides:
+def _load_overrides(value: _Overrides | None) -> TaskOverrides:
     if value is None:
         return TaskOverrides(resources=ResourceRequirements())
-    _expect_mapping(value, "execution.overrides")
-    _reject_unknown(value, _OVERRIDE_KEYS, "execution.overrides")
+    path = "execution.overrides"
     extended = None
-    if value.get("extendedResources"):
+    if value.extended_resources:
         extended = _parse_message(
-            value["extendedResources"], tasks_pb2.ExtendedResources(), "execution.overrides.extendedResources"
+            value.extended_resources, tasks_pb2.ExtendedResources(), f"{path}.extendedResources"
         )
     pod_template = None
-    if value.get("podTemplate"):
-        pod_template = _parse_message(
-            value["podTemplate"], tasks_pb2.K8sPod(), "execution.overrides.podTemplate"
+    if value.pod_template:
+        pod_template = _parse_message(value.pod_template, tasks_pb2.K8sPod(), f"{path}.podTemplate")
+        # Deviation: Flyte finds a malformed override pod spec when the pod is built (BadTaskSpecification,
+        # the task fails); it is part of the spec here, so it is a spec error naming the field, before
+        # anything runs.
+        if pod_template.HasField("pod_spec"):
+            _check_pod_spec(_struct(pod_template.pod_spec), f"{path}.podTemplate.podSpec")
+        _check_labels(dict(pod_template.metadata.labels), f"{path}.podTemplate.metadata.labels")
+        _check_annotations(
+            dict(pod_template.metadata.annotations), f"{path}.podTemplate.metadata.annotations"
         )
-    image = value.get("containerImage") or ""
-    if not isinstance(image, str):
-        raise SpecError("execution.overrides.containerImage", "must be a string")
     return TaskOverrides(
-        resources=_resources(value.get("resources"), "execution.overrides.resources"),
+        resources=_resources(value.resources),
         extended_resources=extended,
-        container_image=image,
+        container_image=value.container_image or "",
         pod_template=pod_template,
     )

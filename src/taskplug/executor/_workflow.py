@@ -14,20 +14,42 @@ interruptible, task-node overrides) describe the map. This is what FlyteAdmin's 
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
+import lzma
 import tarfile
-from collections.abc import Mapping
+import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Final
 
 from flyteidl.admin import launch_plan_pb2, task_pb2, workflow_pb2
 from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
 from flyteidl.core import workflow_pb2 as core_workflow_pb2
 from google.protobuf.message import DecodeError
 
-from taskplug.core import SpecError, literal_map_from_plain
+from taskplug.core import MAX_DOCUMENT_BYTES, SpecError, literal_map_from_plain
 
-__all__ = ["WorkflowArrayNode", "is_archive", "read_workflow_array_node"]
+__all__ = [
+    "MAX_ARCHIVE_MEMBERS",
+    "MAX_ENTITY_BYTES",
+    "MAX_WORKFLOW_BYTES",
+    "WorkflowArrayNode",
+    "is_archive",
+    "read_workflow_array_node",
+]
+
+MAX_ENTITY_BYTES: Final = MAX_DOCUMENT_BYTES
+"""Largest serialized entity (a ``.pb`` file or archive member) read: the bound of any document. flyteadmin
+keeps task and workflow closures far smaller (gRPC's default message limit is 4 MiB)."""
+MAX_WORKFLOW_BYTES: Final = 16 * MAX_DOCUMENT_BYTES
+"""Most bytes a workflow's files may hold together (the ``.pb`` files beside it, or every member of its
+archive, read or passed over): 64 MiB, where a ``pyflyte package`` of a project is kilobytes."""
+MAX_ARCHIVE_MEMBERS: Final = 10_000
+"""Most members an archive may have (pyflyte writes a few per task and workflow)."""
 
 _START_NODE = "start-node"
 
@@ -65,8 +87,18 @@ class WorkflowArrayNode:
 
 
 def is_archive(path: Path) -> bool:
+    """Whether ``path`` is named as a tar archive or is one. ``tarfile.is_tarfile`` alone says yes to a file
+    of zeros (an empty archive: its end-of-archive blocks); an archive here must hold a member."""
     name = path.name.lower()
-    return name.endswith((".tgz", ".tar.gz", ".tar")) or (path.is_file() and tarfile.is_tarfile(path))
+    if name.endswith((".tgz", ".tar.gz", ".tar")):
+        return True
+    if not path.is_file():
+        return False
+    try:
+        with _open_archive(path) as archive:
+            return archive.next() is not None
+    except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, SpecError):
+        return False
 
 
 def read_workflow_array_node(
@@ -106,28 +138,114 @@ def read_workflow_array_node(
 # -- reading the files -----------------------------------------------------------------------------------
 
 
+class _BoundedStream(io.RawIOBase):
+    """A decompressed archive read through a bound: past ``limit`` bytes the read is refused, naming the
+    archive, so that a member's or a header's declared size (a pax or GNU long-name header is read whole
+    into memory by tarfile) cannot make a few compressed kilobytes unpack to gigabytes."""
+
+    def __init__(self, inner: IO[bytes] | io.BufferedIOBase, limit: int, path: Path) -> None:
+        self._inner, self._left, self._path = inner, limit, path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._inner.read(min(len(view), self._left + 1))
+        if len(data) > self._left:
+            raise SpecError(
+                "templateFile", f"archive {str(self._path)!r} unpacks to more than {MAX_WORKFLOW_BYTES} bytes"
+            )
+        self._left -= len(data)
+        view[: len(data)] = data
+        return len(data)
+
+
+def _decompressed(raw: IO[bytes]) -> IO[bytes] | gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile:
+    head = raw.read(6)
+    raw.seek(0)
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=raw)
+    if head.startswith(b"BZh"):
+        return bz2.BZ2File(raw)
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(raw)
+    return raw
+
+
+@contextmanager
+def _open_archive(path: Path) -> Iterator[tarfile.TarFile]:
+    """The archive at ``path``, unpacked through :class:`_BoundedStream` and read in stream mode (front to
+    back once, never seeking back over what was unpacked)."""
+    with path.open("rb") as raw, _decompressed(raw) as unpacked:
+        bounded = io.BufferedReader(_BoundedStream(unpacked, MAX_WORKFLOW_BYTES, path))
+        with tarfile.open(fileobj=bounded, mode="r|") as archive:
+            yield archive
+
+
 def _archive_entries(path: Path) -> list[bytes]:
+    """The ``.pb`` members of a ``pyflyte package`` archive (tar, gzip / bzip2 / xz compressed or not),
+    each at most :data:`MAX_ENTITY_BYTES`, everything unpacked (headers and every member's data, read or
+    passed over) at most :data:`MAX_WORKFLOW_BYTES`: a tar bomb is refused naming the archive, and the member
+    when its header says it is too large, before its data is read."""
+    out: list[bytes] = []
+    total = members = 0
     try:
-        with tarfile.open(path) as archive:
-            out = []
-            for member in archive.getmembers():
-                if not member.isfile() or not member.name.endswith(".pb"):
-                    continue
-                handle = archive.extractfile(member)
+        with _open_archive(path) as archive:
+            while (member := archive.next()) is not None:
+                members += 1
+                if members > MAX_ARCHIVE_MEMBERS:
+                    raise SpecError(
+                        "templateFile",
+                        f"archive {str(path)!r} holds more than {MAX_ARCHIVE_MEMBERS} members",
+                    )
+                wanted = member.isfile() and member.name.endswith(".pb")
+                if wanted and member.size > MAX_ENTITY_BYTES:
+                    raise SpecError(
+                        "templateFile",
+                        f"archive {str(path)!r}: member {member.name!r} is larger than {MAX_ENTITY_BYTES} "
+                        "bytes (not a file pyflyte writes)",
+                    )
+                total += member.size
+                if total > MAX_WORKFLOW_BYTES:
+                    raise SpecError(
+                        "templateFile",
+                        f"archive {str(path)!r} unpacks to more than {MAX_WORKFLOW_BYTES} bytes "
+                        f"(at member {member.name!r})",
+                    )
+                handle = archive.extractfile(member) if wanted else None
                 if handle is not None:
-                    out.append(handle.read())
-            return out
-    except (OSError, tarfile.TarError) as e:
+                    out.append(handle.read(member.size))
+        return out
+    except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as e:
         raise SpecError("templateFile", f"cannot read archive {str(path)!r}: {e}") from e
 
 
 def _sibling_entries(path: Path) -> list[bytes]:
-    out = []
+    """The ``.pb`` files beside a serialized workflow, each at most :data:`MAX_ENTITY_BYTES`, all of them at
+    most :data:`MAX_WORKFLOW_BYTES`; one over the bound is refused naming it."""
+    out: list[bytes] = []
+    total = 0
     for sibling in sorted(path.parent.glob("*.pb")):
         try:
-            out.append(sibling.read_bytes())
+            with sibling.open("rb") as f:
+                data = f.read(MAX_ENTITY_BYTES + 1)
         except OSError:
-            continue
+            continue  # a directory named *.pb, a file we may not read: not one of pyflyte's
+        if len(data) > MAX_ENTITY_BYTES:
+            raise SpecError(
+                "templateFile",
+                f"{str(sibling)!r} (beside {path.name!r}) is larger than {MAX_ENTITY_BYTES} bytes "
+                "(not a file pyflyte writes)",
+            )
+        total += len(data)
+        if total > MAX_WORKFLOW_BYTES:
+            raise SpecError(
+                "templateFile",
+                f"the .pb files beside {str(path)!r} hold more than {MAX_WORKFLOW_BYTES} bytes "
+                f"(at {sibling.name!r})",
+            )
+        out.append(data)
     return out
 
 

@@ -50,6 +50,7 @@ from taskplug.k8s._object import (
     owner_key_of,
     registered_kind,
 )
+from taskplug.k8s._observed import ObservedObjectError, describe_object
 from taskplug.k8s._operator import NextStatus, Operator, StatusStepOperator
 from taskplug.k8s._plugin import (
     AbortBehavior,
@@ -132,6 +133,7 @@ __all__ = [
     "NextStatus",
     "NodeSelectorRequirement",
     "ObjectKey",
+    "ObservedObjectError",
     "Operator",
     "PlatformPodConfig",
     "PluginAbortOverride",
@@ -166,6 +168,7 @@ __all__ = [
     "demystify_pending",
     "demystify_pod_status",
     "demystify_success",
+    "describe_object",
     "execution_labels",
     "fixed_length_unique_id",
     "get_container",

@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 import random
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
 from flyteidl.core import tasks_pb2
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from taskplug.core import (
     BadTaskSpecification,
@@ -37,6 +38,7 @@ from taskplug.core import (
 from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
 from taskplug.k8s._copilot import add_copilot_to_container, add_copilot_to_pod
 from taskplug.k8s._names import is_dns1123_label
+from taskplug.k8s._observed import first_error, json_type
 from taskplug.k8s._pod_template import (
     PodTemplateStore,
     deep_copy,
@@ -59,6 +61,7 @@ from taskplug.k8s._resources import (
 __all__ = [
     "PRIMARY_CONTAINER_KEY",
     "PlatformPodConfig",
+    "PodSpecModel",
     "RawPod",
     "add_flyte_customizations_to_container",
     "add_required_node_selector_requirements",
@@ -70,6 +73,7 @@ __all__ = [
     "build_identity_pod",
     "build_raw_container",
     "build_raw_pod",
+    "check_pod_spec",
     "decorate_env_vars",
     "execution_env_vars",
     "extract_container_resources_from_pod_template",
@@ -297,6 +301,161 @@ def add_flyte_customizations_to_container(
     return result
 
 
+# -- the task's pod spec -----------------------------------------------------------------------------------
+#
+# Flyte decodes a task's pod spec (a protobuf Struct) into a typed v1.PodSpec (pod_helper.go: ToK8sPodSpec /
+# the sidecar plugin's UnmarshalStructToObj): a field of the wrong type fails to unmarshal, which Flyte reports
+# as BadTaskSpecification. Here the spec stays JSON, so the fields the builder, the API server's scheduler
+# and the kubelet read are checked against a model of their Go types first: a ``command`` given as a string
+# is refused naming the field, never turned into a list of characters. Unknown fields pass untouched; JSON
+# null reads as Go reads it (the zero value).
+
+
+def _whole_number(value: Any) -> Any:
+    # A protobuf Struct holds every number as a double: a whole double is the integer Go's decoder reads.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _non_negative_quantity(value: Any) -> Any:
+    try:
+        parsed = Quantity.from_json(value)
+    except QuantityError as e:
+        raise ValueError(str(e)) from None
+    if parsed.nanos < 0:
+        # apimachinery's ValidateNonnegativeQuantity: requests and limits are never negative.
+        raise ValueError(f"must be greater than or equal to 0, got {value!r}")
+    return value
+
+
+def _in_range(bits: int) -> Callable[[int], int]:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            raise ValueError(f"must be a {bits}-bit integer ({low} to {high}), got {value}")
+        return value
+
+    return check
+
+
+_Int32 = Annotated[int, BeforeValidator(_whole_number), AfterValidator(_in_range(32))]
+_Int64 = Annotated[int, BeforeValidator(_whole_number), AfterValidator(_in_range(64))]
+_Quantity = Annotated[Any, AfterValidator(_non_negative_quantity)]
+_Object = dict[str, Any]
+
+
+class _Typed(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+class _ResourceRequirements(_Typed):
+    requests: dict[str, _Quantity] | None = None
+    limits: dict[str, _Quantity] | None = None
+    claims: list[_Object] | None = None
+
+
+class _EnvVar(_Typed):
+    name: str
+    value: str | None = None
+    value_from: _Object | None = Field(None, alias="valueFrom")
+
+
+class _ContainerPort(_Typed):
+    name: str | None = None
+    container_port: _Int32 | None = Field(None, alias="containerPort")
+    host_port: _Int32 | None = Field(None, alias="hostPort")
+    protocol: str | None = None
+
+
+class _VolumeMount(_Typed):
+    name: str | None = None
+    mount_path: str | None = Field(None, alias="mountPath")
+    sub_path: str | None = Field(None, alias="subPath")
+    read_only: bool | None = Field(None, alias="readOnly")
+
+
+class _Container(_Typed):
+    name: str | None = None
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str | None = Field(None, alias="workingDir")
+    env: list[_EnvVar] | None = None
+    env_from: list[_Object] | None = Field(None, alias="envFrom")
+    resources: _ResourceRequirements | None = None
+    ports: list[_ContainerPort] | None = None
+    volume_mounts: list[_VolumeMount] | None = Field(None, alias="volumeMounts")
+    image_pull_policy: str | None = Field(None, alias="imagePullPolicy")
+    termination_message_policy: str | None = Field(None, alias="terminationMessagePolicy")
+    security_context: _Object | None = Field(None, alias="securityContext")
+
+
+class _EmptyDir(_Typed):
+    medium: str | None = None
+    size_limit: _Quantity | None = Field(None, alias="sizeLimit")
+
+
+class _Volume(_Typed):
+    name: str | None = None
+    empty_dir: _EmptyDir | None = Field(None, alias="emptyDir")
+    host_path: _Object | None = Field(None, alias="hostPath")
+    config_map: _Object | None = Field(None, alias="configMap")
+    secret: _Object | None = None
+    persistent_volume_claim: _Object | None = Field(None, alias="persistentVolumeClaim")
+
+
+class _Toleration(_Typed):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: _Int64 | None = Field(None, alias="tolerationSeconds")
+
+
+class _LocalObjectReference(_Typed):
+    name: str | None = None
+
+
+class PodSpecModel(_Typed):
+    """The fields of a v1.PodSpec the builder, the scheduler and the kubelet read, with their Go types."""
+
+    containers: list[_Container] | None = None
+    init_containers: list[_Container] | None = Field(None, alias="initContainers")
+    volumes: list[_Volume] | None = None
+    tolerations: list[_Toleration] | None = None
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    node_name: str | None = Field(None, alias="nodeName")
+    affinity: _Object | None = None
+    security_context: _Object | None = Field(None, alias="securityContext")
+    dns_config: _Object | None = Field(None, alias="dnsConfig")
+    image_pull_secrets: list[_LocalObjectReference] | None = Field(None, alias="imagePullSecrets")
+    service_account_name: str | None = Field(None, alias="serviceAccountName")
+    scheduler_name: str | None = Field(None, alias="schedulerName")
+    priority_class_name: str | None = Field(None, alias="priorityClassName")
+    restart_policy: str | None = Field(None, alias="restartPolicy")
+    host_network: bool | None = Field(None, alias="hostNetwork")
+    active_deadline_seconds: _Int64 | None = Field(None, alias="activeDeadlineSeconds")
+    termination_grace_period_seconds: _Int64 | None = Field(None, alias="terminationGracePeriodSeconds")
+
+
+def check_pod_spec(spec: Any, what: str, *, prefix: str = "") -> KubeObject:
+    """``spec`` checked to have the types of a v1.PodSpec where they are read; a mismatch is a
+    BadTaskSpecification naming the field (``prefix`` before it, e.g. ``podSpec``)."""
+    if not isinstance(spec, Mapping):
+        at = f"{prefix}: " if prefix else ""
+        raise BadTaskSpecification(
+            f"Unable to unmarshal {what}, Err: [{at}a pod spec must be a mapping, got {json_type(spec)}]"
+        )
+    try:
+        PodSpecModel.model_validate(spec)
+    except ValidationError as e:
+        path, reason = first_error(e, (prefix,) if prefix else ())
+        raise BadTaskSpecification(f"Unable to unmarshal {what}, Err: [{path}: {reason}]") from None
+    return dict(spec)
+
+
 # -- pods -------------------------------------------------------------------------------------------------
 
 
@@ -314,30 +473,34 @@ def build_identity_pod() -> KubeObject:
     return {"kind": POD_KIND, "apiVersion": "v1"}
 
 
-def pod_spec_from_struct(struct: Any, what: str) -> KubeObject:
-    """A pod spec given as a protobuf Struct, checked to have the shape of a PodSpec."""
-    try:
-        spec = json_format.MessageToDict(struct)
-    except Exception as e:  # a malformed Struct
-        raise BadTaskSpecification(f"Unable to unmarshal {what} [{struct}], Err: [{e}]") from e
-    _check_pod_spec_shape(spec, what)
-    result: KubeObject = spec
-    return result
+def pod_spec_from_struct(
+    struct: struct_pb2.Struct | Mapping[str, Any], what: str, *, prefix: str = ""
+) -> KubeObject:
+    """A pod spec given as a protobuf Struct (or already decoded from one), checked by
+    :func:`check_pod_spec`: a field of the wrong type is a BadTaskSpecification naming it (after
+    ``prefix``, the spec's own field name when it sits inside a larger object)."""
+    decoded: Any
+    if not isinstance(struct, struct_pb2.Struct) and isinstance(struct, Mapping):
+        # (A Struct is registered as a Mapping too, but its values are protobuf Values.)
+        decoded = dict(struct)
+    else:
+        try:
+            decoded = json_format.MessageToDict(struct)
+        except Exception as e:  # a malformed Struct
+            raise BadTaskSpecification(f"Unable to unmarshal {what} [{struct}], Err: [{e}]") from e
+    return check_pod_spec(_whole_doubles_as_ints(decoded), what, prefix=prefix)
 
 
-def _check_pod_spec_shape(spec: Any, what: str) -> None:
-    if not isinstance(spec, dict):
-        raise BadTaskSpecification(f"Unable to unmarshal {what}, Err: [a pod spec must be a mapping]")
-    for key in ("containers", "initContainers", "tolerations", "volumes"):
-        value = spec.get(key)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, dict) for v in value)):
-            raise BadTaskSpecification(f"Unable to unmarshal {what}, Err: [{key} must be a list of mappings]")
-    for container in spec.get("containers") or []:
-        for key in ("command", "args", "env"):
-            if key in container and not isinstance(container[key], list):
-                raise BadTaskSpecification(
-                    f"Unable to unmarshal {what}, Err: [container {container.get('name', '')!r}: {key} must be a list]"
-                )
+def _whole_doubles_as_ints(value: Any) -> Any:
+    """A Struct's numbers as Flyte's protojson writes them: a whole double as an integer (``8080``, not
+    ``8080.0``, which Go's decoder refuses for an int32 field such as ``containerPort``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_doubles_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_doubles_as_ints(v) for v in value]
+    return value
 
 
 def _go_map(values: Mapping[str, str]) -> str:

@@ -5,8 +5,10 @@ Follows flyteplugins/go/tasks/pluginmachinery/flytek8s/pod_helper.go (``Demystif
 ``GetLastTransitionOccurredAt``, ``GetReportedAt``) and flyteplugins/go/tasks/plugins/k8s/pod/plugin.go
 (``DemystifyPodStatus``, ``GetTaskPhaseWithLogs``).
 
-The pod is the API's JSON as a dict (camelCase keys). Every function is pure: the current time and the
-config are passed in, so tests never read the wall clock.
+The pod is the API's JSON as a dict (camelCase keys). Every public function first checks the fields it reads
+(``_observed``: a field of the wrong type is an ``ObservedObjectError`` naming its path, never an
+AttributeError or TypeError from here), then works on the checked dict. Every function is pure: the current
+time and the config are passed in, so tests never read the wall clock.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 # The core package's computed __all__ hides its names from mypy; import from the defining modules.
 from taskplug.core import Phase, PhaseInfo, TaskInfo, format_go_duration
 from taskplug.k8s._config import K8sPluginConfig, LogConfig
+from taskplug.k8s._observed import validate_container_statuses, validate_pod, validate_pod_status
 from taskplug.k8s._plugin import PluginContext, maybe_update_phase_version
 from taskplug.k8s._tasklog import LogTemplate, logs_for_container_in_pod, parse_k8s_time
 
@@ -73,7 +76,7 @@ def _with_occurred_at(info: TaskInfo, now: datetime) -> TaskInfo:
 def _terminated_message(name: str, terminated: Mapping[str, Any]) -> str:
     return (
         f"\r\n[{name}] terminated with exit code ({_exit_code(terminated)}). "
-        f"Reason [{terminated.get('reason', '')}]. Message: \n{terminated.get('message', '')}."
+        f"Reason [{terminated.get('reason') or ''}]. Message: \n{terminated.get('message') or ''}."
     )
 
 
@@ -91,7 +94,7 @@ def _pending_from_conditions(
         # exceeded at once; a condition without a time counts as changing now instead.
         t = parse_k8s_time(cond.get("lastTransitionTime")) or now
         ctype, cstatus = cond.get("type"), cond.get("status")
-        creason, cmessage = cond.get("reason", ""), cond.get("message", "")
+        creason, cmessage = cond.get("reason") or "", cond.get("message") or ""
         if ctype == "PodScheduled" and cstatus == "False":
             # Waiting to be scheduled, usually for resources.
             return PhaseInfo.queued_with_task_info(0, f"{creason}:{cmessage}", phase_info.info), t
@@ -117,9 +120,9 @@ def _pending_from_waiting_container(
         waiting = _state(cs).get("waiting")
         if cs.get("ready") or waiting is None:
             continue
-        reason = waiting.get("reason", "")
+        reason = waiting.get("reason") or ""
         final_reason = f"{cond_reason}|{reason}"
-        final_message = f"{cond_message}|{waiting.get('message', '')}"
+        final_message = f"{cond_message}|{waiting.get('message') or ''}"
         # Flyte builds a fresh TaskInfo here: logs and ReportedAt are dropped, OccurredAt is the condition's.
         at = TaskInfo(occurred_at=t)
         initializing = PhaseInfo.initializing(0, f"[{final_reason}]: {final_message}", at)
@@ -162,6 +165,13 @@ def demystify_pending(
 ) -> PhaseInfo:
     """A Pending pod: still queued or initializing, or stuck in a state it will not leave (Flyte's
     ``DemystifyPending``)."""
+    validate_pod_status(status)
+    return _demystify_pending(status, info, config, now)
+
+
+def _demystify_pending(
+    status: Mapping[str, Any], info: TaskInfo, config: K8sPluginConfig, now: datetime
+) -> PhaseInfo:
     info = _with_occurred_at(info, now)
     phase_info, t = _pending_from_conditions(status, info, config, now)
     if phase_info.phase.is_terminal:
@@ -180,6 +190,11 @@ def demystify_pending(
 
 def demystify_success(status: Mapping[str, Any], info: TaskInfo) -> PhaseInfo:
     """A Succeeded pod is a success unless some container was OOMKilled (Flyte's ``DemystifySuccess``)."""
+    validate_pod_status(status)
+    return _demystify_success(status, info)
+
+
+def _demystify_success(status: Mapping[str, Any], info: TaskInfo) -> PhaseInfo:
     for cs in (
         _statuses(status, "initContainerStatuses")
         + _statuses(status, "containerStatuses")
@@ -197,6 +212,13 @@ def determine_primary_container_phase(
     primary_name: str, statuses: Sequence[Mapping[str, Any]], info: TaskInfo
 ) -> PhaseInfo:
     """The task's phase from its primary container alone (Flyte's ``DeterminePrimaryContainerPhase``)."""
+    validate_container_statuses(statuses)
+    return _determine_primary_container_phase(primary_name, statuses, info)
+
+
+def _determine_primary_container_phase(
+    primary_name: str, statuses: Sequence[Mapping[str, Any]], info: TaskInfo
+) -> PhaseInfo:
     for cs in statuses:
         if cs.get("name") != primary_name:
             continue
@@ -209,7 +231,7 @@ def determine_primary_container_phase(
             continue
         reason = terminated.get("reason") or ""
         code = _exit_code(terminated)
-        message = _terminated_message(cs.get("name", ""), terminated)
+        message = _terminated_message(cs.get("name") or "", terminated)
         if OOM_KILLED in reason:
             # Checked first: an OOM kill is the user's resource request, even when it exits 0 or 137.
             return PhaseInfo.retryable_failure(reason, message, info)
@@ -229,6 +251,11 @@ def determine_primary_container_phase(
 def demystify_failure(status: Mapping[str, Any], info: TaskInfo, primary_name: str) -> PhaseInfo:
     """A Failed pod: whose fault, and the containers' exit details appended to the message (Flyte's
     ``DemystifyFailure``)."""
+    validate_pod_status(status)
+    return _demystify_failure(status, info, primary_name)
+
+
+def _demystify_failure(status: Mapping[str, Any], info: TaskInfo, primary_name: str) -> PhaseInfo:
     code = status.get("reason") or "UnknownError"
     message = status.get("message") or "Pod failed. No message received from kubernetes."
     # Node interruptions are system failures so they don't spend the user's retries and interruptible
@@ -245,7 +272,7 @@ def demystify_failure(status: Mapping[str, Any], info: TaskInfo, primary_name: s
             terminated = _state(cs).get("terminated")
         if terminated is None:
             continue
-        name = cs.get("name", "")
+        name = cs.get("name") or ""
         exit_code = _exit_code(terminated)
         if OOM_KILLED in (terminated.get("reason") or ""):
             code = OOM_KILLED
@@ -295,6 +322,13 @@ def demystify_pod_status(
     pod: Mapping[str, Any], info: TaskInfo, *, config: K8sPluginConfig, now: datetime
 ) -> PhaseInfo:
     """The phase of a pod task from the whole pod (``DemystifyPodStatus`` of Flyte's pod plugin)."""
+    validate_pod(pod)
+    return _demystify_pod_status(pod, info, config, now)
+
+
+def _demystify_pod_status(
+    pod: Mapping[str, Any], info: TaskInfo, config: K8sPluginConfig, now: datetime
+) -> PhaseInfo:
     info = _with_occurred_at(info, now)
     status: Mapping[str, Any] = pod.get("status") or {}
     annotations: Mapping[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
@@ -304,11 +338,11 @@ def demystify_pod_status(
 
     phase = status.get("phase", "")
     if phase == "Succeeded":
-        return demystify_success(status, info)
+        return _demystify_success(status, info)
     if phase == "Failed":
-        return demystify_failure(status, info, primary_name)
+        return _demystify_failure(status, info, primary_name)
     if phase == "Pending":
-        return demystify_pending(status, info, config=config, now=now)
+        return _demystify_pending(status, info, config, now)
     if phase == "Unschedulable":
         # Not a real pod phase, but Flyte checks for it.
         return PhaseInfo.queued_with_task_info(0, "pod unschedulable", info)
@@ -317,12 +351,14 @@ def demystify_pod_status(
         # Without a primary container every container must finish; declare success as soon as they all
         # have, rather than waiting for the pod phase to catch up.
         if _all_terminated_successfully(status):
-            return demystify_success(status, info)
+            return _demystify_success(status, info)
         running = PhaseInfo.running(0, info)
         # A new version makes the log links reach the UI.
         return running.with_version(1) if has_logs else running
 
-    phase_info = determine_primary_container_phase(primary_name, _statuses(status, "containerStatuses"), info)
+    phase_info = _determine_primary_container_phase(
+        primary_name, _statuses(status, "containerStatuses"), info
+    )
     if (
         phase_info.phase is Phase.PERMANENT_FAILURE
         and phase_info.err is not None
@@ -348,6 +384,11 @@ def _unix_seconds(t: datetime) -> int:
 def get_last_transition_occurred_at(pod: Mapping[str, Any], now: datetime) -> datetime:
     """The latest container start (running) or finish (terminated), regular containers first, compared at
     second resolution; ``now`` if there is none."""
+    validate_pod(pod)
+    return _get_last_transition_occurred_at(pod, now)
+
+
+def _get_last_transition_occurred_at(pod: Mapping[str, Any], now: datetime) -> datetime:
     status: Mapping[str, Any] = pod.get("status") or {}
     latest: datetime | None = None
     for cs in _statuses(status, "containerStatuses") + _statuses(status, "initContainerStatuses"):
@@ -365,6 +406,11 @@ def get_last_transition_occurred_at(pod: Mapping[str, Any], now: datetime) -> da
 
 def get_reported_at(pod: Mapping[str, Any]) -> datetime | None:
     """When the pod reported completion: the latest Ready=False/PodCompleted condition change, or None."""
+    validate_pod(pod)
+    return _get_reported_at(pod)
+
+
+def _get_reported_at(pod: Mapping[str, Any]) -> datetime | None:
     latest: datetime | None = None
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if (
@@ -389,12 +435,16 @@ def get_task_phase_with_logs(
     extra_log_vars: Mapping[str, str] | None = None,
 ) -> PhaseInfo:
     """The pod plugin's ``GetTaskPhase``: times, log links for the first container, the pod's phase, and a
-    version bump when the reason changed since last round."""
+    version bump when the reason changed since last round.
+
+    Raises :class:`~taskplug.k8s._observed.ObservedObjectError` naming the field when the pod has a field of
+    the wrong type."""
+    validate_pod(pod)
     now: datetime = pctx.now
     state = pctx.plugin_state
     template = pctx.task_reader.read()
-    occurred_at = get_last_transition_occurred_at(pod, now)
-    reported_at = get_reported_at(pod) or occurred_at
+    occurred_at = _get_last_transition_occurred_at(pod, now)
+    reported_at = _get_reported_at(pod) or occurred_at
     logs = logs_for_container_in_pod(
         log_config,
         pod,
@@ -406,5 +456,5 @@ def get_task_phase_with_logs(
         task_template_config=dict(template.config),
     )
     info = TaskInfo(logs=logs, occurred_at=occurred_at, reported_at=reported_at)
-    phase_info = demystify_pod_status(pod, info, config=config, now=now)
+    phase_info = _demystify_pod_status(pod, info, config, now)
     return maybe_update_phase_version(phase_info, state)

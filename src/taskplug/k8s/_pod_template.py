@@ -8,27 +8,40 @@ Container templates are matched by name: ``default`` is the base of every contai
 primary container (``default-init`` / ``primary-init`` for init containers), and any other template
 container is merged into the task container of the same name. Containers come from the task only: template
 containers that match nothing are dropped.
+
+Flyte's templates come from the cluster through an informer, already decoded into ``v1.PodTemplate``; here they
+come from files, so :meth:`PodTemplateStore.from_paths` reads each through the bounded document loader
+(``taskplug.core.load_documents``: multi-document YAML with a size cap, strict UTF-8 and bounded aliases and
+nesting) and checks each manifest against a
+model of the fields the merge reads and the pod carries (:class:`PodTemplateManifest`): a container without
+a name, ``containers`` that is not a list, or an ``env`` that is a string is an error naming the file and the
+field, not a template silently ignored or a traceback.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from taskplug.core import ConfigError
+from taskplug.core import ConfigError, Quantity, QuantityError, load_documents
+from taskplug.k8s._observed import first_error
+from taskplug.k8s._observed import json_type as _json_type
 
 __all__ = [
     "DEFAULT_CONTAINER_TEMPLATE",
     "DEFAULT_INIT_CONTAINER_TEMPLATE",
     "PRIMARY_CONTAINER_TEMPLATE",
     "PRIMARY_INIT_CONTAINER_TEMPLATE",
+    "PodTemplateManifest",
     "PodTemplateStore",
+    "check_pod_template",
     "deep_copy",
     "deep_merge",
+    "load_pod_template_file",
     "merge_base_pod_spec_onto_template",
     "merge_overlay_pod_spec_onto_base",
 ]
@@ -153,6 +166,138 @@ def merge_overlay_pod_spec_onto_base(base: Mapping[str, Any], overlay: Mapping[s
     return merged
 
 
+# -- the manifest ----------------------------------------------------------------------------------------
+
+
+def _quantity(value: Any) -> Any:
+    try:
+        parsed = Quantity.from_json(value)
+    except QuantityError as e:
+        raise ValueError(str(e)) from None
+    if parsed.nanos < 0:
+        # apimachinery's ValidateNonnegativeQuantity: requests and limits are never negative.
+        raise ValueError(f"must be greater than or equal to 0, got {value!r}")
+    return value
+
+
+_QuantityValue = Annotated[Any, AfterValidator(_quantity)]
+_Name = Annotated[str, Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    # Unknown fields pass through untouched (the pod carries them); the fields below must have their type.
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+class _Resources(_Strict):
+    requests: dict[str, _QuantityValue] | None = None
+    limits: dict[str, _QuantityValue] | None = None
+    claims: list[dict[str, Any]] | None = None
+
+
+class _EnvVar(_Strict):
+    name: _Name
+    value: str | None = None
+    value_from: dict[str, Any] | None = Field(None, alias="valueFrom")
+
+
+class _Container(_Strict):
+    name: _Name
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str | None = Field(None, alias="workingDir")
+    env: list[_EnvVar] | None = None
+    env_from: list[dict[str, Any]] | None = Field(None, alias="envFrom")
+    resources: _Resources | None = None
+    ports: list[dict[str, Any]] | None = None
+    volume_mounts: list[dict[str, Any]] | None = Field(None, alias="volumeMounts")
+    image_pull_policy: str | None = Field(None, alias="imagePullPolicy")
+    security_context: dict[str, Any] | None = Field(None, alias="securityContext")
+
+
+class _PodSpec(_Strict):
+    containers: list[_Container] | None = None
+    init_containers: list[_Container] | None = Field(None, alias="initContainers")
+    volumes: list[dict[str, Any]] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    affinity: dict[str, Any] | None = None
+    security_context: dict[str, Any] | None = Field(None, alias="securityContext")
+    dns_config: dict[str, Any] | None = Field(None, alias="dnsConfig")
+    image_pull_secrets: list[dict[str, Any]] | None = Field(None, alias="imagePullSecrets")
+    service_account_name: str | None = Field(None, alias="serviceAccountName")
+    scheduler_name: str | None = Field(None, alias="schedulerName")
+    priority_class_name: str | None = Field(None, alias="priorityClassName")
+    restart_policy: str | None = Field(None, alias="restartPolicy")
+    host_network: bool | None = Field(None, alias="hostNetwork")
+
+
+class _TemplateMeta(_Strict):
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class _Template(_Strict):
+    metadata: _TemplateMeta | None = None
+    spec: _PodSpec | None = None
+
+
+class _Meta(_Strict):
+    name: _Name
+    namespace: str | None = None
+
+
+class PodTemplateManifest(_Strict):
+    """What a PodTemplate manifest must hold: a name, and a template whose fields the merge reads (and the
+    pod then carries) of the right types; any other field is kept as written."""
+
+    metadata: _Meta
+    template: _Template
+
+
+def check_pod_template(manifest: Any, *, from_file: bool = False) -> None:
+    """Raise ConfigError naming the field (``template.spec.containers[1].name``) of a malformed manifest.
+
+    A manifest read from a file must say ``kind: PodTemplate``; one handed to the store in code may leave
+    it out (as a typed ``v1.PodTemplate`` from Flyte's informer does).
+    """
+    if not isinstance(manifest, Mapping):
+        raise ConfigError("", f"expected a PodTemplate manifest, got {_json_type(manifest)}")
+    kind = manifest.get("kind")
+    if from_file and kind != "PodTemplate":
+        raise ConfigError("kind", f"expected a PodTemplate manifest, got kind {kind!r}")
+    try:
+        PodTemplateManifest.model_validate(dict(manifest))
+    except ValidationError as e:
+        raise ConfigError(*first_error(e)) from None
+
+
+# -- reading files ---------------------------------------------------------------------------------------
+
+
+def load_pod_template_file(file: Path) -> list[KubeObject]:
+    """The PodTemplate manifests of one file (YAML or JSON, multi-document, ``List`` kinds), each checked;
+    an error names the file, the document and the field."""
+    manifests: list[KubeObject] = []
+    for index, document in enumerate(load_documents(file, what="pod templates")):
+        if document is None:
+            continue
+        where = f"{file}[{index}]"
+        is_list = isinstance(document, dict) and document.get("kind") == "List"
+        items: Any = document.get("items") if is_list else [document]
+        if not isinstance(items, list):
+            raise ConfigError(f"{where}.items", "a List needs a list of items")
+        for position, item in enumerate(items):
+            at = f"{where}.items[{position}]" if is_list else where
+            try:
+                check_pod_template(item, from_file=True)
+            except ConfigError as e:
+                raise ConfigError(f"{at}.{e.path}" if e.path else at, e.reason) from None
+            manifests.append(item)
+    return manifests
+
+
 class PodTemplateStore:
     """PodTemplates by name and namespace; a lookup falls back to the store's default namespace.
 
@@ -165,10 +310,10 @@ class PodTemplateStore:
         self._frozen: dict[tuple[str, str], bytes] = {}
 
     def store(self, template: Mapping[str, Any]) -> None:
-        meta = template.get("metadata") or {}
-        name = meta.get("name")
-        if not name:
-            raise ConfigError("metadata.name", "a PodTemplate needs a name")
+        """Add or replace a PodTemplate; raise ConfigError naming the field of a malformed one."""
+        check_pod_template(template)
+        meta = template["metadata"]
+        name = meta["name"]
         namespace = meta.get("namespace") or self.default_namespace
         self._templates.setdefault(name, {})[namespace] = dict(template)
         self._frozen[(name, namespace)] = orjson.dumps(template)
@@ -191,44 +336,22 @@ class PodTemplateStore:
 
     @classmethod
     def from_paths(cls, paths: Iterable[str | Path], default_namespace: str = "flyte") -> PodTemplateStore:
-        """Load PodTemplate manifests (YAML or JSON, multi-document, ``List`` kinds) from files or folders."""
+        """Load PodTemplate manifests (YAML or JSON, multi-document, ``List`` kinds) from files or folders.
+
+        A folder without manifests adds none, as a cluster without PodTemplates has none: a task naming one
+        then fails as Flyte's does (``PodTemplate 'x' does not exist``). A path that does not exist is an
+        error.
+        """
         store = cls(default_namespace)
         for path in paths:
             p = Path(path)
-            files = (
-                sorted(f for f in p.rglob("*") if f.suffix in (".yaml", ".yml", ".json"))
-                if p.is_dir()
-                else [p]
-            )
-            if p.is_dir() and not files:
-                raise ConfigError(str(p), "no .yaml, .yml or .json PodTemplate manifests in this folder")
+            if p.is_dir():
+                files = sorted(
+                    f for f in p.rglob("*") if f.suffix in (".yaml", ".yml", ".json") and f.is_file()
+                )
+            else:
+                files = [p]
             for file in files:
-                store._load_file(file)
+                for manifest in load_pod_template_file(file):
+                    store.store(manifest)
         return store
-
-    def _load_file(self, file: Path) -> None:
-        try:
-            documents = list(yaml.safe_load_all(file.read_text()))
-        except OSError as e:
-            raise ConfigError(str(file), f"cannot read pod templates: {e.strerror}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(str(file), f"not valid YAML: {e}") from e
-        for index, document in enumerate(documents):
-            if document is None:
-                continue
-            items = (
-                document.get("items", [])
-                if isinstance(document, dict) and document.get("kind") == "List"
-                else [document]
-            )
-            for item in items:
-                where = f"{file}[{index}]"
-                if not isinstance(item, dict) or item.get("kind") != "PodTemplate":
-                    kind = item.get("kind") if isinstance(item, dict) else type(item).__name__
-                    raise ConfigError(where, f"expected a PodTemplate manifest, got kind {kind!r}")
-                template = item.get("template")
-                if not isinstance(template, dict) or not isinstance(template.get("spec", {}), dict):
-                    raise ConfigError(
-                        f"{where}.template", "a PodTemplate needs a template with a spec mapping"
-                    )
-                self.store(item)

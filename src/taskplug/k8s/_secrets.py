@@ -118,15 +118,18 @@ def k8s_task_execution_metadata(
 ) -> TaskExecutionMetadata:
     """The metadata plugins see at launch: secret annotations and the identity label added.
 
+    As Flyte's ``newTaskExecutionMetadata``: the secrets are the *task template's* (what the task needs), the
+    execution identity the *execution's* security context (``tCtx.GetSecurityContext()``: who launched it).
+
     Raises BadTaskSpecification when a secret cannot be encoded.
     """
     annotations: Mapping[str, str] = meta.annotations
     labels: dict[str, str] = {}
-    security = template.security_context
-    if len(security.secrets) > 0:
-        annotations = {**meta.annotations, **marshal_secrets_to_annotations(security.secrets)}
+    secrets = template.security_context.secrets
+    if len(secrets) > 0:
+        annotations = {**meta.annotations, **marshal_secrets_to_annotations(secrets)}
         labels[SECRET_POD_LABEL] = SECRET_POD_LABEL_VALUE
-    identity = security.run_as.execution_identity
+    identity = meta.security_context.run_as.execution_identity
     if identity:
         labels[EXECUTION_IDENTITY_LABEL] = sanitize_label_value(identity)
     if not labels and annotations is meta.annotations:

@@ -179,15 +179,24 @@ def die_with_parent() -> Callable[[], None] | None:
     return arm
 
 
-def _preexec(*, block_sigterm: bool) -> Callable[[], None] | None:
+def _preexec(*, block_sigterm: bool, reaper_fd: int | None) -> Callable[[], None] | None:
+    """What a container's process does between fork and exec: arm its parent-death signal, tell the reaper
+    its process group (written by the child itself, so no container can outrun its registration — the
+    kubelet learns the pid only some event-loop turns later), and block SIGTERM for co-pilot."""
     arm = die_with_parent()
-    if not block_sigterm:
-        return arm
+    if not block_sigterm and arm is None and reaper_fd is None:
+        return None
 
     def run() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        if block_sigterm:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         if arm is not None:
             arm()
+        if reaper_fd is not None:
+            # One short write to a pipe is atomic; the group is this process's (start_new_session).
+            with contextlib.suppress(OSError):
+                os.write(reaper_fd, b"+%d\n" % os.getpid())
+            os.close(reaper_fd)
 
     return run
 
@@ -260,6 +269,14 @@ class _Reaper:
 
     def watch(self, pgid: int) -> None:
         self._send(self._proc, f"+{pgid}\n")
+
+    def fd(self) -> int | None:
+        """The write end of the reaper's pipe, for a container's process to register itself before exec."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.returncode is not None:
+            return None
+        pipe = proc.stdin.transport.get_extra_info("pipe")
+        return pipe.fileno() if pipe is not None else None
 
     def forget(self, pgid: int) -> None:
         self._send(self._proc, f"-{pgid}\n")
@@ -573,6 +590,7 @@ class _PodWorker:
         if copilot is not None:
             launch = copilot
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        reaper_fd = kubelet.reaper.fd()
         with open(self.log_path(name), "ab") as log:  # noqa: ASYNC230 - a local file opens at once
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -583,7 +601,8 @@ class _PodWorker:
                     stdout=log,
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_preexec(block_sigterm=copilot is not None),
+                    pass_fds=() if reaper_fd is None else (reaper_fd,),
+                    preexec_fn=_preexec(block_sigterm=copilot is not None, reaper_fd=reaper_fd),
                 )
             except (OSError, ValueError, subprocess.SubprocessError) as err:
                 # ValueError: a NUL in an argument or the environment, '=' in an env name (what no exec can
@@ -595,7 +614,8 @@ class _PodWorker:
                 kubelet.event(rt, "Failed", f"Error: {message}", warning=True, container=name)
                 return 128
         self.procs[name] = proc
-        kubelet.reaper.watch(proc.pid)
+        if reaper_fd is None:
+            kubelet.reaper.watch(proc.pid)
         try:
             rt.running(name, cid)
             kubelet.publish(rt)

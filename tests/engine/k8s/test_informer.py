@@ -210,3 +210,27 @@ async def test_a_handler_added_after_sync_is_replayed_the_cache(
         assert late.events == [("add", "a")]
     finally:
         await factory.__aexit__(None, None, None)
+
+
+async def test_an_informer_that_lost_contact_answers_no_reads_until_the_api_answers_again(
+    local_cluster: Any, counting_kube_client: CountingKubeClient, eventually_fn: Any
+) -> None:
+    # A cache the informer cannot keep current does not answer: the plugin manager then asks the API,
+    # and learns that it cannot be reached (a round error), instead of reporting a stale phase for ever.
+    client = counting_kube_client
+    await client.create(POD, pod("a"))
+    clock = FakeClock()
+    factory, informer, _ = await started(client, clock)
+    try:
+        assert informer.get(NS, "a") is not None
+        client.refuse_connections("watch", 1)
+        local_cluster.drop_watches()
+        await eventually_fn(lambda: clock.sleepers == 1)  # backing off after the refused watch
+        assert informer.get(NS, "a") is None
+        assert len(informer.list()) == 1  # what it last saw is kept, to reconcile against
+        await clock.advance(0.5)
+        await client.create(POD, pod("b"))  # an event: the API answers again
+        await eventually_fn(lambda: informer.get(NS, "b") is not None)
+        assert informer.get(NS, "a") is not None
+    finally:
+        await factory.__aexit__(None, None, None)

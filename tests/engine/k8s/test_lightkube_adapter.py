@@ -191,19 +191,84 @@ async def test_connection_refused_is_a_connection_error(tmp_path: Path) -> None:
         "contexts: [{name: c, context: {cluster: c, user: u, namespace: default}}]\n"
     )
     client = LightkubeClient(kubeconfig, trust_env=False)
+    server = f"http://127.0.0.1:{port}"
     try:
-        with pytest.raises(ConnectionError):
+        with pytest.raises(ConnectionError, match=f"cannot reach the Kubernetes API at {server}"):
             await client.get(TEMPLATES, NS, "x")
-        with pytest.raises(ConnectionError):
+        with pytest.raises(ConnectionError, match=f"cannot reach the Kubernetes API at {server}"):
             async for _ in client.watch(TEMPLATES, NS):
                 pass
     finally:
         await client.close()
 
 
+async def test_a_server_that_never_answers_times_out_naming_it_and_the_config_key(tmp_path: Path) -> None:
+    # Accepts the connection and the request, and never answers: only the whole-request timeout ends it.
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    from taskplug.localcluster import LocalCluster
+
+    client = LightkubeClient(
+        LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url), trust_env=False, timeout=0.2
+    )
+    try:
+        with pytest.raises(TimeoutError) as info:
+            await asyncio.wait_for(client.get(TEMPLATES, NS, "x"), 30)
+        assert f"the Kubernetes API at {url} did not answer GET" in str(info.value)
+        assert "propeller.kube-client-config.timeout" in str(info.value)
+    finally:
+        await client.close()
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_5xx_answer_names_the_server_a_4xx_keeps_its_message(
+    served: tuple[Any, LightkubeClient],
+) -> None:
+    cluster, client = served
+    cluster.faults.fail("get", 503)
+    with pytest.raises(KubeApiError) as failing:
+        await client.get(TEMPLATES, NS, "x")
+    assert failing.value.status == 503
+    assert f"(the Kubernetes API at {client.server} answered 503)" in failing.value.message
+    with pytest.raises(KubeApiError) as missing:
+        await client.get(TEMPLATES, NS, "x")
+    assert missing.value.status == 404 and client.server not in missing.value.message
+
+
+async def test_a_2xx_body_that_is_not_json_is_a_connection_error_naming_the_server(tmp_path: Path) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    from taskplug.localcluster import LocalCluster
+
+    client = LightkubeClient(LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url), trust_env=False)
+    try:
+        with pytest.raises(ConnectionError, match=f"the Kubernetes API at {url} answered GET"):
+            await client.get(TEMPLATES, NS, "x")
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+
 def test_a_missing_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot load Kubernetes credentials"):
+    with pytest.raises(ConfigError, match="cannot read kubeconfig") as err:
         LightkubeClient(tmp_path / "absent")
+    assert err.value.path == str(tmp_path / "absent")
 
 
 async def test_the_informer_lists_and_watches_over_http(
@@ -223,3 +288,48 @@ async def test_the_informer_lists_and_watches_over_http(
             await asyncio.sleep(0.01)
         assert informer.get(NS, "two") is not None
         task.cancel()
+
+
+async def test_a_watch_asks_for_a_timeout_and_fails_when_its_server_falls_silent(tmp_path: Path) -> None:
+    # Answers the watch's headers, then sends nothing and keeps the connection open: a hung server.
+    requests: list[bytes] = []
+    held: list[asyncio.StreamWriter] = []
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        requests.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        await writer.drain()
+        held.append(writer)
+
+    server = await asyncio.start_server(hang, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    from taskplug.localcluster import LocalCluster
+
+    client = LightkubeClient(
+        LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url), trust_env=False, timeout=0.2
+    )
+    try:
+
+        async def drain() -> None:
+            async for _ in client.watch(TEMPLATES, NS, timeout_seconds=1):
+                pass
+
+        with pytest.raises(TimeoutError, match=f"the Kubernetes API at {url} did not answer in time"):
+            await asyncio.wait_for(drain(), 30)
+        assert b"timeoutSeconds=1" in requests[0]
+        # Without a timeout of its own, a watch asks for 5 to 10 minutes, as client-go's reflector does.
+        watching = asyncio.ensure_future(anext(aiter(client.watch(TEMPLATES, NS))))
+        async with asyncio.timeout(30):
+            while len(requests) < 2:
+                await asyncio.sleep(0.01)
+        watching.cancel()
+        asked = int(requests[1].split(b"timeoutSeconds=", 1)[1].split(b"&", 1)[0].split(b" ", 1)[0])
+        assert 300 <= asked <= 600
+    finally:
+        await client.close()
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()

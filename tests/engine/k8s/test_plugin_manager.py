@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from taskplug.core import (
     BackOffConfig,
+    BadTaskSpecification,
     ErrorKind,
     FakeClock,
     Phase,
@@ -32,6 +33,7 @@ from taskplug.engine.k8s._informer import InformerFactory
 from taskplug.engine.k8s._plugin_manager import (
     FINALIZER,
     PLUGIN_STATE_VERSION,
+    CleanupError,
     PluginManager,
     SharedK8sMachinery,
     add_object_metadata,
@@ -162,6 +164,7 @@ def make_tctx(
     owner_reference: Mapping[str, Any] = OWNER_REFERENCE,
     state: Mapping[str, Any] | None = None,
     state_version: int = 0,
+    execution: Mapping[str, Any] | None = None,
 ) -> StaticTaskExecutionContext:
     """A round of a ``bare`` task (or ``template``) of execution exec1 in namespace ``NS``, owned by
     ``owner_reference``; ``name`` is the generated name, ``state`` the plugin state an earlier round stored."""
@@ -170,7 +173,7 @@ def make_tctx(
         namespace=NS,
         labels={"shared": "exec"},
         annotations={"exec": "a"},
-        execution={"generatedName": name, "ownerReference": owner_reference},
+        execution={"generatedName": name, "ownerReference": owner_reference, **(execution or {})},
         state=state,
         state_version=state_version,
     )
@@ -411,8 +414,9 @@ async def test_plugins_build_with_secret_annotations_and_identity_label(harness:
     plugin = BarePodPlugin()
     template = tasks_pb2.TaskTemplate(type="bare")
     template.security_context.secrets.add(group="g", key="k")
-    template.security_context.run_as.execution_identity = "me@corp.io"
-    await harness.manager(plugin).handle(make_tctx(template=template))
+    # The identity is the execution's (task_exec_context.go), the secrets the template's.
+    identity = {"securityContext": {"runAs": {"executionIdentity": "me@corp.io"}}}
+    await harness.manager(plugin).handle(make_tctx(template=template, execution=identity))
     seen = plugin.built_with[0].metadata
     assert "flyte.secrets/s0" in seen.annotations
     assert seen.labels["inject-flyte-secrets"] == "true"
@@ -520,7 +524,7 @@ async def test_create_errors_are_classified_as_flyte_does(
         pytest.param(
             KubeApiError(429, "TooManyRequests", "slow"), "TooManyRequests", id="429_without_backoff"
         ),
-        pytest.param(KubeApiError(503, "", "bare status"), "", id="no_reason"),
+        pytest.param(KubeApiError(503, "", "bare status"), "SystemError", id="no_reason"),
     ],
 )
 async def test_other_create_errors_are_raised_with_the_status_reason_as_code(
@@ -540,7 +544,7 @@ async def test_connection_errors_on_create_are_raised_for_the_executor_to_retry(
     harness.client.refuse_connections("create", 1)
     with pytest.raises(PluginError) as info:
         await harness.manager(BarePodPlugin()).handle(make_tctx())
-    assert info.value.code == ""
+    assert info.value.code == "SystemError"  # an API that cannot be reached is a system error
     assert isinstance(info.value.cause, ConnectionError)
 
 
@@ -976,8 +980,11 @@ async def test_abort_patch_failure_is_raised_without_delete_on_err(harness: Harn
     tctx = make_tctx()
     await manager.handle(tctx)
     harness.cluster.faults.fail("patch", 500)
-    with pytest.raises(KubeApiError):
+    with pytest.raises(CleanupError) as info:
         await manager.abort(tctx)
+    assert isinstance(info.value.cause, KubeApiError)
+    assert info.value.leftovers == ({"kind": "Pod", "namespace": NS, "name": "exec1-n0-0"},)
+    assert "abort: failed to update resource with name [flyte-ns/exec1-n0-0]" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -1106,8 +1113,57 @@ async def test_finalize_reports_a_failed_delete(harness: Harness) -> None:
     harness.cluster.faults.fail("delete", 500)
     with pytest.raises(
         PluginError, match=rf"finalize: failed to delete resource with name \[{NS}/exec1-n0-0\]"
-    ):
+    ) as info:
         await manager.finalize(tctx)
+    # What may be left behind, as the executor prints it when it gives the cleanup up.
+    assert isinstance(info.value, CleanupError)
+    assert info.value.leftovers == ({"kind": "Pod", "namespace": NS, "name": "exec1-n0-0"},)
+
+
+async def test_finalize_that_cannot_reach_the_api_lists_the_object_it_could_not_release(
+    harness: Harness,
+) -> None:
+    manager = harness.manager(BarePodPlugin(), config=K8sPluginConfig(inject_finalizer=True))
+    tctx = make_tctx()
+    await manager.handle(tctx)
+    await harness.in_cache("exec1-n0-0")
+    harness.client.refuse_connections("patch", 1)
+    with pytest.raises(CleanupError) as info:
+        await manager.finalize(tctx)
+    assert info.value.code == "SystemError"
+    assert isinstance(info.value.cause, ConnectionError)
+    assert f"failed to remove the finalizer (if any) of resource with name [{NS}/exec1-n0-0]" in str(
+        info.value
+    )
+    assert info.value.leftovers == ({"kind": "Pod", "namespace": NS, "name": "exec1-n0-0"},)
+    await drive(harness.clock, manager.finalize(tctx))  # the API back: released (a conflict is retried)
+    pod = await harness.client.inner.get(POD, NS, "exec1-n0-0")
+    assert not pod["metadata"].get("finalizers")
+
+
+async def test_abort_that_cannot_reach_the_api_lists_the_object_it_could_not_delete(harness: Harness) -> None:
+    manager = harness.manager(BarePodPlugin())
+    tctx = make_tctx()
+    await manager.handle(tctx)
+    harness.client.refuse_connections("delete", 1)
+    with pytest.raises(CleanupError) as info:
+        await manager.abort(tctx)
+    assert isinstance(info.value.cause, ConnectionError)
+    assert info.value.leftovers == ({"kind": "Pod", "namespace": NS, "name": "exec1-n0-0"},)
+    await manager.abort(tctx)  # the API back: deleted
+    with pytest.raises(KubeApiError):
+        await harness.client.inner.get(POD, NS, "exec1-n0-0")
+
+
+async def test_check_task_builds_without_creating_and_refuses_what_cannot_be_built(harness: Harness) -> None:
+    manager = harness.manager(BarePodPlugin())
+    manager.check_task(make_tctx())
+    assert harness.client.calls["create"] == 0
+    broken = BarePodPlugin()
+    broken.build_error = ValueError("no image")
+    with pytest.raises(BadTaskSpecification, match="no image"):
+        harness.manager(broken).check_task(make_tctx())
+    assert harness.client.calls["create"] == 0
 
 
 # -- resource monitor (plugin_collector.go) ------------------------------------------------------------------

@@ -58,7 +58,8 @@ def occurred(event: dict[str, Any]) -> datetime:
 
 
 async def _run_until_running(tmp_path: Path, clock: FakeClock, store: StateStore, sleep: str) -> str:
-    spec = load_spec(EXAMPLE)
+    # The example has no execution name; resuming it takes the name its content gives (as render does).
+    spec = load_spec(EXAMPLE, fresh_name=False)
     async with (
         LocalCluster(mode="simulated") as cluster,
         open_executor(platform(tmp_path, clock, sleep), kube_client=cluster.client(), store=store) as ex,
@@ -117,7 +118,7 @@ async def test_a_resumed_executor_continues_the_sleep_where_it_was(tmp_path: Pat
             LocalCluster(mode="simulated") as cluster,
             open_executor(platform(tmp_path, clock, "5s"), kube_client=cluster.client(), store=store) as ex,
         ):
-            assert await ex.submit(load_spec(EXAMPLE)) == key
+            assert await ex.submit(load_spec(EXAMPLE, fresh_name=False)) == key
             echo = ex.resolver.resolve("echo").plugin  # the engine scopes each core plugin to its tasks
             await until(lambda: echo.pending_wakeups == 1, "the plugin's timer for the 3 s left")
             await clock.advance(3)

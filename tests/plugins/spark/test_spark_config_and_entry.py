@@ -13,7 +13,7 @@ from taskplug.plugins.spark import (
     SPARK_APPLICATION,
     SPARK_SECTION,
     SparkConfig,
-    SparkLocalOperator,
+    SparkDriverOperator,
     SparkPlugin,
     plugin_entries,
 )
@@ -133,7 +133,7 @@ def test_the_entry_registers_task_type_spark_watching_spark_applications() -> No
     )
     assert entry.config_sections == (SPARK_SECTION,)
     assert entry.local_operator is not None
-    assert isinstance(entry.local_operator(), SparkLocalOperator)
+    assert isinstance(entry.local_operator(), SparkDriverOperator)
 
 
 def test_the_loaded_plugin_reads_its_section_and_has_default_properties() -> None:

@@ -126,11 +126,19 @@ class Informer:
         self._resource_version = ""
         self._synced = asyncio.Event()
         self._delay = initial_backoff
+        self._out_of_contact = False
         #: Observability for tests and metrics: how often each thing happened.
         self.stats: dict[str, int] = {"lists": 0, "watches": 0, "relists": 0, "backoffs": 0, "events": 0}
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> KubeObject | None:
+        """The cached object, or None when it is not cached — or when the informer has lost contact with
+        the API (its last list or watch failed and nothing has been heard since): a cache that cannot be
+        kept current does not answer, so the caller asks the API, and learns whether it can be reached.
+        Deviation: client-go's cache keeps serving what it last saw; a task whose API is gone would then be
+        reported Running for ever."""
+        if self._out_of_contact:
+            return None
         cached = self._cache.get((namespace or "", name))
         return cached.obj() if cached is not None else None
 
@@ -214,9 +222,11 @@ class Informer:
                     need_list = True
                     continue
                 log.warning("%s informer: API error %s %s: %s", self.rtype.kind, e.status, e.reason, e)
+                self._out_of_contact = True
                 await self._back_off()
             except (ConnectionError, TimeoutError, OSError) as e:
                 log.warning("%s informer: connection trouble: %s", self.rtype.kind, e)
+                self._out_of_contact = True
                 await self._back_off()
 
     async def _back_off(self) -> None:
@@ -227,6 +237,7 @@ class Informer:
 
     def _answered(self) -> None:
         self._delay = self.initial_backoff
+        self._out_of_contact = False
 
     async def _list_and_reconcile(self) -> None:
         items, resource_version = await self.client.list(

@@ -10,9 +10,19 @@ Error mapping (nothing from lightkube or httpx leaks)::
 
     HTTP status >= 400              → KubeApiError(status, reason, message) from the Status body
     watch ERROR event (410 Expired) → KubeApiError (the informer relists)
-    connect / read / protocol error → ConnectionError
-    any timeout                     → TimeoutError
+    connect / read / protocol error → ConnectionError  ("cannot reach the Kubernetes API at <server>: …")
+    any timeout                     → TimeoutError     ("… at <server> did not answer … within 30s …")
     credentials that cannot load    → taskplug ConfigError (construction) / KubeApiError 401 (exec auth)
+
+Every transport error and every 5xx answer names the API server's address, so that a run that gives up
+on an unreachable or failing API says which one. Each request is bounded by ``timeout`` as a whole (connect,
+send, answer: Flyte's ``kube-client-config.timeout``), not only per network phase; a watch's connection is
+bounded by it, and its stream asks the server for ``timeoutSeconds`` (5 to 10 minutes unless the caller
+gives one, as client-go's reflector does) and fails when nothing at all arrives for that long plus
+``timeout``.
+
+The kubeconfig is read by ``_kubeconfig.load_kubeconfig`` (the bounded document reader, typed fields), never by
+lightkube's own file reader.
 
 Deviation from lightkube's own watch: no retry modes; a stream that ends simply ends, and 410 is raised,
 because the informer owns resuming and relisting. Bookmarks are requested (``allowWatchBookmarks``).
@@ -20,7 +30,9 @@ because the informer owns resuming and relisting. Bookmarks are requested (``all
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -32,6 +44,7 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from taskplug.core import ConfigError
+from taskplug.engine.k8s._kubeconfig import DEFAULT_TIMEOUT, default_kubeconfig_path, load_kubeconfig
 from taskplug.k8s import KubeApiError, ResourceType, WatchEvent
 
 __all__ = ["LightkubeClient"]
@@ -44,6 +57,8 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
 }
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+_MIN_WATCH_TIMEOUT = 300
+"""client-go's ``minWatchTimeout``: a watch without a timeout of its own asks for 5 to 10 minutes."""
 _REASONS_BY_STATUS = {
     400: "BadRequest",
     401: "Unauthorized",
@@ -64,21 +79,26 @@ _REASONS_BY_STATUS = {
 
 
 def _load_config(kubeconfig: str | Path | None, context: str | None, in_cluster: bool) -> SingleConfig:
+    where = "in-cluster service account"
     try:
-        if in_cluster:
-            config = KubeConfig.from_service_account()
-        elif kubeconfig is not None:
-            config = KubeConfig.from_file(kubeconfig)
-        else:
-            config = KubeConfig.from_env()
+        config: KubeConfig | None = None
+        if in_cluster or kubeconfig is None:
+            try:
+                config = KubeConfig.from_service_account()
+            except LightkubeConfigError:
+                if in_cluster:
+                    raise
+        if config is None:
+            # As lightkube's from_env, after the service account: the file given, $KUBECONFIG, ~/.kube/config;
+            # read and checked by our own reader (a bad file names itself and the field).
+            path = Path(kubeconfig).expanduser() if kubeconfig is not None else default_kubeconfig_path()
+            where = str(path)
+            config = KubeConfig.from_dict(load_kubeconfig(path), fname=path)
         single = config.get(context_name=context)
     except (LightkubeConfigError, OSError, KeyError, ValueError) as e:
-        where = (
-            "in-cluster service account" if in_cluster else str(kubeconfig or "the environment's kubeconfig")
-        )
         raise ConfigError("kubeconfig", f"cannot load Kubernetes credentials from {where}: {e}") from e
     if single is None:
-        raise ConfigError("kubeconfig", f"no context {context!r} in the kubeconfig")
+        raise ConfigError("kubeconfig", f"no context {context!r} in the kubeconfig {where}")
     return single
 
 
@@ -96,17 +116,22 @@ class LightkubeClient:
         *,
         context: str | None = None,
         in_cluster: bool = False,
-        timeout: float = 10.0,
+        timeout: float | None = DEFAULT_TIMEOUT,
         trust_env: bool = True,
         field_manager: str = "taskplug",
     ) -> None:
         self.config = _load_config(kubeconfig, context, in_cluster)
-        params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(timeout), trust_env=trust_env)
+        self.server = str(self.config.cluster.server)
+        """The API server's address, as every transport error names it."""
+        self.timeout = timeout if timeout is not None and timeout > 0 else None
+        params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(self.timeout), trust_env=trust_env)
         try:
             self._http: httpx2.AsyncClient = client_adapter.AsyncClient(self.config, params)
         except (LightkubeConfigError, OSError, ValueError) as e:
-            raise ConfigError("kubeconfig", f"cannot set up the connection to the cluster: {e}") from e
-        self._watch_timeout = httpx2.Timeout(timeout, read=None)
+            where = f" (kubeconfig {self.config.fname})" if self.config.fname else ""
+            raise ConfigError(
+                "kubeconfig", f"cannot set up the connection to {self.server}{where}: {e}"
+            ) from e
         self._field_manager = field_manager
 
     @property
@@ -137,12 +162,25 @@ class LightkubeClient:
     ) -> Any:
         content = orjson.dumps(body) if body is not None else None
         try:
-            response = await self._http.request(method, path, content=content, params=params, headers=headers)
+            async with asyncio.timeout(self.timeout):
+                response = await self._http.request(
+                    method, path, content=content, params=params, headers=headers
+                )
+        except TimeoutError as e:
+            raise TimeoutError(
+                f"the Kubernetes API at {self.server} did not answer {method} {path} within "
+                f"{self.timeout:g}s (propeller.kube-client-config.timeout)"
+            ) from e
         except Exception as e:
-            _raise_transport(e)
+            _raise_transport(e, self.server)
         if response.status_code >= 400:
-            raise _api_error(response.status_code, response.content)
-        return orjson.loads(response.content) if response.content else None
+            raise _api_error(response.status_code, response.content, self.server)
+        try:
+            return orjson.loads(response.content) if response.content else None
+        except orjson.JSONDecodeError as e:
+            raise ConnectionError(
+                f"the Kubernetes API at {self.server} answered {method} {path} with a body that is not JSON"
+            ) from e
 
     # -- KubeClient ----------------------------------------------------------------------------------
     async def create(self, rtype: ResourceType, obj: KubeObject) -> KubeObject:
@@ -182,22 +220,28 @@ class LightkubeClient:
             params["resourceVersion"] = resource_version
         if label_selector:
             params["labelSelector"] = label_selector
-        if timeout_seconds is not None:
-            params["timeoutSeconds"] = str(timeout_seconds)
+        if timeout_seconds is None:
+            # As client-go's reflector: every watch asks the server to end it within 5 to 10 minutes (the
+            # informer resumes from the last version), so that a server that stops answering without
+            # closing the connection is found out — no byte within that time and the request timeout is a
+            # TimeoutError — instead of leaving a cache that looks current for ever.
+            timeout_seconds = int(_MIN_WATCH_TIMEOUT * (1 + random.random()))
+        params["timeoutSeconds"] = str(timeout_seconds)
+        idle = timeout_seconds + (self.timeout or DEFAULT_TIMEOUT)
         try:
             request = self._http.build_request(
                 "GET",
                 self._collection(rtype, namespace),
                 params=params,
                 headers={"Accept": "application/json"},
-                timeout=self._watch_timeout,
+                timeout=httpx2.Timeout(self.timeout, read=idle),
             )
             response = await self._http.send(request, stream=True)
         except Exception as e:
-            _raise_transport(e)
+            _raise_transport(e, self.server)
         try:
             if response.status_code >= 400:
-                raise _api_error(response.status_code, await response.aread())
+                raise _api_error(response.status_code, await response.aread(), self.server)
             try:
                 async for line in response.aiter_lines():
                     if not line:
@@ -211,9 +255,9 @@ class LightkubeClient:
             except KubeApiError:
                 raise
             except orjson.JSONDecodeError as e:
-                raise ConnectionError(f"malformed watch event: {e}") from e
+                raise ConnectionError(f"malformed watch event from {self.server}: {e}") from e
             except Exception as e:
-                _raise_transport(e)
+                _raise_transport(e, self.server)
         finally:
             with contextlib.suppress(Exception):
                 await response.aclose()
@@ -258,28 +302,40 @@ class LightkubeClient:
             await self._http.aclose()
 
 
-def _api_error(status: int, content: bytes) -> KubeApiError:
+def _api_error(status: int, content: bytes, server: str) -> KubeApiError:
     try:
         body = orjson.loads(content) if content else None
     except orjson.JSONDecodeError:
         body = None
     if isinstance(body, dict) and body.get("kind") == "Status":
-        return KubeApiError.from_status(body, status)
-    text = content.decode("utf-8", "replace").strip() if content else ""
-    return KubeApiError(status, _REASONS_BY_STATUS.get(status, ""), text or f"the server answered {status}")
+        error = KubeApiError.from_status(body, status)
+    else:
+        text = content.decode("utf-8", "replace").strip()[:1000] if content else ""
+        error = KubeApiError(
+            status, _REASONS_BY_STATUS.get(status, ""), text or f"the server answered {status}"
+        )
+    if error.status >= 500:
+        # A failing server: say which one. (4xx messages stay as sent: they are matched, e.g. "exceeded quota".)
+        error = KubeApiError(
+            error.status,
+            error.reason,
+            f"{error.message} (the Kubernetes API at {server} answered {error.status})",
+            details=error.details,
+        )
+    return error
 
 
-def _raise_transport(e: BaseException) -> NoReturn:
+def _raise_transport(e: BaseException, server: str) -> NoReturn:
     """Map an exception raised while talking to the server; re-raise anything that is not transport."""
     if isinstance(e, KubeApiError | ConnectionError | TimeoutError):
         raise e
     if isinstance(e, httpx2.TimeoutException):
-        raise TimeoutError(f"Kubernetes API request timed out: {e}") from e
+        raise TimeoutError(f"the Kubernetes API at {server} did not answer in time: {e}") from e
     if isinstance(e, httpx2.TransportError | httpx2.StreamError | httpx2.DecodingError):
-        raise ConnectionError(f"cannot reach the Kubernetes API: {e}") from e
+        raise ConnectionError(f"cannot reach the Kubernetes API at {server}: {e}") from e
     if isinstance(e, LightkubeConfigError):
         # Credentials are resolved per request (exec plugins, token files): a failure there is an auth failure.
         raise KubeApiError(401, "Unauthorized", f"cannot obtain credentials: {e}") from e
     if isinstance(e, httpx2.HTTPError):
-        raise ConnectionError(f"Kubernetes API request failed: {e}") from e
+        raise ConnectionError(f"a request to the Kubernetes API at {server} failed: {e}") from e
     raise e

@@ -6,6 +6,12 @@ object and maps an observed object to a phase; the manager creates it (under res
 Pods), follows it through a shared informer (no GET per task in steady state), reports Kubernetes events,
 aborts and finalizes it.
 
+Cleanup that cannot reach the API (abort, finalize) raises :class:`CleanupError`, which lists the objects that
+may be left behind as (kind, namespace, name); the executor bounds how long it retries and prints them.
+:meth:`PluginManager.check_task` builds the object the manager would create without creating it, so that a
+task it cannot build is refused before anything runs (``taskplug render`` refuses the same, with the same
+``build_object``).
+
 Plugin state (persisted by the executor) is a JSON-able mapping, state version 1::
 
     {"phase": 0|2, "k8sPluginState": PluginState.to_json(), "lastEventUpdate": "2026-01-01T00:00:00+00:00" | None}
@@ -25,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from taskplug.core import (
     TASKS_SECTION,
     BackOffConfig,
+    BadTaskSpecification,
     Clock,
     ErrorCode,
     OutputReader,
@@ -43,6 +50,7 @@ from taskplug.core import (
     SystemClock,
     TaskExecutionContext,
     TaskInfo,
+    TaskplugError,
     Transition,
 )
 from taskplug.engine.k8s._backoff import (
@@ -83,6 +91,7 @@ from taskplug.k8s import (
 
 __all__ = [
     "PLUGIN_STATE_VERSION",
+    "CleanupError",
     "ManagerState",
     "PluginManager",
     "PluginPhase",
@@ -183,7 +192,40 @@ def _is_pod(obj: Mapping[str, Any]) -> bool:
 
 
 def _has_deletion_timestamp(obj: Mapping[str, Any]) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    meta = obj.get("metadata")
+    return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
+
+
+class CleanupError(PluginError):
+    """Abort or finalize could not clean up (code ``SystemError``); ``leftovers`` are the objects that may be
+    left behind, each ``{"kind", "namespace", "name"}``. The executor retries the cleanup within its bound,
+    then prints them."""
+
+    def __init__(
+        self, message: str, *, leftovers: list[dict[str, str]], cause: BaseException | None = None
+    ) -> None:
+        super().__init__(ErrorCode.SYSTEM_ERROR, message, cause=cause)
+        self.leftovers = tuple(leftovers)
+
+    def __str__(self) -> str:
+        # The cause is part of each message already (its text names the API address).
+        return f"[{self.code}] {self.message}"
+
+
+def _ref(obj: Mapping[str, Any], watched: ResourceType) -> dict[str, str]:
+    ns, name = _name_of(obj)
+    # The kind as the API registers it (``Pod``), whatever case the plugin's identity object used.
+    return {"kind": registered_kind(obj, watched).kind, "namespace": ns, "name": name}
+
+
+def _is_api_trouble(error: BaseException) -> bool:
+    """Whether ``error`` (or its cause) is the API's: an answer, or a connection or time-out failure."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if api_error_of(seen) is not None or isinstance(seen, ConnectionError | TimeoutError | OSError):
+            return True
+        seen = seen.cause if isinstance(seen, PluginError) else seen.__cause__
+    return False
 
 
 def _name_of(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -444,6 +486,18 @@ class PluginManager:
         )
 
     # -- launch --------------------------------------------------------------------------------------
+    def check_task(self, tctx: TaskExecutionContext) -> None:
+        """Build the object :meth:`launch_resource` would create, and create nothing: what cannot be built
+        is a :class:`BadTaskSpecification`, raised before any round. Deviation: Flyte finds out at launch
+        and fails the attempt (``FailedToBuildResource``); the executor asks here at submit, so that
+        ``taskplug run`` refuses what ``taskplug render`` refuses."""
+        try:
+            build_object(self.plugin, tctx, self.config, watched=self.rtype)
+        except BadTaskSpecification:
+            raise
+        except Exception as e:  # whatever a plugin raises while building is the task's fault
+            raise BadTaskSpecification(str(e) or type(e).__name__) from e
+
     async def launch_resource(self, tctx: TaskExecutionContext) -> Transition:
         try:
             obj = build_object(self.plugin, tctx, self.config, watched=self.rtype)
@@ -491,9 +545,10 @@ class PluginManager:
         if is_request_entity_too_large(err):
             return Transition.to(PhaseInfo.failure("EntityTooLarge", text))
         api = api_error_of(err)
-        raise PluginError(
-            api.reason if api is not None else "", "failed to create resource", cause=err
-        ) from err
+        # Flyte returns the error (the round could not decide; the executor's round-error budget bounds
+        # it). An API that cannot be reached or answers 5xx is a system error; the cause names its address.
+        code = api.reason if api is not None and api.reason else ErrorCode.SYSTEM_ERROR
+        raise PluginError(code, "failed to create resource", cause=err) from err
 
     # -- observe -------------------------------------------------------------------------------------
     async def check_resource_phase(
@@ -523,7 +578,19 @@ class PluginManager:
             plugin_state=k8s_state,
             now=self.clock.now(),
         )
-        info = self.plugin.get_task_phase(pctx, observed)
+        try:
+            info = self.plugin.get_task_phase(pctx, observed)
+        except Exception as e:
+            # Flyte's checkResourcePhase returns GetTaskPhase's error (a panic too, recovered by the task
+            # handler): the round could not decide and is retried, the object may read well next time. The
+            # executor's round-error budget turns an error that persists into a SystemRetryableFailure.
+            kind = str(observed.get("kind") or self.rtype.kind)
+            detail = "" if isinstance(e, TaskplugError) else f" ({type(e).__name__})"
+            raise PluginError(
+                e.code if isinstance(e, PluginError) else ErrorCode.SYSTEM_ERROR,
+                f"failed to check status of {kind} [{ns}/{name}] in plugin [{self.id}]{detail}",
+                cause=e,
+            ) from e
         if info.phase is Phase.SUCCESS:
             tctx.output_writer.put(writer.reader if writer.put_called else None)
             return Transition.to(info)
@@ -568,7 +635,15 @@ class PluginManager:
         except Exception as e:
             error = e
         if error is not None and not is_not_found(error):
-            raise error
+            if isinstance(error, PluginError) and not _is_api_trouble(error):
+                raise error  # a misuse (an AbortBehavior naming no operation), not the API's doing
+            ns, name = _name_of(target)
+            raise CleanupError(
+                f"abort: failed to {'delete' if delete else 'update'} resource with name [{ns}/{name}]. "
+                f"Error: {error}",
+                leftovers=[_ref(target, self.rtype)],
+                cause=error,
+            ) from error
 
     async def _delete(self, obj: Mapping[str, Any]) -> None:
         ns, name = _name_of(obj)
@@ -601,15 +676,18 @@ class PluginManager:
             return
         errors: list[str] = []
         first_error: Exception | None = None
+        ns, name = _name_of(resource)
         last_error = await self._remove_finalizer(resource)
         if last_error is not None:
-            errors.append(str(last_error))
+            errors.append(
+                f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
+                f"Error: {last_error}"
+            )
             first_error = last_error
         if (
             self.config.delete_resource_on_finalize
             and not self.properties.disable_delete_resource_on_finalize
         ):
-            ns, name = _name_of(resource)
             try:
                 await self._delete(resource)
             except Exception as e:
@@ -617,8 +695,9 @@ class PluginManager:
                     errors.append(f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}")
                     first_error = first_error or e
         if errors:
-            # Deviation: Flyte returns an untyped multi-error; here it is one PluginError naming every part.
-            raise PluginError(ErrorCode.SYSTEM_ERROR, "; ".join(errors), cause=first_error)
+            # Deviation: Flyte returns an untyped multi-error; here it is one error naming every part and the
+            # object that may be left behind (with our finalizer, or undeleted).
+            raise CleanupError("; ".join(errors), leftovers=[_ref(resource, self.rtype)], cause=first_error)
 
     async def _remove_finalizer(self, resource: KubeObject) -> Exception | None:
         """Drop our finalizer with a merge patch, retrying conflicts with apimachinery's back-off.

@@ -83,32 +83,45 @@ class PodPlugin:
         return get_task_phase_with_logs(pctx, resource, config=self.platform.k8s, log_config=self._log_config)
 
 
-def _field(data: Mapping[str, Any], name: str) -> Any:
-    """Go's JSON decoding matches field names case-insensitively (``podSpec`` or ``PodSpec``)."""
+def _field(data: Mapping[str, Any], name: str) -> tuple[str, Any]:
+    """Go's JSON decoding matches field names case-insensitively (``podSpec`` or ``PodSpec``): the key as
+    written, and its value."""
     for key, value in data.items():
         if key.lower() == name.lower():
-            return value
-    return None
+            return key, value
+    return name, None
 
 
 def _sidecar_v0(custom: Any) -> RawPod:
+    """Flyte's sidecar v0: ``custom`` is a SidecarJob (a typed v1.PodSpec, its primary container's name,
+    annotations and labels); a field of the wrong type fails to unmarshal, a BadTaskSpecification naming it."""
     try:
         job = json_format.MessageToDict(custom)
     except Exception as e:
         raise BadTaskSpecification(f"invalid TaskSpecification [{custom}], Err: [{e}]") from e
-    pod_spec = _field(job, "podSpec")
+    spec_key, pod_spec = _field(job, "podSpec")
     if pod_spec is None:
         raise BadTaskSpecification(f"invalid TaskSpecification, nil PodSpec [{job}]")
     if not isinstance(pod_spec, dict):
-        raise BadTaskSpecification(f"invalid TaskSpecification [{job}], Err: [podSpec must be a mapping]")
-    annotations = _field(job, "annotations") or {}
-    labels = _field(job, "labels") or {}
-    if not isinstance(annotations, dict) or not isinstance(labels, dict):
         raise BadTaskSpecification(
-            f"invalid TaskSpecification [{job}], Err: [annotations and labels must be mappings]"
+            f"invalid TaskSpecification [{job}], Err: [{spec_key}: must be a mapping, got {type(pod_spec).__name__}]"
         )
-    primary = _field(job, "primaryContainerName") or ""
-    return RawPod(pod_spec, {"annotations": dict(annotations), "labels": dict(labels)}, str(primary))
+    meta: KubeObject = {}
+    for name in ("annotations", "labels"):
+        key, value = _field(job, name)
+        value = value or {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise BadTaskSpecification(
+                f"invalid TaskSpecification [{job}], Err: [{key}: must be a mapping of strings to strings]"
+            )
+        meta[name] = dict(value)
+    key, primary = _field(job, "primaryContainerName")
+    if not isinstance(primary, str | None):
+        raise BadTaskSpecification(
+            f"invalid TaskSpecification [{job}], Err: [{key}: must be a string, got {type(primary).__name__}]"
+        )
+    spec = pod_spec_from_struct(pod_spec, "sidecar pod spec", prefix=spec_key)
+    return RawPod(spec, meta, primary or "")
 
 
 def _sidecar_v1(template: Any) -> RawPod:

@@ -1,5 +1,6 @@
-"""The Spark plugin (task type ``spark``): a spark-operator SparkApplication, and a simulated operator for
-the embedded local cluster.
+"""The Spark plugin (task type ``spark``): a spark-operator SparkApplication, and an operator for the embedded
+local cluster that runs each application's driver pod with Spark in local mode (pyspark and Java 17), plus the
+older simulated operator (``SparkLocalOperator``: states stepped by annotations, for tests needing no Spark).
 
 Its operator for the embedded cluster loads on first use: discovering plugins (every command) never imports it.
 """
@@ -22,6 +23,7 @@ from taskplug.plugins.spark._plugin import (
 from taskplug.plugins.spark._states import SPARK_APPLICATION
 
 if TYPE_CHECKING:
+    from taskplug.plugins.spark._local_driver import SparkDriverOperator
     from taskplug.plugins.spark._local_operator import (
         ANNOTATION_SIMULATE_FAILURE,
         ANNOTATION_SIMULATE_SUBMISSION_FAILURE,
@@ -36,6 +38,7 @@ __all__ = [
     "SPARK_SECTION",
     "SPARK_TASK_TYPE",
     "SparkConfig",
+    "SparkDriverOperator",
     "SparkFeature",
     "SparkLocalOperator",
     "SparkLogConfig",
@@ -53,6 +56,7 @@ __getattr__ = lazy_exports(
     {
         "ANNOTATION_SIMULATE_FAILURE": "taskplug.plugins.spark._local_operator",
         "ANNOTATION_SIMULATE_SUBMISSION_FAILURE": "taskplug.plugins.spark._local_operator",
+        "SparkDriverOperator": "taskplug.plugins.spark._local_driver",
         "SparkLocalOperator": "taskplug.plugins.spark._local_operator",
         "next_status": "taskplug.plugins.spark._local_operator",
     },

@@ -1,9 +1,11 @@
-"""A simulated spark-operator for the embedded local cluster.
+"""A simulated spark-operator: a pure state machine over a SparkApplication's ``status``, with no driver.
 
 The real operator (kubeflow/spark-operator) runs ``spark-submit`` for each SparkApplication and reports
-the driver's progress in ``status``. This one runs nothing: it walks each application through the states
-the Spark plugin reads, one step per change it sees, so a ``spark`` task can be run end to end with no
-cluster at all::
+the driver's progress in ``status``; so does :class:`taskplug.plugins.spark._local_driver.SparkDriverOperator`,
+the operator the embedded cluster runs (its driver pod really runs Spark on the process kubelet, and is
+scripted on the simulated one). This one runs nothing and creates nothing: it walks each application through
+the states the Spark plugin reads, one step per change it sees, for tests of the plugin's status mapping
+that need neither a driver pod nor Spark::
 
     ""  ->  SUBMITTED  ->  RUNNING  ->  COMPLETED
                                    \\->  FAILED             (annotation taskplug.io/simulate-spark-failure)
@@ -15,7 +17,7 @@ cluster at all::
   annotation's value.
 
 Knobs (annotations on the SparkApplication; a task gets them through the execution's ``annotations``,
-which the plugin manager puts on the object):
+which the plugin manager puts on the object; the driver-pod operator honours them too):
 
 * ``taskplug.io/simulate-spark-failure: "<message>"`` — the application fails after running, with
   ``errorMessage`` = message (the plugin reports a retryable ``DownstreamSystemError``).

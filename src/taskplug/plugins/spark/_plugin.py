@@ -491,11 +491,12 @@ def _load(setup: K8sPluginSetup) -> SparkPlugin:
 
 
 def _local_operator() -> Operator:
-    """The embedded cluster's simulated spark-operator."""
+    """The embedded cluster's spark-operator: a driver pod per SparkApplication, running Spark in local mode
+    (the process kubelet runs it; the simulated kubelet steps it through its phases, needing no Spark)."""
     # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
-    from taskplug.plugins.spark._local_operator import SparkLocalOperator
+    from taskplug.plugins.spark._local_driver import SparkDriverOperator
 
-    return SparkLocalOperator()
+    return SparkDriverOperator()
 
 
 def plugin_entries() -> list[K8sPluginEntry]:

@@ -1,0 +1,151 @@
+"""``taskplug executor --store postgresql://…``: run one executor replica until SIGTERM or SIGINT.
+
+Run as many as wanted against one database: they share the executions submitted to it (``taskplug serve``'s
+API), each driving the ones it claimed, taking over a silent replica's within ``--ttl`` seconds, handing its
+own over at once when stopped (see ``taskplug.service``'s replica protocol). Objects are created on the
+cluster of ``--kubeconfig`` (a real one, or ``taskplug cluster serve``'s), or on an embedded cluster in this
+process when none is given (useful for one replica only). Exit codes: 0 stopped, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import click
+
+from taskplug.cli._run import _kube_client
+from taskplug.core import SpecError
+from taskplug.executor import Platform, executor_settings
+from taskplug.service import Replica, ReplicaSettings
+
+__all__ = ["executor"]
+
+
+@click.command("executor")
+@click.option(
+    "--store",
+    required=True,
+    help="The executions' database: postgresql://user@host:port/db (taskplug run keeps SQLite).",
+)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Create objects on this cluster (default: an embedded cluster in this process).",
+)
+@click.option("--pod-templates", multiple=True, type=click.Path(path_type=Path))
+@click.option(
+    "--cluster-mode",
+    type=click.Choice(["process", "simulated"]),
+    default="process",
+    show_default=True,
+    help="The embedded cluster (no --kubeconfig): run containers as local processes, or simulate them.",
+)
+@click.option(
+    "--capacity", type=click.IntRange(1), default=500, show_default=True, help="Executions at once."
+)
+@click.option("--heartbeat", type=click.FloatRange(0.05), default=2.0, show_default=True, help="Seconds.")
+@click.option(
+    "--ttl",
+    type=click.FloatRange(0.5),
+    default=10.0,
+    show_default=True,
+    help="Seconds of silence after which another replica takes this one's executions over.",
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(0),
+    default=3.0,
+    show_default=True,
+    help="Seconds before the ttl at which creates and deletes stop (at least a create call's timeout).",
+)
+@click.option("--poll", type=click.FloatRange(0.01), default=1.0, show_default=True, help="Seconds.")
+@click.option("--claim-batch", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--reap", type=click.FloatRange(0.1), default=5.0, show_default=True, help="Seconds.")
+@click.option("--no-fencing", is_flag=True, hidden=True, help="Tests' negative control only.")
+@click.option("-v", "--verbose", is_flag=True, help="Log the protocol's steps (claims, hand-overs).")
+def executor(
+    store: str,
+    config_path: Path | None,
+    kubeconfig: Path | None,
+    pod_templates: tuple[Path, ...],
+    cluster_mode: str,
+    capacity: int,
+    heartbeat: float,
+    ttl: float,
+    margin: float,
+    poll: float,
+    claim_batch: int,
+    reap: float,
+    no_fencing: bool,
+    verbose: bool,
+) -> None:
+    """Run one executor replica until stopped.
+
+    The replica drives executions stored in the PostgreSQL database of --store together with any number of
+    other replicas; SIGTERM or SIGINT hands its executions over to them at once.
+    """
+    from taskplug.cli._output import fail
+
+    if not store.startswith(("postgresql://", "postgres://")):
+        raise click.BadParameter(
+            "must be a postgresql:// URL; a single process with SQLite is `taskplug run --state-db`",
+            param_hint="--store",
+        )
+    try:
+        settings = ReplicaSettings(
+            capacity=capacity,
+            heartbeat=heartbeat,
+            ttl=ttl,
+            margin=margin,
+            poll=poll,
+            claim_batch=claim_batch,
+            reap=reap,
+            fencing=not no_fencing,
+        )
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--heartbeat/--ttl/--margin") from e
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if verbose:
+        logging.getLogger("taskplug").setLevel(logging.INFO)
+    try:
+        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+        asyncio.run(_serve(store, platform, kubeconfig, cluster_mode, settings))
+    except SpecError as e:
+        fail(str(e))
+    except Exception as e:
+        import psycopg
+
+        if isinstance(e, psycopg.OperationalError):
+            fail(f"--store: cannot use the database: {e}")
+        raise
+
+
+async def _serve(
+    dsn: str, platform: Platform, kubeconfig: Path | None, mode: str, settings: ReplicaSettings
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with _kube_client(platform, kubeconfig, mode) as kube:
+            replica = Replica(
+                dsn,
+                platform,
+                kube,
+                settings=settings,
+                executor_settings=executor_settings(platform),
+                on_incarnation=lambda rid: click.echo(f"replica {rid} running", err=True),
+            )
+            await replica.run(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+if __name__ == "__main__":
+    executor()

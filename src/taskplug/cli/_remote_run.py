@@ -1,0 +1,176 @@
+"""``taskplug run SPEC --server URL``: submit the execution to a ``taskplug serve`` and follow it to the end.
+
+The spec is read and checked here as a local run reads it (exit 2 naming the field); a ``templateFile`` is
+inlined, since the server reads no files; an unnamed spec gets its fresh name here, so that the execution
+key is known before it is sent. Then ``POST /api/v1/executions`` (the server checks it again: a 422 names the
+field, exit 2) and the execution's events are followed (``/events?after_seq=``) until it is terminal. What is
+printed at the end is what a local run prints (the same outcome lines or ``-o json`` document), and the exit
+code is the same: 0 success, 1 failed or aborted, 2 bad input (or a server that cannot be reached). The first
+Ctrl-C asks the server to abort the execution and keeps following it to its end; a second one stops
+following (the execution goes on being aborted by its replica).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from google.protobuf import json_format
+from rich.console import Console
+from rich.text import Text
+
+from taskplug.cli._output import EXIT_TASK_FAILED, fail
+from taskplug.core import SpecError, load_document
+from taskplug.executor import ExecutionResult, load_spec
+
+__all__ = ["remote_document", "run_remote"]
+
+_TIMEOUT: Final = 30.0
+
+
+def remote_document(path: Path) -> tuple[dict[str, Any], str]:
+    """The spec document to submit (named, template inline) and its execution key."""
+    parsed = load_spec(path)
+    document = load_document(path, what="execution spec")
+    if not isinstance(document, dict):
+        raise SpecError("", f"execution spec {str(path)!r} must be a mapping at the top level")
+    document = copy.deepcopy(document)
+    if "templateFile" in document:
+        if parsed.array is not None and "arrayNode" not in document:
+            raise SpecError(
+                "templateFile",
+                "a workflow file cannot be sent to a server; give the mapped task inline as `template` "
+                "with an `arrayNode` section",
+            )
+        del document["templateFile"]
+        document["template"] = json_format.MessageToDict(parsed.template)
+    execution = document.setdefault("execution", {})
+    ids = execution.setdefault("id", {})
+    ids["name"] = parsed.metadata.task_execution_id.id.node_execution_id.execution_id.name
+    return document, parsed.execution_key
+
+
+class _Server:
+    """The few calls made to the API, with its errors turned into the CLI's."""
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SpecError("--server", f"{url!r} is not an http(s) URL of a `taskplug serve`")
+        self.base = url.rstrip("/") + "/api/v1"
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"content-type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            try:
+                payload = json.loads(e.read() or b"null")
+            except ValueError:
+                payload = None
+            return e.code, payload
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise SpecError("--server", f"cannot reach {self.base}: {reason}") from None
+
+    def expect(self, method: str, path: str, body: object = None, *, ok: tuple[int, ...] = (200,)) -> Any:
+        status, payload = self.call(method, path, body)
+        if status in ok:
+            return payload
+        error = payload.get("error", {}) if isinstance(payload, dict) else {}
+        message = error.get("message") or f"HTTP {status}"
+        field = error.get("field") or ""
+        if 400 <= status < 500:
+            raise SpecError(field, f"the server refused it: {message}")
+        raise SpecError("--server", f"the server answered {status}: {message}")
+
+
+def _quote(key: str) -> str:
+    return "/executions/" + urllib.parse.quote(key, safe="/")
+
+
+def run_remote(spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5) -> ExecutionResult:
+    """Submit ``spec`` to the server and follow it to a terminal phase; how it ended."""
+    document, _ = remote_document(spec)
+    server = _Server(server_url)
+    console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    created = server.expect("POST", "/executions", {"spec": document}, ok=(200, 201))
+    key = created["key"]
+    if not as_json:
+        console.print(Text(f"submitted {key} to {server_url}"))
+    events, execution = _follow(server, key, console, quiet=as_json, poll=poll)
+    return _result(server, execution, events)
+
+
+def _follow(
+    server: _Server,
+    key: str,
+    console: Console,
+    *,
+    quiet: bool,
+    poll: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    after = 0
+    interrupts = 0
+    while True:
+        try:
+            execution = server.expect("GET", _quote(key))
+            for event in server.expect("GET", f"{_quote(key)}/events?after_seq={after}"):
+                events.append(event)
+                after = event["seq"]
+                if not quiet:
+                    console.print(
+                        Text(
+                            f"attempt {event['attempt']}  {event['phase']:<18} v{event['version']}  {event['reason'][:160]}"
+                        )
+                    )
+            if execution["terminal"]:
+                return events, execution
+            sleep(poll)
+        except KeyboardInterrupt:
+            interrupts += 1
+            if interrupts > 1:
+                fail(
+                    "interrupted again: stopped following (the execution is being aborted)", EXIT_TASK_FAILED
+                )
+            console.print(Text("interrupted: asking the server to abort the execution…", style="yellow"))
+            server.call("POST", f"{_quote(key)}/abort")
+
+
+def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, Any]]) -> ExecutionResult:
+    outputs = None
+    if execution["phase"] == "Success":
+        outputs = server.expect("GET", f"{_quote(execution['key'])}/outputs")["outputs"]
+    attempts = server.expect("GET", f"{_quote(execution['key'])}/attempts")
+    return ExecutionResult(
+        key=execution["key"],
+        phase=execution["phase"],
+        attempts=max(len(attempts), execution["attempt"] + 1 if execution["started_at"] else 0),
+        error=execution["error"],
+        outputs=outputs,
+        events=[
+            {
+                "phase": e["phase"],
+                "version": e["version"],
+                "reason": e["reason"],
+                "occurredAt": e["occurred_at"],
+                "attempt": e["attempt"],
+                **({"error": e["error"]} if e["error"] is not None else {}),
+                **({"logs": e["logs"]} if e["logs"] else {}),
+            }
+            for e in events
+        ],
+    )

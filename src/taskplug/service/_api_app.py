@@ -1,0 +1,154 @@
+"""The server ``taskplug serve`` runs: the JSON API and the web view in one ASGI app over one database.
+
+:func:`create_app` builds it (the tests drive it with Starlette's TestClient or uvicorn); :func:`serve` runs
+it on uvicorn, on 127.0.0.1 unless told otherwise. At start the app applies the schema's migrations (under
+their advisory lock, as every process that opens the database does), opens a small connection pool, and
+starts the live feed; at stop it ends the feed and closes the pool. The server never drives an execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from importlib import resources
+from typing import Final
+from urllib.parse import urlsplit
+
+import psycopg
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from psycopg_pool import AsyncConnectionPool
+from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
+from taskplug.service._api import router as api_router
+from taskplug.service._api_queries import ServiceDB
+from taskplug.service._api_submit import MAX_BODY_BYTES
+from taskplug.service._migrations import migrate
+from taskplug.service._web import router as web_router
+from taskplug.service._web_feed import Feed
+from taskplug.service._web_render import environment
+
+__all__ = ["DEFAULT_HOST", "create_app", "serve_http"]
+
+DEFAULT_HOST: Final = "127.0.0.1"
+
+
+def _migrate(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        migrate(conn)
+
+
+def create_app(
+    dsn: str,
+    *,
+    replica_ttl: float = 10.0,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    poll_interval: float = 1.0,
+    pool_size: int = 10,
+    allowed_hosts: Sequence[str] | None = None,
+) -> FastAPI:
+    """The API (``/api/v1``) and the web view over the database at ``dsn``.
+
+    ``replica_ttl``: seconds after its last heartbeat a replica is shown as silent (the replicas' lease
+    time); ``max_body_bytes``: the largest request body (413 past it); ``poll_interval``: how often the
+    live feed reads the tables when no notification comes; ``allowed_hosts``: the ``Host`` headers
+    answered (all when None), so that a page of another site cannot reach a loopback server through a
+    name it rebinds to 127.0.0.1.
+
+    A request that changes something (submit, abort) sent by a page of another origin is refused (403):
+    the server has no login, so a cross-site form must not be able to abort or submit through a browser
+    that can reach it."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(_migrate, dsn)
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[tuple[object, ...]]] = AsyncConnectionPool(
+            dsn, min_size=1, max_size=pool_size, open=False, name="taskplug-serve"
+        )
+        await pool.open(wait=True)
+        feed = Feed(dsn, pool, poll_interval=poll_interval)
+        app.state.db = ServiceDB(pool)
+        app.state.feed = feed
+        await feed.start_position()
+        task = asyncio.create_task(feed.run(), name="taskplug-live-feed")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await pool.close()
+
+    app = FastAPI(
+        title="taskplug",
+        summary="Task executions driven by taskplug's executor replicas: submit, follow, abort.",
+        version="1",
+        lifespan=lifespan,
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+    )
+    app.add_middleware(_SameOrigin)
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    app.state.replica_ttl = replica_ttl
+    app.state.max_body_bytes = max_body_bytes
+    app.state.templates = environment()
+    for exc_class, handler in api_error_handlers.items():
+        app.add_exception_handler(exc_class, handler)
+    app.include_router(api_router)
+    # Where probes and Prometheus look by default, beside their /api/v1 places.
+    app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+    app.include_router(web_router)
+    app.mount("/static", StaticFiles(packages=[("taskplug.service", "web/static")]), name="static")
+    favicon = resources.files("taskplug.service").joinpath("web/static/favicon.svg").read_bytes()
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def _favicon() -> Response:
+        return Response(favicon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
+    return app
+
+
+class _SameOrigin:
+    """Refuse a state-changing request a page of another origin sent (``Origin`` / ``Sec-Fetch-Site``).
+    Plain ASGI, not ``BaseHTTPMiddleware``: the live pages' event streams pass through untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            headers = Headers(scope=scope)
+            origin = headers.get("origin")
+            cross = headers.get("sec-fetch-site") == "cross-site"
+            if cross or (origin is not None and urlsplit(origin).netloc != headers.get("host")):
+                refused = JSONResponse(
+                    {"error": {"message": "refused: a request from another site's page"}}, status_code=403
+                )
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+_LOOPBACK: Final = ("127.0.0.1", "localhost")
+
+
+def serve_http(dsn: str, *, host: str = DEFAULT_HOST, port: int = 8080, replica_ttl: float = 10.0) -> None:
+    """Run the server until SIGINT/SIGTERM (uvicorn). Bound to loopback, it answers only the loopback names."""
+    import uvicorn
+
+    hosts = list(_LOOPBACK) if host in _LOOPBACK else None
+    uvicorn.run(
+        create_app(dsn, replica_ttl=replica_ttl, allowed_hosts=hosts),
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=3,
+    )

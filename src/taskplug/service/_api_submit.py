@@ -1,0 +1,146 @@
+"""A submission as the API receives it, checked like every other input before anything is written.
+
+The body is read up to a bound (413 past it), parsed by the same bounded JSON reader as spec files, its
+envelope (``spec``, ``labels``, ``key``) checked by pydantic, and the spec by
+:func:`taskplug.executor.parse_spec`: a malformed field is a :class:`~taskplug.core.SpecError` whose path
+starts at the body (``spec.template.container.image``), which the API answers with 422 naming that path.
+
+The stored spec is the one the replicas parse again, so it must name its execution: an unnamed spec gets
+its name here (from the idempotency key when one is given, so that submitting it again is the same
+execution; a fresh one otherwise, as ``taskplug run`` runs an unnamed spec as a new execution each time).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from taskplug.core import SpecError, load_document
+from taskplug.executor import parse_spec
+
+__all__ = [
+    "KEY_PATTERN",
+    "MAX_BODY_BYTES",
+    "RESERVED_KEY_SUFFIXES",
+    "Submission",
+    "SubmitRequest",
+    "parse_submission",
+]
+
+KEY_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*(/[A-Za-z0-9._:@-]+)*$"
+"""An execution key: segments of URL-safe characters joined by ``/`` (it is a path in the API's URLs)."""
+
+MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+"""The largest request body read: the bound spec files have (4 MiB; what a spec describes ends up in objects
+the Kubernetes API server takes, at most 1.5 MiB each)."""
+
+RESERVED_KEY_SUFFIXES: Final = frozenset({"events", "attempts", "elements", "outputs", "abort", "stream"})
+"""Last segments a key cannot end with: ``/executions/{key}/events`` would be ambiguous."""
+
+_NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # flyteadmin's (k8s rand's): no vowels, no words
+
+
+class SubmitRequest(BaseModel):
+    """``POST /api/v1/executions``: an execution spec document (as ``taskplug run`` reads from a file, with
+    the task template inline), labels shown in the views, and an optional idempotency key."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    spec: dict[str, Any] = Field(description="The execution spec document (docs/spec.md), template inline.")
+    labels: Annotated[dict[str, Annotated[str, Field(max_length=1024)]], Field(max_length=64)] = Field(
+        default_factory=dict, description="Free-form labels shown with the execution."
+    )
+    key: Annotated[str, Field(max_length=256, pattern=KEY_PATTERN)] | None = Field(
+        default=None,
+        description="Idempotency key: submitting the same key again returns the existing execution. "
+        "Defaults to the execution key project/domain/name/nodeId of the spec.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What is inserted: the key, the task type, the spec (naming its execution) and the labels."""
+
+    key: str
+    task_type: str
+    spec: dict[str, Any]
+    labels: dict[str, str]
+
+
+def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
+    """The submission in a request body; :class:`SpecError` naming the field when anything is wrong."""
+    document = load_document(
+        body, "request body", what="request body", yaml_allowed=False, max_bytes=max_bytes
+    )
+    try:
+        request = SubmitRequest.model_validate(document)
+    except ValidationError as e:
+        first = e.errors()[0]
+        path = ".".join(str(part) for part in first["loc"])
+        raise SpecError(path, first["msg"]) from None
+    if "templateFile" in request.spec:
+        raise SpecError(
+            "spec.templateFile",
+            "the server reads no files: give the task template inline as `template` "
+            "(`taskplug run SPEC --server URL` inlines a templateFile for you)",
+        )
+    spec = _named(request.spec, request.key)
+    try:
+        parsed = parse_spec(spec, source="api", fresh_name=False)
+    except SpecError as e:
+        raise SpecError(f"spec.{e.path}" if e.path else "spec", e.reason) from None
+    execution_key = parsed.execution_key
+    if (
+        request.key is not None
+        and parsed.named
+        and _given_name(request.spec)
+        and request.key != execution_key
+    ):
+        raise SpecError(
+            "key",
+            f"the spec names its execution ({execution_key!r}): that is its key, so that two keys never "
+            "run one execution name twice; leave `key` out or leave execution.id.name out",
+        )
+    key = request.key or execution_key
+    if key.rsplit("/", 1)[-1] in RESERVED_KEY_SUFFIXES:
+        raise SpecError(
+            "key" if request.key else "spec.execution.id.nodeId",
+            f"an execution key cannot end in one of {sorted(RESERVED_KEY_SUFFIXES)} (its URLs would be ambiguous)",
+        )
+    if request.key is None and not re.match(KEY_PATTERN, key):
+        raise SpecError("spec.execution.id", f"the execution key {key!r} is not a valid key ({KEY_PATTERN})")
+    return Submission(key=key, task_type=parsed.template.type, spec=spec, labels=dict(request.labels))
+
+
+def _given_name(spec: Mapping[str, Any]) -> str | None:
+    execution = spec.get("execution")
+    ids = execution.get("id") if isinstance(execution, Mapping) else None
+    name = ids.get("name") if isinstance(ids, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _named(spec: dict[str, Any], key: str | None) -> dict[str, Any]:
+    """``spec`` naming its execution: as given, or named from ``key`` (the same key, the same name), or
+    freshly. A spec whose ``execution``/``id`` are not mappings is returned as it is (parsing names that)."""
+    if _given_name(spec):
+        return spec
+    execution = spec.get("execution", {})
+    ids = execution.get("id", {}) if isinstance(execution, Mapping) else None
+    if not isinstance(execution, Mapping) or not isinstance(ids, Mapping):
+        return spec
+    named = copy.deepcopy(spec)
+    named.setdefault("execution", {}).setdefault("id", {})["name"] = _name_for(key)
+    return named
+
+
+def _name_for(key: str | None) -> str:
+    """An execution name of flyteadmin's form (``a`` + 19 characters): drawn from ``key``, or random."""
+    digest = hashlib.sha256(key.encode() if key is not None else secrets.token_bytes(32)).digest()
+    return "a" + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:19])

@@ -1,0 +1,458 @@
+"""The executor's state store on PostgreSQL, with every write fenced by the replica's claim.
+
+Follows Temporal's fenced shard writes (``common/persistence/sql/execution.go``: the ``range_id`` read in the
+write's own transaction) applied per execution row, as the service notes (§3.3) design it: a replica that
+claimed an execution holds ``(owner_id, lease_epoch)``, and every write says ``WHERE id = … AND owner_id = me
+AND lease_epoch = <claimed epoch>``. Writes are batched as :class:`SQLiteStateStore` batches them (one commit
+per ``commit_interval``, and at once when the executor flushes before deleting anything), and a batch is
+one statement, one round trip: an ``UPDATE … FROM unnest(…) RETURNING id`` of every execution touched,
+whose data-modifying CTEs insert the events, attempts and map elements of the ids it returned only. An id
+it did not return is an execution this replica no longer owns: its writes are dropped and ``on_lost`` is
+told, so the replica stops driving it. A web-API resource's meta (its create is not idempotent) is committed
+at once, outside the batch.
+
+The store speaks the executor's synchronous :class:`StateStore` protocol over a synchronous psycopg
+connection (a statement on the loopback takes well under a millisecond; the executor's SQLite store blocks
+the loop the same way; the price is measured by ``benchmarks/replicas.py``). The executor's rows keep the columns the API and the web view read current: phase,
+attempt, terminal, outputs, error, started/finished times; after a batch that inserted events it sends
+``NOTIFY taskplug_events, '<max seq>'``.
+
+The executor awaits :meth:`PostgresStateStore.aflush` where it must flush (before a delete, at a terminal
+phase): concurrent rounds' flushes then share one batch statement (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from taskplug.core import Phase
+from taskplug.executor import ElementRecord, Event, ExecutionRecord, StateStoreError
+
+if TYPE_CHECKING:
+    import uuid
+
+    import psycopg
+
+__all__ = ["Claim", "PostgresStateStore"]
+
+log = logging.getLogger(__name__)
+
+_EVENT_FIELDS = tuple(Event.__dataclass_fields__)
+
+# One statement per batch, one round trip: the fenced write of every execution touched (a NULL column means
+# "unchanged"), then — for the ids it returned only — their events (in order: seq follows the arrays), their
+# attempts' rows, their map elements, and one NOTIFY carrying the highest seq inserted.
+_BATCH = """
+WITH upd AS (
+    UPDATE taskplug_executions e SET
+        record = coalesce(u.record::jsonb, e.record),
+        phase = coalesce(u.phase, e.phase),
+        attempt = coalesce(u.attempt, e.attempt),
+        terminal = coalesce(u.terminal, e.terminal),
+        outputs = coalesce(u.outputs::jsonb, e.outputs),
+        error = coalesce(u.error::jsonb, e.error),
+        object_owner = coalesce(e.object_owner, u.owner),
+        updated_at = now(),
+        started_at = coalesce(e.started_at, now()),
+        finished_at = CASE WHEN u.terminal AND e.finished_at IS NULL THEN now() ELSE e.finished_at END
+    FROM unnest(%(ids)s::bigint[], %(epochs)s::bigint[], %(records)s::text[], %(phases)s::text[],
+                %(attempts)s::int[], %(terminals)s::bool[], %(outputs)s::text[], %(errors)s::text[],
+                %(owners)s::text[])
+        AS u(id, epoch, record, phase, attempt, terminal, outputs, error, owner)
+    WHERE e.id = u.id {fence}
+    RETURNING e.id
+), ev AS (
+    INSERT INTO taskplug_events
+        (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch)
+    SELECT v.id, v.attempt, v.phase, v.version, v.reason, v.occurred_at::timestamptz, v.error::jsonb,
+           v.logs::jsonb, v.external::jsonb, v.epoch
+    FROM unnest(%(ev_ids)s::bigint[], %(ev_attempts)s::int[], %(ev_phases)s::text[], %(ev_versions)s::int[],
+                %(ev_reasons)s::text[], %(ev_times)s::text[], %(ev_errors)s::text[], %(ev_logs)s::text[],
+                %(ev_external)s::text[], %(ev_epochs)s::bigint[]) WITH ORDINALITY
+        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, ord)
+    WHERE v.id IN (SELECT id FROM upd)
+    ORDER BY v.ord
+    RETURNING seq
+), att AS (
+    INSERT INTO taskplug_attempts (execution_id, attempt, resource_name, resource_meta, phase, reason, error,
+                                   logs, epoch, started_at, finished_at)
+    SELECT a.id, a.attempt, a.name, a.meta::jsonb, a.phase, a.reason, a.error::jsonb, a.logs::jsonb, a.epoch,
+           now(), CASE WHEN a.final THEN now() END
+    FROM unnest(%(at_ids)s::bigint[], %(at_attempts)s::int[], %(at_names)s::text[], %(at_meta)s::text[],
+                %(at_phases)s::text[], %(at_reasons)s::text[], %(at_errors)s::text[], %(at_logs)s::text[],
+                %(at_epochs)s::bigint[], %(at_final)s::bool[])
+        AS a(id, attempt, name, meta, phase, reason, error, logs, epoch, final)
+    WHERE a.id IN (SELECT id FROM upd)
+    ON CONFLICT (execution_id, attempt) DO UPDATE SET
+        phase = excluded.phase,
+        reason = coalesce(excluded.reason, taskplug_attempts.reason),
+        resource_meta = coalesce(excluded.resource_meta, taskplug_attempts.resource_meta),
+        error = coalesce(excluded.error, taskplug_attempts.error),
+        logs = coalesce(excluded.logs, taskplug_attempts.logs),
+        epoch = excluded.epoch,
+        finished_at = coalesce(taskplug_attempts.finished_at, excluded.finished_at)
+    RETURNING 1
+), el AS (
+    INSERT INTO taskplug_elements (execution_id, idx, record, epoch)
+    SELECT x.id, x.idx, x.record::jsonb, x.epoch
+    FROM unnest(%(el_ids)s::bigint[], %(el_idx)s::int[], %(el_records)s::text[], %(el_epochs)s::bigint[])
+        AS x(id, idx, record, epoch)
+    WHERE x.id IN (SELECT id FROM upd)
+    ON CONFLICT (execution_id, idx) DO UPDATE SET record = excluded.record, epoch = excluded.epoch
+    RETURNING 1
+)
+SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM upd),
+       CASE WHEN (SELECT max(seq) FROM ev) IS NOT NULL
+            THEN pg_notify('taskplug_events', (SELECT max(seq) FROM ev)::text) END,
+       (SELECT count(*) FROM att), (SELECT count(*) FROM el)
+"""
+_FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = u.epoch"
+
+_PARAMS = (
+    "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
+    "ev_ids", "ev_attempts", "ev_phases", "ev_versions", "ev_reasons", "ev_times", "ev_errors", "ev_logs",
+    "ev_external", "ev_epochs",
+    "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
+    "at_epochs", "at_final",
+    "el_ids", "el_idx", "el_records", "el_epochs",
+)  # fmt: skip
+
+_ATTEMPT_PARAMS = {
+    "name": "at_names",
+    "meta": "at_meta",
+    "phase": "at_phases",
+    "reason": "at_reasons",
+    "error": "at_errors",
+    "logs": "at_logs",
+    "epoch": "at_epochs",
+    "final": "at_final",
+}
+
+_FINAL_PHASES = frozenset({"Success", "RetryableFailure", "PermanentFailure", "Aborted"})
+
+
+@dataclass(slots=True)
+class Claim:
+    """An execution this replica claimed: its row id, the epoch every write is fenced with, and how to name
+    an attempt's object (the deterministic generated name, for ``taskplug_attempts.resource_name``)."""
+
+    id: int
+    epoch: int
+    record: ExecutionRecord | None
+    elements: list[ElementRecord] = field(default_factory=list)
+    resource_name: Callable[[int], str] = str
+    object_owner: str = ""  # "<namespace>/<execution-id label>" of the objects it creates (the reaper's key)
+    # What the database holds, as of the last write that landed (snapshots: the executor keeps mutating its
+    # record object): whether it is terminal, and the web-API resource meta (JSON) of its current attempt.
+    terminal: bool = False
+    meta: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.record is not None:
+            self.terminal = self.record.terminal
+            self.meta = _dumps(_resource_meta(self.record))
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _resource_meta(record: ExecutionRecord | None) -> Any:
+    """A web-API execution's ResourceMeta as its plugin state holds it (``resourceMeta``), or None."""
+    state = record.plugin_state if record is not None else None
+    return state.get("resourceMeta") if isinstance(state, dict) else None
+
+
+def record_phase(record: ExecutionRecord) -> str:
+    """The phase the executions table shows for a record: its outcome once terminal, else the phase the
+    plugin last reported (``Queued`` until the first report, as the row starts)."""
+    if record.terminal and record.outcome:
+        return record.outcome
+    return str(Phase(record.phase)) if record.phase else "Queued"
+
+
+class PostgresStateStore:
+    """The :class:`~taskplug.executor.StateStore` of one replica incarnation; see the module docstring.
+
+    ``fencing=False`` writes without the owner/epoch condition: only the negative control of the fencing
+    tests uses it (a paused ex-owner's writes then land, and the stale-write check must catch them)."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[tuple[Any, ...]],
+        *,
+        replica_id: uuid.UUID,
+        on_lost: Callable[[set[str]], None] | None = None,
+        commit_interval: float = 0.05,
+        fencing: bool = True,
+    ) -> None:
+        self._conn = conn
+        self.replica_id = replica_id
+        self._on_lost = on_lost
+        self._commit_interval = commit_interval
+        self._fencing = fencing
+        self._claims: dict[str, Claim] = {}
+        self._records: dict[str, ExecutionRecord] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._elements: dict[str, dict[int, bytes]] = {}
+        self._last_commit = time.monotonic()
+        self._group: asyncio.Future[None] | None = None  # the grouped flush callers are joining, if any
+        self.fenced = False
+        self.statements = 0  # statements sent, for the benchmark's statements-per-execution figure
+        self.lost: set[str] = set()
+
+    # -- what the coordinator tells the store ---------------------------------------------------------------
+    def claim(self, key: str, claim: Claim) -> None:
+        """Hold ``key`` under ``claim`` (its record and elements as the database had them)."""
+        self._claims[key] = claim
+        self.lost.discard(key)
+
+    def release(self, key: str) -> None:
+        """Stop writing ``key`` (it ended or was handed over); pending writes are dropped."""
+        self._claims.pop(key, None)
+        self._records.pop(key, None)
+        self._events.pop(key, None)
+        self._elements.pop(key, None)
+
+    def claim_of(self, key: str) -> Claim | None:
+        return self._claims.get(key)
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._claims)
+
+    def fence(self) -> None:
+        """This incarnation was declared dead: from now on nothing is written."""
+        self.fenced = True
+        self._records.clear()
+        self._events.clear()
+        self._elements.clear()
+
+    # -- the StateStore protocol ------------------------------------------------------------------------------
+    def load(self, key: str) -> ExecutionRecord | None:
+        claim = self._claims.get(key)
+        return claim.record if claim is not None else None
+
+    def save(self, record: ExecutionRecord) -> None:
+        claim = self._claims.get(record.key)
+        if claim is None:
+            return
+        self._records[record.key] = record
+        meta = _dumps(_resource_meta(record))
+        if meta is not None and meta != claim.meta:
+            # A web-API create is not idempotent: the resource it returned is committed now, outside the
+            # batch, so that a replica killed a moment later leaves its successor the job to follow rather
+            # than one to create again (service notes §3.4, 6).
+            self.flush()
+            return
+        self._maybe_commit()
+
+    def append_event(self, key: str, event: Event) -> None:
+        if key not in self._claims:
+            return
+        self._events.setdefault(key, []).append(event)
+        self._maybe_commit()
+
+    def events(self, key: str) -> list[Event]:
+        claim = self._claims.get(key)
+        if claim is None:
+            return []
+        rows = self._conn.execute(
+            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources "
+            "FROM taskplug_events WHERE execution_id = %s ORDER BY seq",
+            (claim.id,),
+        ).fetchall()
+        self.statements += 1
+        return [
+            Event(
+                attempt=a,
+                phase=p,
+                version=v,
+                reason=r,
+                occurred_at=o.isoformat().replace("+00:00", "Z") if o is not None else None,
+                error=e,
+                logs=lg,
+                external_resources=x,
+            )
+            for a, p, v, r, o, e, lg, x in rows
+        ]
+
+    def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
+        if not elements or key not in self._claims:
+            return
+        rows = self._elements.setdefault(key, {})
+        for element in elements:
+            rows[element.index] = element.to_row()
+        self._maybe_commit()
+
+    def load_elements(self, key: str) -> list[ElementRecord]:
+        claim = self._claims.get(key)
+        return list(claim.elements) if claim is not None else []
+
+    def _maybe_commit(self) -> None:
+        if time.monotonic() - self._last_commit >= self._commit_interval:
+            self.flush()
+
+    async def aflush(self) -> None:
+        """:meth:`flush`, with concurrent callers grouped into one commit (the executor awaits this where it
+        must flush: before deleting anything, before releasing a terminal execution's waiters).
+
+        The first caller opens a group and yields once, so that the rounds ready to run reach their own
+        flush and join it; then one batch statement writes everything pending — every joiner's writes were
+        saved before it joined — and every caller returns once it committed, or raises its error."""
+        group = self._group
+        if group is not None:
+            await asyncio.shield(group)
+            return
+        group = asyncio.get_running_loop().create_future()
+        self._group = group
+        try:
+            await asyncio.sleep(0)
+        finally:
+            # Cancelled or not, the joiners' writes are pending: the group's one statement is sent now.
+            self._group = None
+            self._flush_group(group)
+        await group
+
+    def _flush_group(self, group: asyncio.Future[None]) -> None:
+        try:
+            self.flush()
+        except Exception as e:
+            group.set_exception(e)
+            group.exception()  # retrieved: the caller that opened the group raises it
+        else:
+            group.set_result(None)
+
+    def flush(self) -> None:
+        self._last_commit = time.monotonic()
+        if self.fenced:
+            return
+        touched = [k for k in {**self._records, **self._events, **self._elements} if k in self._claims]
+        if not touched:
+            return
+        records, events, elements = self._records, self._events, self._elements
+        self._records, self._events, self._elements = {}, {}, {}
+        try:
+            kept = self._write(touched, records, events, elements)
+        except Exception as e:
+            # Put the batch back: the next flush tries again (a replica that cannot reach its database is
+            # fenced by the others after ttl, and fences itself when its heartbeat fails as long).
+            for key, record in records.items():
+                self._records.setdefault(key, record)
+            for key, evs in events.items():
+                self._events.setdefault(key, []).extend(evs)
+            for key, rows in elements.items():
+                self._elements.setdefault(key, {}).update(rows)
+            raise StateStoreError(f"cannot write execution state to PostgreSQL: {e}") from e
+        lost = set(touched) - kept
+        if lost:
+            self.lost |= lost
+            for key in lost:
+                self.release(key)
+            log.warning("%d execution(s) are no longer this replica's (fenced write refused)", len(lost))
+            if self._on_lost is not None:
+                self._on_lost(lost)
+
+    def _write(
+        self,
+        touched: list[str],
+        records: dict[str, ExecutionRecord],
+        events: dict[str, list[Event]],
+        elements: dict[str, dict[int, bytes]],
+    ) -> set[str]:
+        params: dict[str, list[Any]] = defaultdict(list)
+        attempts: dict[tuple[int, int], dict[str, Any]] = {}
+        for key in touched:
+            claim = self._claims[key]
+            record = records.get(key)
+            params["ids"].append(claim.id)
+            params["epochs"].append(claim.epoch)
+            params["owners"].append(claim.object_owner or None)
+            params["records"].append(record.to_row().decode() if record is not None else None)
+            params["phases"].append(record_phase(record) if record is not None else None)
+            params["attempts"].append(record.attempt if record is not None else None)
+            params["terminals"].append(record.terminal if record is not None else None)
+            params["outputs"].append(
+                _dumps(record.outputs) if record is not None and record.terminal else None
+            )
+            params["errors"].append(_dumps(record.error) if record is not None else None)
+            for ev in events.get(key, ()):
+                for column, value in (
+                    ("ev_ids", claim.id),
+                    ("ev_attempts", ev.attempt),
+                    ("ev_phases", ev.phase),
+                    ("ev_versions", ev.version),
+                    ("ev_reasons", ev.reason),
+                    ("ev_times", ev.occurred_at),
+                    ("ev_errors", _dumps(ev.error)),
+                    ("ev_logs", _dumps(ev.logs)),
+                    ("ev_external", _dumps(ev.external_resources)),
+                    ("ev_epochs", claim.epoch),
+                ):
+                    params[column].append(value)
+                # The attempt's row takes the latest event of the batch; log links and the error an earlier
+                # one reported stay, as they do across batches (the upsert's coalesce).
+                before = attempts.get((claim.id, ev.attempt), {})
+                attempts[(claim.id, ev.attempt)] = {
+                    "name": claim.resource_name(ev.attempt),
+                    "meta": None,
+                    "phase": ev.phase,
+                    "reason": ev.reason,
+                    "error": _dumps(ev.error) or before.get("error"),
+                    "logs": _dumps(ev.logs) or before.get("logs"),
+                    "epoch": claim.epoch,
+                    "final": ev.phase in _FINAL_PHASES or bool(before.get("final")),
+                }
+            meta = _dumps(_resource_meta(record))
+            if record is not None and meta is not None and meta != claim.meta:
+                row = attempts.setdefault(
+                    (claim.id, record.attempt),
+                    {
+                        "name": claim.resource_name(record.attempt),
+                        "phase": record_phase(record),
+                        "reason": None,
+                        "error": None,
+                        "logs": None,
+                        "epoch": claim.epoch,
+                        "final": False,
+                    },
+                )
+                row["meta"] = meta
+            for idx, element in elements.get(key, {}).items():
+                params["el_ids"].append(claim.id)
+                params["el_idx"].append(idx)
+                params["el_records"].append(element.decode())
+                params["el_epochs"].append(claim.epoch)
+        for (execution_id, attempt), row in attempts.items():
+            params["at_ids"].append(execution_id)
+            params["at_attempts"].append(attempt)
+            for column, param in _ATTEMPT_PARAMS.items():
+                params[param].append(row[column])
+        sql = _BATCH.format(fence=_FENCE if self._fencing else "")
+        values: dict[str, Any] = {name: params[name] for name in _PARAMS}
+        values["replica"] = self.replica_id
+        found = self._conn.execute(sql, values).fetchone()
+        self.statements += 1
+        kept_ids = set(found[0]) if found else set()
+        kept = {key for key in touched if self._claims[key].id in kept_ids}
+        for key in kept:
+            record = records.get(key)
+            if record is not None:
+                claim = self._claims[key]
+                claim.terminal = record.terminal
+                claim.meta = _dumps(_resource_meta(record))
+        return kept
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._conn.close()

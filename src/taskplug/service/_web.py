@@ -1,0 +1,265 @@
+"""The web view: server-rendered pages (Jinja2) that read without JavaScript, kept live by htmx over SSE.
+
+``/executions`` lists executions newest first with filters in the URL (a plain GET form: the Back button
+restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
+an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
+execution: header (phase, reason, times, owner replica, Abort with a confirmation), phase history, a card per
+attempt (error, log links, the object it created), a timeline, inputs and outputs, and the spec as
+submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution changes.
+``/replicas`` shows the replica rows. What changed comes from the process's :class:`~._web_feed.Feed`.
+
+Flyte's console polls every 10 s (``executionRefreshIntervalMs``); these pages follow the database's
+notifications instead, so a phase change shows as soon as the replica commits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Final
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from taskplug.service._api import elements_view, execution_view, filter_from, replica_view
+from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB, decode_cursor
+from taskplug.service._web_feed import EVERYTHING, Feed
+from taskplug.service._web_render import timeline
+
+__all__ = ["WINDOWS", "router"]
+
+router = APIRouter(include_in_schema=False)
+
+WINDOWS: Final = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "24h": timedelta(days=1),
+    "7d": timedelta(days=7),
+}
+"""The list's time windows (``?window=1h``): submitted within."""
+
+PAGE: Final = 50
+PING_SECONDS: Final = 15
+
+
+def _db(request: Request) -> ServiceDB:
+    db: ServiceDB = request.app.state.db
+    return db
+
+
+def _feed(request: Request) -> Feed:
+    feed: Feed = request.app.state.feed
+    return feed
+
+
+def _env(request: Request) -> Environment:
+    env: Environment = request.app.state.templates
+    return env
+
+
+def _render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_env(request).get_template(name).render(**context), status_code=status)
+
+
+def _fragment(request: Request, name: str, **context: Any) -> str:
+    return _env(request).get_template(name).render(**context)
+
+
+@router.get("/")
+async def home() -> Response:
+    return RedirectResponse("/executions", status_code=307)
+
+
+class _ListQuery:
+    """The list page's query parameters, checked; ``query()`` rebuilds them for links."""
+
+    def __init__(
+        self,
+        phase: list[str] | None,
+        task_type: str | None,
+        q: str | None,
+        window: str | None,
+        cursor: str | None,
+    ) -> None:
+        self.phases = [p for p in (phase or []) if p]
+        self.task_type = task_type or ""
+        self.q = q or ""
+        self.window = window if window in WINDOWS else ""
+        self.cursor = cursor or None
+        if self.cursor is not None:
+            try:
+                decode_cursor(self.cursor)
+            except ValueError:
+                self.cursor = None
+
+    def filter(self) -> ExecutionFilter:
+        since = datetime.now(UTC) - WINDOWS[self.window] if self.window else None
+        return filter_from(self.phases, self.task_type, since, self.q)
+
+    def query(self, *, cursor: str | None = None) -> str:
+        pairs = [("phase", p) for p in self.phases]
+        pairs += [
+            (k, v) for k, v in (("task_type", self.task_type), ("q", self.q), ("window", self.window)) if v
+        ]
+        if cursor:
+            pairs.append(("cursor", cursor))
+        return urlencode(pairs)
+
+
+def _list_query(
+    phase: Annotated[list[str] | None, Query(max_length=32)] = None,
+    task_type: Annotated[str | None, Query(max_length=256)] = None,
+    q: Annotated[str | None, Query(max_length=256)] = None,
+    window: Annotated[str | None, Query(max_length=8)] = None,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> _ListQuery:
+    return _ListQuery(phase, task_type, q, window, cursor)
+
+
+async def _rows(request: Request, query: _ListQuery) -> tuple[list[dict[str, Any]], str | None]:
+    rows, next_cursor = await _db(request).page(query.filter(), cursor=query.cursor, limit=PAGE)
+    return [execution_view(r) for r in rows], next_cursor
+
+
+@router.get("/executions", response_class=HTMLResponse)
+async def executions_page(
+    request: Request, query: Annotated[_ListQuery, Depends(_list_query)]
+) -> HTMLResponse:
+    rows, next_cursor = await _rows(request, query)
+    return _render(
+        request,
+        "executions.html",
+        rows=rows,
+        query=query,
+        windows=list(WINDOWS),
+        stream_url="/executions/stream?" + query.query(cursor=query.cursor),
+        next_url=f"/executions?{query.query(cursor=next_cursor)}" if next_cursor else None,
+        newest_url=f"/executions?{query.query()}" if query.cursor else None,
+    )
+
+
+@router.get("/executions/stream")
+async def executions_stream(
+    request: Request, query: Annotated[_ListQuery, Depends(_list_query)]
+) -> EventSourceResponse:
+    """The list's rows, re-sent when one it shows (or one that now matches its filter) changes."""
+    return EventSourceResponse(_rows_events(request, query), ping=PING_SECONDS)
+
+
+async def _rows_events(request: Request, query: _ListQuery) -> AsyncIterator[ServerSentEvent]:
+    async with _feed(request).subscribe() as sub:
+        rows, _ = await _rows(request, query)
+        shown = sub.watch = frozenset(r["id"] for r in rows)
+        # Sent at once: whatever changed between the page's render and this connection shows now.
+        yield ServerSentEvent(_fragment(request, "_rows.html", rows=rows), event="rows")
+        while True:
+            changed = await sub.next(PING_SECONDS)
+            if not changed:
+                continue
+            if (
+                changed != EVERYTHING
+                and not (changed & shown)
+                and not await _matches(request, query, changed)
+            ):
+                continue
+            rows, _ = await _rows(request, query)
+            shown = sub.watch = frozenset(r["id"] for r in rows)
+            yield ServerSentEvent(_fragment(request, "_rows.html", rows=rows), event="rows")
+
+
+async def _matches(request: Request, query: _ListQuery, changed: frozenset[int]) -> bool:
+    """Whether a changed execution belongs on this page now (its filter, and older than its cursor)."""
+    hits = await _db(request).by_ids(sorted(changed), query.filter())
+    if query.cursor is None:
+        return bool(hits)
+    position = decode_cursor(query.cursor)
+    return any((r["created_at"], r["id"]) < position for r in hits)
+
+
+async def _detail(request: Request, key: str) -> dict[str, Any] | None:
+    """Everything the execution page shows, or None when there is no such execution."""
+    db = _db(request)
+    row = await db.get(key, with_spec=True)
+    if row is None:
+        return None
+    events = await db.events(row["id"])
+    attempts = await db.attempts(row["id"])
+    elements = elements_view(*await db.elements(row["id"], limit=200))
+    spec = row["spec"] if isinstance(row["spec"], dict) else {}
+    return {
+        "ex": execution_view(row),
+        "outputs": row["outputs"],
+        "inputs": spec.get("inputs"),
+        "spec": spec,
+        "events": events,
+        "attempts": attempts,
+        "bars": timeline(row, attempts),
+        "elements": elements,
+    }
+
+
+_SECTIONS: Final = ("header", "elements", "events", "attempts", "timeline", "outputs")
+
+
+@router.get("/executions/{key:path}/stream")
+async def execution_stream(request: Request, key: str) -> Response:
+    """The execution page's sections (header, events, attempts, timeline, outputs), re-sent on change."""
+    row = await _db(request).get(key)
+    if row is None:
+        return Response(status_code=404)
+    return EventSourceResponse(_detail_events(request, key, row["id"]), ping=PING_SECONDS)
+
+
+async def _detail_events(request: Request, key: str, execution_id: int) -> AsyncIterator[ServerSentEvent]:
+    async with _feed(request).subscribe() as sub:
+        sub.watch = frozenset({execution_id})
+        changed: frozenset[int] = EVERYTHING
+        while True:
+            if changed == EVERYTHING or execution_id in changed:
+                context = await _detail(request, key)
+                if context is None:
+                    return
+                for section in _SECTIONS:
+                    yield ServerSentEvent(_fragment(request, f"_{section}.html", **context), event=section)
+            changed = await sub.next(PING_SECONDS)
+
+
+@router.post("/executions/{key:path}/abort")
+async def abort_from_page(request: Request, key: str) -> Response:
+    """Abort from the page: with htmx the new header; without JavaScript, back to the execution's page."""
+    outcome = await _db(request).abort(key)
+    if outcome == "missing":
+        return _render(request, "missing.html", status=404, key=key)
+    context = await _detail(request, key)
+    if context is None:
+        return _render(request, "missing.html", status=404, key=key)
+    _feed(request).publish({context["ex"]["id"]})
+    if request.headers.get("hx-request") == "true":
+        return HTMLResponse(_fragment(request, "_header.html", **context))
+    return RedirectResponse(f"/executions/{key}", status_code=303)
+
+
+@router.get("/executions/{key:path}", response_class=HTMLResponse)
+async def execution_page(request: Request, key: str) -> HTMLResponse:
+    context = await _detail(request, key)
+    if context is None:
+        return _render(request, "missing.html", status=404, key=key)
+    return _render(request, "execution.html", **context)
+
+
+async def _replica_rows(request: Request) -> list[Row]:
+    ttl: float = request.app.state.replica_ttl
+    return [replica_view(r, ttl) for r in await _db(request).replicas()]
+
+
+@router.get("/replicas", response_class=HTMLResponse)
+async def replicas_page(request: Request, fragment: bool = False) -> HTMLResponse:
+    """The replicas; with ``fragment`` only the table (the page refreshes it every 2 s: heartbeats do not
+    notify)."""
+    replicas = await _replica_rows(request)
+    if fragment:
+        return HTMLResponse(_fragment(request, "_replicas.html", replicas=replicas))
+    return _render(request, "replicas.html", replicas=replicas)

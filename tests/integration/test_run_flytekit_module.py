@@ -1,0 +1,118 @@
+"""``taskplug run workflows.py add --a 2 --b 3`` end to end, as a Flyte user runs ``pyflyte run``: the module
+of ``examples/flytekit`` serialized by the installed flytekit, run on the embedded cluster (its process
+kubelet runs ``pyflyte-execute`` from this virtualenv), and with ``--kubeconfig`` on a cluster reached over
+HTTP with the image the user names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskplug.k8s import POD, ResourceType
+from taskplug.localcluster import LocalCluster
+from taskplug.localcluster._store import StoredEvent
+
+pytestmark = pytest.mark.integration
+
+WORKFLOWS = Path(__file__).resolve().parents[2] / "examples" / "flytekit" / "workflows.py"
+TASKPLUG = str(Path(sys.executable).parent / "taskplug")
+DEADLINE = 120.0
+
+
+def _run(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TASKPLUG, "run", *map(str, args)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_a_task_with_its_inputs_as_options_runs_on_the_embedded_cluster(tmp_path: Path) -> None:
+    state = ("--state-db", tmp_path / "state.db", "--cluster-mode", "process")
+    done = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "2", "--b", "3")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["phase"], document["attempts"], document["outputs"]) == ("Success", 1, {"o0": 5})
+
+    # A list read as YAML, the live view's outcome on stdout; and run again: a fresh execution, run again.
+    for _ in range(2):
+        done = _run(tmp_path, *state, WORKFLOWS, "total", "--xs", "[1, 2, 3, 4]")
+        assert done.returncode == 0, done.stderr
+        assert "Success after 1 attempt(s)" in done.stdout
+        assert '"o0": 10' in done.stdout
+        assert "already finished" not in done.stderr
+    executions = sorted(
+        p.name for p in (tmp_path / ".taskplug/data/metadata/flytesnacks/development").iterdir()
+    )
+    assert len(executions) == 3
+
+
+def test_a_dataclass_input_given_as_a_mapping_comes_back_as_its_fields(tmp_path: Path) -> None:
+    done = _run(
+        tmp_path,
+        *("--state-db", tmp_path / "state.db", "-o", "json"),
+        *(WORKFLOWS, "scale", "--p", '{"x": 1.5, "y": -2}', "--factor", "3"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outputs"] == {"o0": {"x": 4.5, "y": -6.0}}
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[LocalCluster, Path]]:
+    """A process-mode local cluster on 127.0.0.1 standing in for a real one, and a kubeconfig for it."""
+    async with LocalCluster(mode="process", kill_grace_seconds=1.0) as cluster:
+        url = await cluster.serve_http()
+        yield cluster, LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+
+
+async def test_with_kubeconfig_the_task_runs_on_that_cluster_in_the_image_named(
+    served: tuple[LocalCluster, Path], tmp_path: Path
+) -> None:
+    cluster, kubeconfig = served
+    created: list[dict[str, Any]] = []
+
+    def record(rtype: ResourceType, event: StoredEvent) -> None:
+        if rtype.plural == POD.plural and event.type == "ADDED":
+            created.append(event.obj)
+
+    cluster.store.observers.append(record)
+    # That cluster's "image" is this machine: PYTHONPATH (an --env, as an image's working directory would)
+    # lets its pyflyte-execute import the module.
+    proc = await asyncio.create_subprocess_exec(
+        TASKPLUG,
+        "run",
+        *("--kubeconfig", str(kubeconfig), "--state-db", str(tmp_path / "state.db"), "-o", "json"),
+        *("--image", "ghcr.io/example/flyte-tasks:v7", "--project", "ml", "--name", "on-real-1"),
+        *("--env", f"PYTHONPATH={WORKFLOWS.parent}"),
+        *(str(WORKFLOWS), "greet", "--name", "cluster", "--excited"),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["outputs"] == {"o0": "hello, cluster!"}
+    (pod,) = created
+    assert pod["metadata"]["name"] == "on-real-1-n0-0"
+    assert pod["metadata"]["namespace"] == "ml-development"
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "ghcr.io/example/flyte-tasks:v7"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["PYTHONPATH"] == str(WORKFLOWS.parent)

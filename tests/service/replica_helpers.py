@@ -1,0 +1,229 @@
+"""What the replica tests share: spec documents for the simulated cluster, submitting rows as the API does,
+the safety checks run over the database (stale-epoch writes), and starting ``taskplug cluster serve`` and
+``taskplug executor`` processes on 127.0.0.1 (stopped by the tests that start them)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+__all__ = [
+    "ClusterProcess",
+    "ReplicaProcess",
+    "executor_command",
+    "map_document",
+    "pod_document",
+    "rows",
+    "serve_cluster",
+    "stale_epoch_writes",
+    "start_replica",
+    "stop_replica",
+    "submit",
+]
+
+_EXECUTOR = "import taskplug.cli._executor_cmd as m, sys; sys.argv[0] = 'taskplug executor'; m.executor()"
+"""How tests start ``taskplug executor`` (the command through its module, whatever ``COMMANDS`` holds)."""
+
+
+def pod_document(
+    name: str, *, duration: float = 0.0, exit_code: int = 0, max_attempts: int = 1, namespace: str = "default"
+) -> dict[str, Any]:
+    """A container task the simulated kubelet runs for ``duration`` seconds and ends with ``exit_code``."""
+    return {
+        "template": {
+            "id": {"resourceType": "TASK", "project": "p", "domain": "d", "name": "sim", "version": "v1"},
+            "type": "container",
+            "container": {
+                "image": "busybox",
+                "command": ["true"],
+                "resources": {
+                    "requests": [{"name": "CPU", "value": "10m"}, {"name": "MEMORY", "value": "16Mi"}]
+                },
+            },
+        },
+        "execution": {
+            "id": {"project": "p", "domain": "d", "name": name, "nodeId": "n0"},
+            "namespace": namespace,
+            "maxAttempts": max_attempts,
+            "annotations": {
+                "taskplug.io/simulate-duration": str(duration),
+                "taskplug.io/simulate-exit-code": str(exit_code),
+            },
+        },
+    }
+
+
+def map_document(name: str, size: int, *, duration: float = 0.0) -> dict[str, Any]:
+    """A map task (an ArrayNode over ``size`` elements) of simulated container pods."""
+    document = pod_document(name, duration=duration)
+    document["template"]["interface"] = {
+        "inputs": {"variables": {"x": {"type": {"collectionType": {"simple": "INTEGER"}}}}}
+    }
+    document["arrayNode"] = {"parallelism": 0}
+    document["inputs"] = {"x": list(range(size))}
+    return document
+
+
+def submit(conn: psycopg.Connection[Any], key: str, document: Mapping[str, Any]) -> None:
+    """Insert an execution as the API's submit does (contract: ON CONFLICT DO NOTHING, then NOTIFY)."""
+    conn.execute(
+        "INSERT INTO taskplug_executions (key, task_type, spec) VALUES (%s, %s, %s) ON CONFLICT (key) DO NOTHING",
+        (key, document["template"]["type"], Jsonb(dict(document))),
+    )
+    conn.execute("NOTIFY taskplug_work")
+
+
+def rows(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
+    """Every execution row by key: phase, attempt, terminal, owner, epoch, outputs, error."""
+    found = conn.execute(
+        "SELECT key, phase, attempt, terminal, owner_id, lease_epoch, outputs, error FROM taskplug_executions"
+    ).fetchall()
+    names = ("phase", "attempt", "terminal", "owner_id", "lease_epoch", "outputs", "error")
+    return {r[0]: dict(zip(names, r[1:], strict=True)) for r in found}
+
+
+def stale_epoch_writes(conn: psycopg.Connection[Any]) -> list[tuple[str, int, int]]:
+    """Writes applied with a stale epoch: an event (seq order = commit order per execution, as the row's
+    lock serialises them) whose epoch is lower than an earlier event's of the same execution. (key, seq,
+    epoch) of each; the fencing tests' safety check and its negative control."""
+    found = conn.execute(
+        """
+        SELECT e.key, v.seq, v.epoch FROM (
+            SELECT execution_id, seq, epoch,
+                   max(epoch) OVER (PARTITION BY execution_id ORDER BY seq
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+              FROM taskplug_events) v
+        JOIN taskplug_executions e ON e.id = v.execution_id
+        WHERE v.epoch < v.before ORDER BY v.seq
+        """
+    ).fetchall()
+    return [(str(k), int(s), int(ep)) for k, s, ep in found]
+
+
+@dataclass
+class ClusterProcess:
+    process: subprocess.Popen[bytes]
+    kubeconfig: Path
+    url: str
+
+
+@contextmanager
+def serve_cluster(tmp_path: Path, *, mode: str = "simulated") -> Iterator[ClusterProcess]:
+    """``taskplug cluster serve`` on 127.0.0.1 in a child process, stopped (SIGTERM) when the block exits."""
+    kubeconfig = tmp_path / "cluster.kubeconfig"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "taskplug.cli._cluster",
+            "serve",
+            "--port",
+            "0",
+            "--kubeconfig-out",
+            str(kubeconfig),
+            "--mode",
+            mode,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_limit_memory,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline().decode()
+        if "serving at" not in first:
+            raise RuntimeError(f"the cluster did not start: {first}{process.stdout.read().decode()}")
+        process.stdout.readline()
+        yield ClusterProcess(process, kubeconfig, first.rsplit(" ", 1)[1].strip())
+    finally:
+        _stop(process)
+
+
+@dataclass
+class ReplicaProcess:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def executor_command(dsn: str, kubeconfig: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-c",
+        _EXECUTOR,
+        "--store",
+        dsn,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--ttl",
+        "3",
+        "--heartbeat",
+        "0.5",
+        "--margin",
+        "1",
+        "--poll",
+        "0.25",
+        "--reap",
+        "1",
+        "-v",
+        *extra,
+    ]
+
+
+def start_replica(
+    dsn: str, kubeconfig: Path, log: Path, *extra: str, config: Path | None = None
+) -> ReplicaProcess:
+    """A ``taskplug executor`` child process with the tests' timings (ttl 3 s, heartbeat 0.5 s, margin 1 s,
+    poll 0.25 s), its output in ``log``, its address space bounded."""
+    args = [*extra]
+    if config is not None:
+        args += ["--config", str(config)]
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            executor_command(dsn, kubeconfig, *args),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_limit_memory,
+        )
+    return ReplicaProcess(process, log)
+
+
+def stop_replica(replica: ReplicaProcess) -> None:
+    _stop(replica.process)
+
+
+def _limit_memory() -> None:
+    limit = 1536 * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.kill(process.pid, signal.SIGCONT)
+    except ProcessLookupError:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,169 @@
+"""The web view with real replicas: two ``taskplug executor`` processes and ``taskplug cluster serve``
+(simulated kubelet) over HTTP, one PostgreSQL, the server on uvicorn, Chromium driving the pages.
+
+Abort from the page ends with the Kubernetes object gone (asked of the cluster's API), and a replica
+SIGKILLed while its execution's page is open: the other replica takes it over and the page shows it to its
+end without a reload, with no console error. Screenshots as in ``test_browser.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.test_api_replica_double import serve_app
+from service.test_browser import CHROMIUM_ARGS, Problems, screenshot
+
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (extra `test`)"
+)
+replica_helpers = pytest.importorskip(
+    "service.replica_helpers", reason="the replicas' test helpers are absent"
+)
+
+from taskplug.service._api_app import create_app  # noqa: E402 (after the skips: needs the web extra)
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+expect = playwright_sync.expect
+TAKEOVER = 30_000  # ms: the replicas' ttl is 3 s; a deadline, not a timing
+
+
+@pytest.fixture(scope="module")
+def tmp_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("replicas")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_module: Path) -> Iterator[Any]:
+    with replica_helpers.serve_cluster(tmp_module) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def replicas(postgres_dsn: str, cluster: Any, tmp_module: Path) -> Iterator[list[Any]]:
+    config = tmp_module / "platform.yaml"
+    config.write_text(
+        f"executor:\n  data-root: {tmp_module / 'data'}\n  resync-period: 1s\n"
+        "plugins:\n  k8s:\n    delete-resource-on-finalize: true\n"
+    )
+    started = [
+        replica_helpers.start_replica(
+            postgres_dsn, cluster.kubeconfig, tmp_module / f"r{i}.log", config=config
+        )
+        for i in range(2)
+    ]
+    try:
+        yield started
+    finally:
+        for replica in started:
+            replica_helpers.stop_replica(replica)
+
+
+@pytest.fixture(scope="module")
+def server(postgres_dsn: str, replicas: list[Any]) -> Iterator[str]:
+    with serve_app(create_app(postgres_dsn, replica_ttl=3.0, poll_interval=0.25)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    import shutil
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (scripts/setup installs Debian's chromium)")
+    with playwright_sync.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: str) -> Iterator[Any]:
+    context = browser.new_context(base_url=server, viewport={"width": 1400, "height": 900})
+    problems = Problems()
+    pg = context.new_page()
+    problems.watch(pg)
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert problems.found == [], problems.found
+
+
+def submit(page: Any, name: str, *, duration: float) -> str:
+    document = replica_helpers.pod_document(name, duration=duration)
+    response = page.request.post("/api/v1/executions", data={"spec": document})
+    assert response.status == 201, response.text()
+    key: str = response.json()["key"]
+    return key
+
+
+def cluster_has_pod(cluster: Any, name: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{cluster.url}/api/v1/namespaces/default/pods/{name}", timeout=5):
+            return True
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return False
+        raise
+
+
+def test_abort_from_the_page_deletes_the_object(page: Any, cluster: Any, tmp_path: Path) -> None:
+    key = submit(page, "e2e-abort", duration=120)
+    page.goto(f"/executions/{key}")
+    expect(page.locator("#phase")).to_have_text("Running", timeout=TAKEOVER)
+    attempts = page.request.get(f"/api/v1/executions/{key}/attempts").json()
+    pod = attempts[0]["resource_name"]
+    assert cluster_has_pod(cluster, pod)
+
+    page.once("dialog", lambda d: d.accept())
+    page.click("#abort")
+    expect(page.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
+    expect(page.locator("#abort")).to_have_count(0, timeout=TAKEOVER)
+    screenshot(page, tmp_path, "e2e-aborted")
+
+    assert page.request.get(f"/api/v1/executions/{key}").json()["terminal"] is True
+    deadline = time.monotonic() + 30
+    while cluster_has_pod(cluster, pod):
+        assert time.monotonic() < deadline, f"pod {pod} still exists after the abort"
+        time.sleep(0.2)  # waiting for the owner's delete to reach the cluster, not a timing
+
+
+def test_a_sigkilled_owner_is_replaced_while_the_page_stays_live(
+    page: Any, replicas: list[Any], tmp_path: Path
+) -> None:
+    key = submit(page, "e2e-kill", duration=6)
+    page.goto(f"/executions/{key}")
+    expect(page.locator("#phase")).to_have_text("Running", timeout=TAKEOVER)
+    page.evaluate("window.__not_reloaded = true")
+    owner = page.request.get(f"/api/v1/executions/{key}").json()["owner"]
+    victim = next(r for r in replicas if r.pid == owner["pid"])
+
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.process.wait()
+
+    expect(page.locator("#phase")).to_have_text("Success", timeout=TAKEOVER + 10_000)
+    # Its last write (terminal, once the object is cleaned up) comes without an event: shown all the same.
+    expect(page.locator("#abort")).to_have_count(0, timeout=TAKEOVER)
+    after = page.request.get(f"/api/v1/executions/{key}").json()
+    assert after["owner"] is None or after["owner"]["pid"] != victim.pid
+    assert page.evaluate("window.__not_reloaded") is True
+    screenshot(page, tmp_path, "e2e-taken-over")
+
+    page.goto("/replicas")
+    expect(page.locator(f'tr.replica:has-text("{victim.pid}")')).not_to_have_attribute(
+        "data-state", "live", timeout=TAKEOVER
+    )
+    screenshot(page, tmp_path, "e2e-replicas")

@@ -1,0 +1,220 @@
+"""The replica's state store: every write is fenced by (owner, epoch) in the statement that makes it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from service.replica_helpers import pod_document, rows, stale_epoch_writes, submit
+from taskplug.executor import ElementRecord, Event, ExecutionRecord, StateStoreError
+from taskplug.service import PostgresStateStore, migrate
+from taskplug.service._pgstore import Claim
+
+
+@pytest.fixture
+def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        migrate(c)
+        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
+        yield c
+
+
+def _replica(conn: psycopg.Connection[Any]) -> uuid.UUID:
+    rid = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO taskplug_replicas (id, host, pid, version, capacity) VALUES (%s, 'h', 1, 't', 10)",
+        (rid,),
+    )
+    return rid
+
+
+def _claim(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
+    row = conn.execute(
+        "UPDATE taskplug_executions SET owner_id = %s, lease_epoch = lease_epoch + 1 WHERE key = %s "
+        "RETURNING id, lease_epoch",
+        (rid, key),
+    ).fetchone()
+    assert row is not None
+    return Claim(row[0], row[1], None, resource_name=lambda a: f"{key}-n0-{a}", object_owner=f"default/{key}")
+
+
+def _event(attempt: int, phase: str) -> Event:
+    return Event(attempt=attempt, phase=phase, version=0, reason="r", occurred_at="2026-01-01T00:00:00Z")
+
+
+def test_the_owner_s_writes_land_with_their_events_attempt_and_elements(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "k1", pod_document("k1"))
+    rid = _replica(conn)
+    store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
+    store.claim("p/d/k1/n0", _claim(conn, rid, "k1"))
+    record = ExecutionRecord(key="p/d/k1/n0", phase=5)
+    store.save(record)
+    running = _event(0, "Running")
+    running.logs = [{"name": "log", "uri": "http://logs/k1"}]
+    store.append_event("p/d/k1/n0", running)
+    store.save_elements("p/d/k1/n0", [ElementRecord(index=3, node_phase=2)])
+    record.terminal, record.outcome, record.outputs = True, "Success", {"o": 1}
+    store.save(record)
+    store.append_event("p/d/k1/n0", _event(0, "Success"))
+    store.flush()
+    store.close()
+
+    row = rows(conn)["k1"]
+    assert (row["phase"], row["terminal"], row["outputs"], row["owner_id"]) == (
+        "Success",
+        True,
+        {"o": 1},
+        rid,
+    )
+    events = conn.execute("SELECT phase, epoch FROM taskplug_events ORDER BY seq").fetchall()
+    assert events == [("Running", 1), ("Success", 1)]
+    attempt = conn.execute(
+        "SELECT resource_name, phase, finished_at IS NOT NULL, logs FROM taskplug_attempts"
+    ).fetchone()
+    assert attempt == ("k1-n0-0", "Success", True, [{"name": "log", "uri": "http://logs/k1"}])
+    assert conn.execute("SELECT idx, record->>'node_phase' FROM taskplug_elements").fetchall() == [(3, "2")]
+    owner = conn.execute("SELECT object_owner, finished_at IS NOT NULL FROM taskplug_executions").fetchone()
+    assert owner == ("default/k1", True)
+
+
+def test_an_ex_owner_s_writes_are_refused_and_reported_lost(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "k2", pod_document("k2"))
+    a, b = _replica(conn), _replica(conn)
+    lost: list[set[str]] = []
+    old = PostgresStateStore(
+        psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, on_lost=lost.append
+    )
+    old.claim("x", _claim(conn, a, "k2"))
+    old.save(ExecutionRecord(key="x", phase=5))
+    old.flush()
+    new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b)
+    new.claim("x", _claim(conn, b, "k2"))  # b took it over: epoch 2
+    new.save(ExecutionRecord(key="x", phase=3, attempt=1))
+    new.append_event("x", _event(1, "Queued"))
+    new.flush()
+
+    old.save(ExecutionRecord(key="x", phase=8, terminal=True, outcome="PermanentFailure"))
+    old.append_event("x", _event(0, "PermanentFailure"))
+    old.flush()
+
+    assert lost == [{"x"}]
+    assert old.keys == []
+    row = rows(conn)["k2"]
+    assert (row["phase"], row["attempt"], row["terminal"], row["lease_epoch"]) == ("Queued", 1, False, 2)
+    assert conn.execute("SELECT phase FROM taskplug_events").fetchall() == [("Queued",)]
+    assert stale_epoch_writes(conn) == []
+    old.close()
+    new.close()
+
+
+def test_without_fencing_the_stale_write_lands_and_the_check_catches_it(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    """The negative control: the same history with fencing switched off fails the stale-write check."""
+    submit(conn, "k3", pod_document("k3"))
+    a, b = _replica(conn), _replica(conn)
+    old = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, fencing=False)
+    old.claim("x", _claim(conn, a, "k3"))
+    new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b, fencing=False)
+    new.claim("x", _claim(conn, b, "k3"))
+    new.append_event("x", _event(0, "Running"))
+    new.flush()
+    old.append_event("x", _event(0, "PermanentFailure"))
+    old.flush()
+
+    stale = stale_epoch_writes(conn)
+    assert [(key, epoch) for key, _, epoch in stale] == [("k3", 1)]
+    old.close()
+    new.close()
+
+
+def test_a_fenced_store_writes_nothing(conn: psycopg.Connection[Any], postgres_dsn: str) -> None:
+    submit(conn, "k4", pod_document("k4"))
+    rid = _replica(conn)
+    store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
+    store.claim("x", _claim(conn, rid, "k4"))
+    store.save(ExecutionRecord(key="x", phase=5))
+    store.fence()
+    store.save(ExecutionRecord(key="x", phase=6))
+    store.close()
+    assert rows(conn)["k4"]["phase"] == "Queued"
+    assert conn.execute("SELECT count(*) FROM taskplug_events").fetchone() == (0,)
+
+
+def test_a_web_api_resource_meta_is_committed_at_once_outside_the_batch(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "k5", pod_document("k5"))
+    rid = _replica(conn)
+    store = PostgresStateStore(
+        psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
+    )
+    store.claim("x", _claim(conn, rid, "k5"))
+    store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 1, "resourceMeta": None}))
+    assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)  # batched, not yet
+    store.append_event("x", _event(0, "Queued"))
+    store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j-1"}}))
+    # No flush called: the create's answer is in the database already.
+    meta = conn.execute("SELECT attempt, resource_meta FROM taskplug_attempts").fetchall()
+    assert meta == [(0, {"job": "j-1"})]
+    assert rows(conn)["k5"]["phase"] == "Queued"
+    store.close()
+
+
+async def test_concurrent_async_flushes_share_one_batch_statement_and_each_returns_once_committed(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    keys = [f"g{i}" for i in range(5)]
+    for key in keys:
+        submit(conn, key, pod_document(key))
+    rid = _replica(conn)
+    store = PostgresStateStore(
+        psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
+    )
+    for key in keys:
+        store.claim(f"p/d/{key}/n0", _claim(conn, rid, key))
+
+    async def round_that_ends(key: str) -> str:
+        await asyncio.sleep(0)  # rounds reach their flush at different steps
+        record = ExecutionRecord(key=f"p/d/{key}/n0", phase=5, terminal=True, outcome="Success")
+        store.save(record)
+        store.append_event(record.key, _event(0, "Success"))
+        await store.aflush()
+        # Returned only once its own end is committed.
+        return str(rows(conn)[key]["phase"])
+
+    before = store.statements
+    phases = await asyncio.gather(*(round_that_ends(k) for k in keys))
+    assert phases == ["Success"] * 5
+    assert store.statements - before == 1  # one batch for the five
+    await store.aflush()  # nothing pending: no statement
+    assert store.statements - before == 1
+    store.close()
+    assert stale_epoch_writes(conn) == []
+
+
+async def test_a_failed_group_flush_is_raised_to_every_caller_and_the_batch_is_kept(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "f1", pod_document("f1"))
+    rid = _replica(conn)
+    db = psycopg.connect(postgres_dsn, autocommit=True)
+    store = PostgresStateStore(db, replica_id=rid, commit_interval=3600)
+    store.claim("p/d/f1/n0", _claim(conn, rid, "f1"))
+    store.save(ExecutionRecord(key="p/d/f1/n0", phase=5, terminal=True, outcome="Success"))
+    db.close()  # the database cannot be reached
+    outcomes = await asyncio.gather(store.aflush(), store.aflush(), return_exceptions=True)
+    assert all(isinstance(o, StateStoreError) for o in outcomes)
+    store._conn = psycopg.connect(postgres_dsn, autocommit=True)  # reachable again
+    await store.aflush()
+    store.close()
+    assert rows(conn)["f1"]["terminal"] is True
