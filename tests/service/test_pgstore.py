@@ -13,6 +13,7 @@ import pytest
 from service.replica_helpers import pod_document, rows, stale_epoch_writes, submit
 from taskplug.executor import ElementRecord, Event, ExecutionRecord, StateStoreError
 from taskplug.service import PostgresStateStore, migrate
+from taskplug.service._guard import ReplicaFencedError
 from taskplug.service._pgstore import Claim
 
 
@@ -218,3 +219,67 @@ async def test_a_failed_group_flush_is_raised_to_every_caller_and_the_batch_is_k
     await store.aflush()
     store.close()
     assert rows(conn)["f1"]["terminal"] is True
+
+
+def test_the_intent_to_create_is_an_attempt_row_without_meta_written_at_once(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "i1", pod_document("i1"))
+    rid = _replica(conn)
+    store = PostgresStateStore(
+        psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
+    )
+    store.claim("x", _claim(conn, rid, "i1"))
+    assert store.write_create_intent("x", 0, "i1-n0-0") is False  # nobody tried before
+    # Committed without any flush: a replica killed now leaves the intent behind.
+    intent = conn.execute(
+        "SELECT attempt, resource_name, resource_meta, epoch FROM taskplug_attempts"
+    ).fetchall()
+    assert intent == [(0, "i1-n0-0", None, 1)]
+    # The create answered: its meta fills the same row, the intent stays one row.
+    store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j-1"}}))
+    after = conn.execute("SELECT attempt, resource_meta FROM taskplug_attempts").fetchall()
+    assert after == [(0, {"job": "j-1"})]
+    store.close()
+
+
+def test_a_stale_epoch_s_intent_is_refused_writes_no_row_and_reports_the_execution_lost(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "i2", pod_document("i2"))
+    a, b = _replica(conn), _replica(conn)
+    lost: list[set[str]] = []
+    old = PostgresStateStore(
+        psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, on_lost=lost.append
+    )
+    old.claim("x", _claim(conn, a, "i2"))
+    _claim(conn, b, "i2")  # b took it over: epoch 2, and old still believes it holds epoch 1
+    with pytest.raises(ReplicaFencedError, match="no longer this replica's"):
+        old.write_create_intent("x", 0, "i2-n0-0")
+    assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)
+    assert lost == [{"x"}]
+    assert old.keys == []
+    with pytest.raises(ReplicaFencedError):  # released: a second try is refused without a statement
+        old.write_create_intent("x", 0, "i2-n0-0")
+    old.close()
+
+
+def test_a_new_owner_finding_an_earlier_intent_without_meta_is_told_the_create_outcome_is_unknown(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "i3", pod_document("i3"))
+    a, b = _replica(conn), _replica(conn)
+    old = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=a)
+    old.claim("x", _claim(conn, a, "i3"))
+    assert old.write_create_intent("x", 0, "i3-n0-0") is False
+    old.close()  # killed between the intent and the create's answer
+    new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b)
+    new.claim("x", _claim(conn, b, "i3"))
+    assert new.write_create_intent("x", 0, "i3-n0-0") is True
+    assert conn.execute("SELECT resource_meta, epoch FROM taskplug_attempts").fetchall() == [(None, 2)]
+    # The same owner asking again (a round that errored after its intent) is not a takeover.
+    assert new.write_create_intent("x", 0, "i3-n0-0") is False
+    # An earlier intent whose create answered is known: the next attempt's intent is a fresh row.
+    new.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j"}}))
+    assert new.write_create_intent("x", 1, "i3-n0-1") is False
+    new.close()

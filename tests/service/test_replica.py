@@ -1,5 +1,6 @@
 """One replica in this process against a real PostgreSQL and the embedded cluster (simulated pods): single
-and map tasks to the end, retries, abort, hand-over at stop, adoption of the ex-owner's object."""
+and map tasks to the end, retries, abort, hand-over at stop, adoption of the ex-owner's object, and a
+web-API create persisted before (the fenced intent) and after (its resource meta)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from psycopg.types.json import Jsonb
 
 from service.replica_helpers import map_document, pod_document, rows, stale_epoch_writes, submit
 from support.waiting import wait_until
+from taskplug.core import PhaseInfo, PluginRegistry, ResourceConstraintsSpec, TaskExecutionContext
 from taskplug.executor import Platform
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
 from taskplug.service import Replica, ReplicaSettings, migrate
+from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusContext, WebApiPluginEntry
 
 FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
 
@@ -222,3 +225,98 @@ async def test_a_replica_publishes_its_plugin_machinerys_metrics_in_its_row(
     samples = updates()
     assert {s["labels"]["outcome"] for s in samples} <= {"enqueued", "dropped"}
     assert all(s["labels"]["plugin"] for s in samples)
+
+
+class _IntentProbe:
+    """A web-API plugin whose create looks in the database for the intent row of the attempt it is asked to
+    create (as the connector would be reached only after it), then answers a finished job at once."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self.seen: dict[str, list[tuple[int, Any, int]]] = {}
+
+    def get_config(self) -> PluginConfig:
+        return PluginConfig()
+
+    async def resource_requirements(self, tctx: TaskExecutionContext) -> tuple[str, ResourceConstraintsSpec]:
+        return "default", ResourceConstraintsSpec()
+
+    async def create(self, tctx: TaskExecutionContext) -> tuple[Any, Any]:
+        task = tctx.metadata.task_execution_id
+        key = task.id.node_execution_id.execution_id.name
+        with psycopg.connect(self._dsn, autocommit=True) as c:
+            found = c.execute(
+                "SELECT a.attempt, a.resource_meta, a.epoch FROM taskplug_attempts a "
+                "JOIN taskplug_executions e ON e.id = a.execution_id WHERE e.key = %s ORDER BY a.attempt",
+                (key,),
+            ).fetchall()
+        self.seen.setdefault(key, []).extend(found)
+        return {"job": task.generated_name}, "done"
+
+    async def get(self, ctx: GetContext) -> Any:
+        return "done"
+
+    async def delete(self, ctx: DeleteContext) -> None:
+        return None
+
+    async def status(self, ctx: StatusContext) -> PhaseInfo:
+        return PhaseInfo.success()
+
+
+def _probe_document(name: str) -> dict[str, Any]:
+    return {
+        "template": {
+            "id": {"resourceType": "TASK", "project": "p", "domain": "d", "name": "probe", "version": "v1"},
+            "type": "intent_probe",
+        },
+        "execution": {"id": {"project": "p", "domain": "d", "name": name, "nodeId": "n0"}},
+    }
+
+
+async def test_a_web_api_create_is_preceded_by_its_fenced_intent_and_followed_by_its_meta(
+    conn: psycopg.Connection[Any], postgres_dsn: str, tmp_path: Path
+) -> None:
+    probe = _IntentProbe(postgres_dsn)
+    registry = PluginRegistry.discover()
+    registry.register(WebApiPluginEntry("intent-probe", ("intent_probe",), lambda setup: probe))
+    platform = Platform.load(
+        document={
+            "executor": {"data-root": str(tmp_path / "data"), "resync-period": "1s"},
+            "tasks": {"task-plugins": {"enabled-plugins": ["container", "intent-probe"]}},
+        },
+        registry=registry,
+    )
+    # "orphan": an earlier owner (epoch 1, now gone) wrote its intent and died before the create's answer
+    # was committed: whether the job exists is unknown, so it is created again, and counted.
+    conn.execute(
+        "INSERT INTO taskplug_executions (key, task_type, spec, lease_epoch) VALUES ('orphan', 'intent_probe', "
+        "%s, 1)",
+        (Jsonb(_probe_document("orphan")),),
+    )
+    conn.execute(
+        "INSERT INTO taskplug_attempts (execution_id, attempt, resource_name, phase, epoch) "
+        "SELECT id, 0, 'orphan-n0-0', 'Queued', 1 FROM taskplug_executions WHERE key = 'orphan'"
+    )
+    async with LocalCluster(mode="simulated") as cluster:
+        replica = Replica(postgres_dsn, platform, cluster.client(), settings=FAST)
+        async with running(replica):
+            submit(conn, "web", _probe_document("web"))
+            await wait_until(lambda: _terminal(conn, "web", "orphan"), within=30, what="both end")
+            await wait_until(
+                lambda: _metric(conn, "taskplug_executor_unknown_creates_total") == 1,
+                what="the unknown create counted",
+            )
+    found = rows(conn)
+    assert (found["web"]["phase"], found["orphan"]["phase"]) == ("Success", "Success")
+    # Inside create, the intent was already committed: the attempt's row, no meta yet, this owner's epoch.
+    assert probe.seen["web"] == [(0, None, 1)]
+    assert probe.seen["orphan"] == [(0, None, 2)]
+    attempts = conn.execute(
+        "SELECT e.key, a.attempt, a.resource_meta, a.phase, a.epoch FROM taskplug_attempts a "
+        "JOIN taskplug_executions e ON e.id = a.execution_id ORDER BY e.key"
+    ).fetchall()
+    assert attempts == [
+        ("orphan", 0, {"job": "orphan-n0-0"}, "Success", 2),
+        ("web", 0, {"job": "web-n0-0"}, "Success", 1),
+    ]
+    assert stale_epoch_writes(conn) == []

@@ -11,7 +11,7 @@ each task type. The executor (``taskplug.executor.open_executor``) opens this ar
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +30,7 @@ from taskplug.core import (
     PluginResolver,
     PodTemplates,
     SetupContext,
+    TaskExecutionContext,
     close_plugin,
     enabled_plugins,
     load_plugin,
@@ -86,11 +87,14 @@ async def open_plugins(
     clock: Clock,
     pod_templates: PodTemplates | None = None,
     metrics_registry: CollectorRegistry | None = None,
+    before_create: Callable[[TaskExecutionContext], Awaitable[None]] | None = None,
 ) -> AsyncIterator[PluginResolver]:
     """Every enabled plugin loaded and running until the block exits; yields the resolver over them.
 
     The plugin managers' and web-API adapters' metrics go to ``metrics_registry`` (an executor replica
-    passes its own, to publish them as its own); without one they are counted and never exported."""
+    passes its own, to publish them as its own); without one they are counted and never exported.
+    ``before_create`` is awaited by the web-API adapters right before every create (the executor records
+    its intent to create there; raising stops the create)."""
     informers = InformerFactory(kube_client, clock=clock)
     shared = SharedK8sMachinery(
         config=config,
@@ -108,6 +112,7 @@ async def open_plugins(
             resource_manager=resource_manager,
             metrics_registry=metrics_registry,
             enqueue=wakeups.enqueue_task_execution,
+            before_create=before_create,
         ),
     }
     task_plugins = config.get(TASKS_SECTION).task_plugins

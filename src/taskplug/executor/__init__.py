@@ -36,7 +36,13 @@ from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
     from taskplug.executor._arrayrun import CLEANUP_FAILED, AsyncFlush
-    from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings, OpenPlugins
+    from taskplug.executor._executor import (
+        ExecutionResult,
+        Executor,
+        ExecutorSettings,
+        OpenPlugins,
+        WritesCreateIntent,
+    )
     from taskplug.executor._runtime import executor_settings, open_executor
 
 
@@ -62,6 +68,7 @@ __all__ = [
     "SQLiteStateStore",
     "StateStore",
     "StateStoreError",
+    "WritesCreateIntent",
     "executor_settings",
     "load_spec",
     "observed_phase",
@@ -79,6 +86,7 @@ __getattr__ = lazy_exports(
         "ExecutionResult": "taskplug.executor._executor",
         "Executor": "taskplug.executor._executor",
         "ExecutorSettings": "taskplug.executor._executor",
+        "WritesCreateIntent": "taskplug.executor._executor",
         "OpenPlugins": "taskplug.executor._executor",
         "executor_settings": "taskplug.executor._runtime",
         "open_executor": "taskplug.executor._runtime",

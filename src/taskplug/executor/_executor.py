@@ -37,6 +37,14 @@ where the executor must flush — before a cleanup deletes anything, before a te
 are released, on closing — so that rounds ending together share one commit. :meth:`Executor.forget` drops
 a finished (or no-longer-owned) execution from memory: a long-running replica holds only what it drives.
 
+Before a web-API create (the adapter's ``before_create`` hook, wired by ``open_executor``), a state store
+that can record an intent to create (:class:`WritesCreateIntent`; PostgreSQL's) writes it at once, fenced by
+its claim: a store that refuses (the execution is no longer this replica's) raises, and nothing is created. A
+store that finds an earlier intent of the attempt with no resource recorded (its owner died between the
+intent and the commit of the create's result) says so: the create is sent again (at-least-once within one
+call's window, service notes §3.4, 6), counted by ``on_unknown_create``. A map task's elements have no
+attempt row: their creates go through the hook without an intent.
+
 An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
 (``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
 the execution's owner key, so their events wake the node's round.
@@ -83,13 +91,24 @@ from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor._tasks import task_context_for
 from taskplug.k8s import owner_key
 
-__all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins"]
+__all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins", "WritesCreateIntent"]
 
 log = logging.getLogger(__name__)
 
 
 OpenPlugins = Callable[["Executor"], contextlib.AbstractAsyncContextManager[PluginResolver]]
 """Opens the executor's plugins (``taskplug.engine.open_plugins``), given the executor to wake."""
+
+
+@runtime_checkable
+class WritesCreateIntent(Protocol):
+    """An optional capability of a state store: record, durably and at once, that the web-API create of
+    ``key``'s ``attempt`` (its object/resource ``resource_name``) is about to be sent. Raises when the
+    execution may no longer be written by this process (nothing may be created then). Returns True when an
+    earlier intent of this attempt exists with no resource recorded: an earlier create's outcome is
+    unknown and this one may duplicate it."""
+
+    def write_create_intent(self, key: str, attempt: int, resource_name: str) -> bool: ...
 
 
 @runtime_checkable
@@ -184,6 +203,7 @@ class Executor:
         clock: Clock | None = None,
         resource_manager: ResourceManager | None = None,
         on_event: Callable[[str, Event], None] | None = None,
+        on_unknown_create: Callable[[], None] | None = None,
     ) -> None:
         if (resolver is None) == (plugins is None):
             raise ValueError("give the executor either a resolver or a way to open its plugins, not both")
@@ -196,6 +216,8 @@ class Executor:
         self.clock: Clock = clock or SystemClock()
         self.resource_manager = resource_manager
         self.on_event = on_event
+        self.on_unknown_create = on_unknown_create
+        self.unknown_creates = 0  # creates sent again after an earlier one's outcome was lost
         self._executions: dict[str, _Execution] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
         self._by_generated_name: dict[str, str] = {}
@@ -255,6 +277,32 @@ class Executor:
         key = self._by_generated_name.get(generated_name)
         if key is not None:
             self.wake(key)
+
+    async def before_create(self, tctx: TaskExecutionContext) -> None:
+        """The web-API adapters' hook, awaited right before a create: the store's intent write (see the
+        module doc). Raises the store's error when the execution is no longer this process's to drive."""
+        if not isinstance(self.store, WritesCreateIntent):
+            return
+        name = tctx.metadata.task_execution_id.generated_name
+        key = self._by_generated_name.get(name)
+        execution = self._executions.get(key) if key is not None else None
+        if execution is None:
+            raise PluginError(
+                ErrorCode.SYSTEM_ERROR, f"no execution is driven here for [{name}]: nothing is created"
+            )
+        if execution.array is not None:
+            return  # an element has no attempt row of its own (see the module doc)
+        attempt = execution.record.attempt
+        if self.store.write_create_intent(execution.record.key, attempt, name):
+            self.unknown_creates += 1
+            log.warning(
+                "%s: attempt %d was being created when its owner stopped; its outcome is unknown and it is "
+                "created again",
+                execution.record.key,
+                attempt,
+            )
+            if self.on_unknown_create is not None:
+                self.on_unknown_create()
 
     def wake(self, key: str) -> None:
         if key in self._running:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from taskplug.core import TASKS_SECTION, Clock, PluginResolver
 from taskplug.engine import open_plugins
@@ -56,8 +56,20 @@ async def open_executor(
     metrics_registry: CollectorRegistry | None = None,
 ) -> AsyncIterator[Executor]:
     """An executor with every enabled plugin loaded, running until the block exits; the plugin machinery's
-    metrics (plugin managers, web-API adapters) go to ``metrics_registry`` when given."""
+    metrics (plugin managers, web-API adapters) go to ``metrics_registry`` when given, with the executor's
+    ``taskplug_executor_unknown_creates_total`` (web-API creates sent again because an earlier one's outcome
+    was lost with its owner). The web-API adapters await :meth:`Executor.before_create` before each create.
+    """
     clock = clock or platform.clock
+    unknown_creates = (
+        Counter(
+            "taskplug_executor_unknown_creates",
+            "Web-API creates sent again because an earlier create's outcome was lost (at-least-once)",
+            registry=metrics_registry,
+        )
+        if metrics_registry is not None
+        else None
+    )
 
     def plugins(executor: Executor) -> contextlib.AbstractAsyncContextManager[PluginResolver]:
         return open_plugins(
@@ -68,6 +80,7 @@ async def open_executor(
             clock=clock,
             pod_templates=platform.pod_templates,
             metrics_registry=metrics_registry,
+            before_create=executor.before_create,
         )
 
     async with Executor(
@@ -76,5 +89,6 @@ async def open_executor(
         settings=settings or executor_settings(platform),
         clock=clock,
         on_event=on_event,
+        on_unknown_create=unknown_creates.inc if unknown_creates is not None else None,
     ) as executor:
         yield executor

@@ -8,8 +8,22 @@ per ``commit_interval``, and at once when the executor flushes before deleting a
 one statement, one round trip: an ``UPDATE … FROM unnest(…) RETURNING id`` of every execution touched,
 whose data-modifying CTEs insert the events, attempts and map elements of the ids it returned only. An id
 it did not return is an execution this replica no longer owns: its writes are dropped and ``on_lost`` is
-told, so the replica stops driving it. A web-API resource's meta (its create is not idempotent) is committed
-at once, outside the batch.
+told, so the replica stops driving it.
+
+A web-API create is not idempotent, so it is persisted before and after the call (service notes §3.4, 6).
+Before: :meth:`PostgresStateStore.write_create_intent` (the executor's ``before_create``, awaited by the
+web-API adapter right before ``create``) inserts the attempt's ``taskplug_attempts`` row at once, in one
+statement fenced like the batch (``… FROM taskplug_executions WHERE id = … AND owner_id = me AND
+lease_epoch = <claimed epoch>``); no row returned means the execution is no longer this replica's, and it
+raises :class:`~taskplug.service._guard.ReplicaFencedError`, so the create is never sent. After: the
+resource meta the create returned is committed at once, outside the batch's interval (the fenced batch,
+flushed by :meth:`PostgresStateStore.save`). An attempt row whose ``resource_meta`` is NULL after an intent
+is a create whose outcome is unknown. When a new owner's intent finds such a row written under an earlier
+epoch, the previous owner stopped between the intent and the commit of the result: the create is sent
+again — at-least-once within one call's window, as the notes allow for connectors that take no idempotency
+key — and the executor counts it (``taskplug_executor_unknown_creates_total`` in the replica's metrics).
+The row carries no mark of its own for an intent: an earlier owner's row of the same attempt written for a
+token grant (quotas) and never followed by a create is counted as well, so the figure is an upper bound.
 
 The store speaks the executor's synchronous :class:`StateStore` protocol over a synchronous psycopg
 connection (a statement on the loopback takes well under a millisecond; the executor's SQLite store blocks
@@ -35,6 +49,7 @@ import orjson
 
 from taskplug.core import Phase
 from taskplug.executor import ElementRecord, Event, ExecutionRecord, StateStoreError
+from taskplug.service._guard import ReplicaFencedError
 
 if TYPE_CHECKING:
     import uuid
@@ -115,6 +130,23 @@ SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM upd),
        (SELECT count(*) FROM att), (SELECT count(*) FROM el)
 """
 _FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = u.epoch"
+
+# The intent to create, one statement, fenced like the batch. ``prior`` reads the row as it was before this
+# statement (a CTE sees the statement's snapshot): an earlier epoch's row with no meta is a create whose
+# outcome is unknown.
+_INTENT = """
+WITH prior AS (
+    SELECT epoch, resource_meta IS NULL AS open FROM taskplug_attempts
+     WHERE execution_id = %(id)s AND attempt = %(attempt)s
+)
+INSERT INTO taskplug_attempts (execution_id, attempt, resource_name, resource_meta, phase, epoch, started_at)
+SELECT e.id, %(attempt)s, %(name)s, NULL, 'Queued', %(epoch)s, now()
+  FROM taskplug_executions e
+ WHERE e.id = %(id)s {fence}
+ON CONFLICT (execution_id, attempt) DO UPDATE SET epoch = excluded.epoch
+RETURNING coalesce((SELECT open AND epoch < %(epoch)s FROM prior), false)
+"""
+_INTENT_FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = %(epoch)s"
 
 _PARAMS = (
     "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
@@ -296,6 +328,38 @@ class PostgresStateStore:
     def load_elements(self, key: str) -> list[ElementRecord]:
         claim = self._claims.get(key)
         return list(claim.elements) if claim is not None else []
+
+    def write_create_intent(self, key: str, attempt: int, resource_name: str) -> bool:
+        """Insert ``key``'s ``attempt`` row (``resource_meta`` NULL: the create is about to be sent) now,
+        fenced by the claim; see the module docstring. Returns True when an earlier owner's intent of the
+        same attempt has no resource recorded (the create's outcome is unknown). Raises
+        :class:`ReplicaFencedError` when the execution is no longer this replica's: the create must not be
+        sent."""
+        claim = self._claims.get(key)
+        if claim is None or self.fenced:
+            raise ReplicaFencedError(f"execution {key} is not this replica's: its create was not sent")
+        sql = _INTENT.format(fence=_INTENT_FENCE if self._fencing else "")
+        params = {
+            "id": claim.id,
+            "attempt": attempt,
+            "name": resource_name,
+            "epoch": claim.epoch,
+            "replica": self.replica_id,
+        }
+        try:
+            row = self._conn.execute(sql, params).fetchone()
+        except Exception as e:
+            raise StateStoreError(f"cannot write the intent to create to PostgreSQL: {e}") from e
+        finally:
+            self.statements += 1
+        if row is None:
+            self.lost.add(key)
+            self.release(key)
+            log.warning("execution %s is no longer this replica's (fenced intent refused)", key)
+            if self._on_lost is not None:
+                self._on_lost({key})
+            raise ReplicaFencedError(f"execution {key} is no longer this replica's: its create was not sent")
+        return bool(row[0])
 
     def _maybe_commit(self) -> None:
         if time.monotonic() - self._last_commit >= self._commit_interval:

@@ -3,6 +3,7 @@ adapter that turns an AsyncPlugin or SyncPlugin into a core plugin, the backgrou
 limits, allocation tokens (in process or shared through Redis) and the plugin's persisted state."""
 
 from taskplug.engine.webapi._adapter import (
+    BeforeCreate,
     SyncPluginAdapter,
     WebApiPluginAdapter,
     allocation_outcome,
@@ -55,6 +56,7 @@ __all__ = [
     "RETURNED_UNKNOWN",
     "AutoRefreshCache",
     "BaseResourceManager",
+    "BeforeCreate",
     "BucketState",
     "CacheItem",
     "ConfigValidationError",

@@ -21,9 +21,17 @@ than at the executor's next resync. In Flyte the same effect comes from propelle
 whose status it just updated; taskplug's executor wakes executions only through plugins and its resync
 timer. Without ``enqueue`` the task still progresses, one resync period at a time.
 
+Persisting before the create: the adapter can be given ``before_create`` (:data:`BeforeCreate`), awaited in
+the launch step after the write rate limit and right before ``create``. A connector's create is not
+idempotent, so an executor replica uses it to record, fenced by its claim, that the create is about to be
+sent (service notes §3.4, 6); when it raises (the execution is no longer this replica's), the round errors
+and nothing is created.
+
 Deviations:
 
 * The write rate limit (``writeRateLimiter``) is applied to every create and delete (Flyte never uses it).
+* ``before_create`` is awaited before every create (Flyte persists nothing between deciding to create and
+  the create: a round lost after the call creates again, unnoticed).
 * A terminal state re-entered re-reports the terminal phase it reported (kept in the state), where Flyte
   reports Undefined. A create that returns a terminal status is persisted as terminal too (Flyte keeps the
   old phase, so a re-entered round would create again).
@@ -47,7 +55,7 @@ import dataclasses
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -98,6 +106,7 @@ from taskplug.webapi import (
 
 __all__ = [
     "LAUNCHED_PHASE_VERSION",
+    "BeforeCreate",
     "SyncPluginAdapter",
     "WebApiPluginAdapter",
     "allocation_outcome",
@@ -109,6 +118,10 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+BeforeCreate = Callable[[TaskExecutionContext], Awaitable[None]]
+"""Awaited right before a web-API create with the task's context; raising stops the create (the round
+errors)."""
 
 LAUNCHED_PHASE_VERSION = 2
 REASON_TOKEN_GRANTED = "Allocation token required"
@@ -234,6 +247,7 @@ class WebApiPluginAdapter:
         metrics: WebApiMetrics,
         write_bucket: TokenBucket,
         enqueue: Callable[[str], None] | None = None,
+        before_create: BeforeCreate | None = None,
     ) -> None:
         self._id = plugin_id
         self.plugin = plugin
@@ -243,6 +257,7 @@ class WebApiPluginAdapter:
         self._metrics = metrics
         self._write_bucket = write_bucket
         self._enqueue = enqueue
+        self._before_create = before_create
         self._state = _StateIO(metrics)
 
     @property
@@ -306,6 +321,11 @@ class WebApiPluginAdapter:
 
     async def _launch(self, tctx: TaskExecutionContext, incoming: State) -> tuple[State, PhaseInfo]:
         await self._write_bucket.wait()
+        if self._before_create is not None:
+            # Raising here errors the round before anything was sent (see the module doc).
+            # Deviation: Flyte persists nothing between deciding to create and the create, so a round lost
+            # after the call creates again unnoticed; here the executor records the intent first.
+            await self._before_create(tctx)
         try:
             meta, resource = await self.plugin.create(tctx)
         except Exception as e:
@@ -441,12 +461,14 @@ async def load_webapi_plugin(
     resource_manager: BaseResourceManager | None = None,
     metrics_registry: CollectorRegistry | None = None,
     enqueue: Callable[[str], None] | None = None,
+    before_create: BeforeCreate | None = None,
 ) -> WebApiPluginAdapter | SyncPluginAdapter:
     """Flyte's web-API LoadPlugin: run the loader, validate the config, register the quotas, start the cache.
 
     ``resource_manager`` is the executor's shared base manager (a private in-process one when omitted);
     quotas are registered on it and every allocation goes through it, namespaced by this plugin's id.
-    ``enqueue`` wakes a task execution by its generated name (see the module doc).
+    ``enqueue`` wakes a task execution by its generated name; ``before_create`` is awaited before every
+    create (see the module doc).
     Call ``aclose()`` on the result to stop its status cache.
     """
     result = entry.plugin_loader(setup)
@@ -490,6 +512,7 @@ async def load_webapi_plugin(
         metrics=metrics,
         write_bucket=write_bucket,
         enqueue=enqueue,
+        before_create=before_create,
     )
 
 
@@ -500,6 +523,7 @@ def webapi_plugin_entry(
     resource_manager: BaseResourceManager | None = None,
     metrics_registry: CollectorRegistry | None = None,
     enqueue: Callable[[str], None] | None = None,
+    before_create: BeforeCreate | None = None,
 ) -> PluginEntry:
     """Flyte's CreateRemotePlugin: a core PluginEntry whose loader is :func:`load_webapi_plugin`."""
 
@@ -511,6 +535,7 @@ def webapi_plugin_entry(
             resource_manager=resource_manager,
             metrics_registry=metrics_registry,
             enqueue=enqueue,
+            before_create=before_create,
         )
 
     return PluginEntry(
