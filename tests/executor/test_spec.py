@@ -350,9 +350,9 @@ def _drop(path: str):
         (
             _set(
                 "execution.overrides.podTemplate",
-                {"podSpec": {"containers": [{"name": "c", "env": [{"name": "A", "key": "B"}]}]}},
+                {"podSpec": {"containers": [{"name": "c", "env": [{"name": "A", "value": 1}]}]}},
             ),
-            "execution.overrides.podTemplate.podSpec.containers[0].env[0].key",
+            "execution.overrides.podTemplate.podSpec.containers[0].env[0].value",
         ),
         (
             _set("execution.overrides.podTemplate", {"podSpec": {"nodeSelector": ["a"]}}),

@@ -58,7 +58,7 @@ from taskplug.core import (
     parse_go_duration,
 )
 from taskplug.executor._workflow import WorkflowArrayNode, is_archive, read_workflow_array_node
-from taskplug.k8s import execution_labels
+from taskplug.k8s import PodSpecModel, execution_labels
 
 __all__ = ["ArrayNodeSpec", "ExecutionSpec", "load_spec", "new_execution_name", "parse_spec"]
 
@@ -343,44 +343,6 @@ class _Spec(_Section):
     workflow: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
 
 
-# The pod specs a task carries: the fields the pod builders and a kubelet read, typed; every other field of a
-# PodSpec or Container is kept as given (the API server's decoding checks those).
-
-
-class _PodPart(BaseModel):
-    model_config = ConfigDict(strict=True, extra="allow", frozen=True, alias_generator=to_camel)
-
-
-class _EnvVar(_Section):
-    name: str
-    value: str | None = None
-    value_from: dict[str, Any] | None = None
-
-
-class _ContainerResources(_PodPart):
-    requests: dict[str, QuantityValue] | None = None
-    limits: dict[str, QuantityValue] | None = None
-
-
-class _Container(_PodPart):
-    name: str | None = None
-    image: str | None = None
-    command: list[str] | None = None
-    args: list[str] | None = None
-    working_dir: str | None = None
-    env: list[_EnvVar] | None = None
-    resources: _ContainerResources | None = None
-
-
-class _PodSpec(_PodPart):
-    containers: list[_Container] | None = None
-    init_containers: list[_Container] | None = None
-    node_selector: dict[str, str] | None = None
-    service_account_name: str | None = None
-    tolerations: list[dict[str, Any]] | None = None
-    volumes: list[dict[str, Any]] | None = None
-
-
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -399,6 +361,7 @@ _TYPE_WORDS: Final = {
     "dict_type": "must be a mapping",
     "model_type": "must be a mapping",
     "list_type": "must be a list",
+    "sequence_str": "must be a list",  # a str given for a Sequence field
     "missing": "required",
     "finite_number": "must be a finite number",
 }
@@ -869,10 +832,11 @@ def _struct(struct: Any) -> dict[str, Any]:
 
 
 def _check_pod_spec(value: Any, path: str) -> None:
-    _check_pod_spec_semantics(_validate(_PodSpec, value, path), path)
+    # The one model of a pod spec's types (taskplug.k8s), as for a task's own pod spec and pod templates.
+    _check_pod_spec_semantics(_validate(PodSpecModel, value, path), path)
 
 
-def _check_pod_spec_semantics(spec: _PodSpec, path: str) -> None:
+def _check_pod_spec_semantics(spec: PodSpecModel, path: str) -> None:
     _check_labels(spec.node_selector, f"{path}.nodeSelector")
 
 

@@ -78,6 +78,7 @@ from taskplug.k8s._pod_builder import (
     service_account_name,
     to_k8s_pod_spec,
 )
+from taskplug.k8s._pod_spec_model import PodSpecModel
 from taskplug.k8s._pod_status import (
     demystify_failure,
     demystify_pending,
@@ -141,6 +142,7 @@ __all__ = [
     "PluginState",
     "PluginTaskExecutionContext",
     "PluginsRootConfig",
+    "PodSpecModel",
     "PodTemplateStore",
     "RawPod",
     "ReconcilingOperator",

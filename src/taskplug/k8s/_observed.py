@@ -235,6 +235,7 @@ def _reason(error: Any) -> str:
         "model_attributes_type": "a mapping (JSON object)",
         "dict_type": "a mapping (JSON object)",
         "list_type": "a list",
+        "sequence_str": "a list",  # a str given for a Sequence field
         "string_type": "a string",
         "int_type": "an integer",
         "bool_type": "true or false",

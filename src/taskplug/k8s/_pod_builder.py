@@ -15,14 +15,14 @@ from __future__ import annotations
 import os
 import random
 import string
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Any
 
 from flyteidl.core import tasks_pb2
 from google.protobuf import json_format, struct_pb2
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from taskplug.core import (
     BadTaskSpecification,
@@ -39,6 +39,7 @@ from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
 from taskplug.k8s._copilot import add_copilot_to_container, add_copilot_to_pod
 from taskplug.k8s._names import is_dns1123_label
 from taskplug.k8s._observed import first_error, json_type
+from taskplug.k8s._pod_spec_model import PodSpecModel
 from taskplug.k8s._pod_template import (
     PodTemplateStore,
     deep_copy,
@@ -302,142 +303,6 @@ def add_flyte_customizations_to_container(
 
 
 # -- the task's pod spec -----------------------------------------------------------------------------------
-#
-# Flyte decodes a task's pod spec (a protobuf Struct) into a typed v1.PodSpec (pod_helper.go: ToK8sPodSpec /
-# the sidecar plugin's UnmarshalStructToObj): a field of the wrong type fails to unmarshal, which Flyte reports
-# as BadTaskSpecification. Here the spec stays JSON, so the fields the builder, the API server's scheduler
-# and the kubelet read are checked against a model of their Go types first: a ``command`` given as a string
-# is refused naming the field, never turned into a list of characters. Unknown fields pass untouched; JSON
-# null reads as Go reads it (the zero value).
-
-
-def _whole_number(value: Any) -> Any:
-    # A protobuf Struct holds every number as a double: a whole double is the integer Go's decoder reads.
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def _non_negative_quantity(value: Any) -> Any:
-    try:
-        parsed = Quantity.from_json(value)
-    except QuantityError as e:
-        raise ValueError(str(e)) from None
-    if parsed.nanos < 0:
-        # apimachinery's ValidateNonnegativeQuantity: requests and limits are never negative.
-        raise ValueError(f"must be greater than or equal to 0, got {value!r}")
-    return value
-
-
-def _in_range(bits: int) -> Callable[[int], int]:
-    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-
-    def check(value: int) -> int:
-        if not low <= value <= high:
-            raise ValueError(f"must be a {bits}-bit integer ({low} to {high}), got {value}")
-        return value
-
-    return check
-
-
-_Int32 = Annotated[int, BeforeValidator(_whole_number), AfterValidator(_in_range(32))]
-_Int64 = Annotated[int, BeforeValidator(_whole_number), AfterValidator(_in_range(64))]
-_Quantity = Annotated[Any, AfterValidator(_non_negative_quantity)]
-_Object = dict[str, Any]
-
-
-class _Typed(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
-
-
-class _ResourceRequirements(_Typed):
-    requests: dict[str, _Quantity] | None = None
-    limits: dict[str, _Quantity] | None = None
-    claims: list[_Object] | None = None
-
-
-class _EnvVar(_Typed):
-    name: str
-    value: str | None = None
-    value_from: _Object | None = Field(None, alias="valueFrom")
-
-
-class _ContainerPort(_Typed):
-    name: str | None = None
-    container_port: _Int32 | None = Field(None, alias="containerPort")
-    host_port: _Int32 | None = Field(None, alias="hostPort")
-    protocol: str | None = None
-
-
-class _VolumeMount(_Typed):
-    name: str | None = None
-    mount_path: str | None = Field(None, alias="mountPath")
-    sub_path: str | None = Field(None, alias="subPath")
-    read_only: bool | None = Field(None, alias="readOnly")
-
-
-class _Container(_Typed):
-    name: str | None = None
-    image: str | None = None
-    command: list[str] | None = None
-    args: list[str] | None = None
-    working_dir: str | None = Field(None, alias="workingDir")
-    env: list[_EnvVar] | None = None
-    env_from: list[_Object] | None = Field(None, alias="envFrom")
-    resources: _ResourceRequirements | None = None
-    ports: list[_ContainerPort] | None = None
-    volume_mounts: list[_VolumeMount] | None = Field(None, alias="volumeMounts")
-    image_pull_policy: str | None = Field(None, alias="imagePullPolicy")
-    termination_message_policy: str | None = Field(None, alias="terminationMessagePolicy")
-    security_context: _Object | None = Field(None, alias="securityContext")
-
-
-class _EmptyDir(_Typed):
-    medium: str | None = None
-    size_limit: _Quantity | None = Field(None, alias="sizeLimit")
-
-
-class _Volume(_Typed):
-    name: str | None = None
-    empty_dir: _EmptyDir | None = Field(None, alias="emptyDir")
-    host_path: _Object | None = Field(None, alias="hostPath")
-    config_map: _Object | None = Field(None, alias="configMap")
-    secret: _Object | None = None
-    persistent_volume_claim: _Object | None = Field(None, alias="persistentVolumeClaim")
-
-
-class _Toleration(_Typed):
-    key: str | None = None
-    operator: str | None = None
-    value: str | None = None
-    effect: str | None = None
-    toleration_seconds: _Int64 | None = Field(None, alias="tolerationSeconds")
-
-
-class _LocalObjectReference(_Typed):
-    name: str | None = None
-
-
-class PodSpecModel(_Typed):
-    """The fields of a v1.PodSpec the builder, the scheduler and the kubelet read, with their Go types."""
-
-    containers: list[_Container] | None = None
-    init_containers: list[_Container] | None = Field(None, alias="initContainers")
-    volumes: list[_Volume] | None = None
-    tolerations: list[_Toleration] | None = None
-    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
-    node_name: str | None = Field(None, alias="nodeName")
-    affinity: _Object | None = None
-    security_context: _Object | None = Field(None, alias="securityContext")
-    dns_config: _Object | None = Field(None, alias="dnsConfig")
-    image_pull_secrets: list[_LocalObjectReference] | None = Field(None, alias="imagePullSecrets")
-    service_account_name: str | None = Field(None, alias="serviceAccountName")
-    scheduler_name: str | None = Field(None, alias="schedulerName")
-    priority_class_name: str | None = Field(None, alias="priorityClassName")
-    restart_policy: str | None = Field(None, alias="restartPolicy")
-    host_network: bool | None = Field(None, alias="hostNetwork")
-    active_deadline_seconds: _Int64 | None = Field(None, alias="activeDeadlineSeconds")
-    termination_grace_period_seconds: _Int64 | None = Field(None, alias="terminationGracePeriodSeconds")
 
 
 def check_pod_spec(spec: Any, what: str, *, prefix: str = "") -> KubeObject:

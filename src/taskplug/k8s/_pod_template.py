@@ -22,14 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskplug.core import ConfigError, Quantity, QuantityError, load_documents
+from taskplug.core import ConfigError, load_documents
 from taskplug.k8s._observed import first_error
 from taskplug.k8s._observed import json_type as _json_type
+from taskplug.k8s._pod_spec_model import TemplatePodSpecModel
 
 __all__ = [
     "DEFAULT_CONTAINER_TEMPLATE",
@@ -169,68 +170,9 @@ def merge_overlay_pod_spec_onto_base(base: Mapping[str, Any], overlay: Mapping[s
 # -- the manifest ----------------------------------------------------------------------------------------
 
 
-def _quantity(value: Any) -> Any:
-    try:
-        parsed = Quantity.from_json(value)
-    except QuantityError as e:
-        raise ValueError(str(e)) from None
-    if parsed.nanos < 0:
-        # apimachinery's ValidateNonnegativeQuantity: requests and limits are never negative.
-        raise ValueError(f"must be greater than or equal to 0, got {value!r}")
-    return value
-
-
-_QuantityValue = Annotated[Any, AfterValidator(_quantity)]
-_Name = Annotated[str, Field(min_length=1)]
-
-
 class _Strict(BaseModel):
     # Unknown fields pass through untouched (the pod carries them); the fields below must have their type.
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
-
-
-class _Resources(_Strict):
-    requests: dict[str, _QuantityValue] | None = None
-    limits: dict[str, _QuantityValue] | None = None
-    claims: list[dict[str, Any]] | None = None
-
-
-class _EnvVar(_Strict):
-    name: _Name
-    value: str | None = None
-    value_from: dict[str, Any] | None = Field(None, alias="valueFrom")
-
-
-class _Container(_Strict):
-    name: _Name
-    image: str | None = None
-    command: list[str] | None = None
-    args: list[str] | None = None
-    working_dir: str | None = Field(None, alias="workingDir")
-    env: list[_EnvVar] | None = None
-    env_from: list[dict[str, Any]] | None = Field(None, alias="envFrom")
-    resources: _Resources | None = None
-    ports: list[dict[str, Any]] | None = None
-    volume_mounts: list[dict[str, Any]] | None = Field(None, alias="volumeMounts")
-    image_pull_policy: str | None = Field(None, alias="imagePullPolicy")
-    security_context: dict[str, Any] | None = Field(None, alias="securityContext")
-
-
-class _PodSpec(_Strict):
-    containers: list[_Container] | None = None
-    init_containers: list[_Container] | None = Field(None, alias="initContainers")
-    volumes: list[dict[str, Any]] | None = None
-    tolerations: list[dict[str, Any]] | None = None
-    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
-    affinity: dict[str, Any] | None = None
-    security_context: dict[str, Any] | None = Field(None, alias="securityContext")
-    dns_config: dict[str, Any] | None = Field(None, alias="dnsConfig")
-    image_pull_secrets: list[dict[str, Any]] | None = Field(None, alias="imagePullSecrets")
-    service_account_name: str | None = Field(None, alias="serviceAccountName")
-    scheduler_name: str | None = Field(None, alias="schedulerName")
-    priority_class_name: str | None = Field(None, alias="priorityClassName")
-    restart_policy: str | None = Field(None, alias="restartPolicy")
-    host_network: bool | None = Field(None, alias="hostNetwork")
 
 
 class _TemplateMeta(_Strict):
@@ -240,11 +182,11 @@ class _TemplateMeta(_Strict):
 
 class _Template(_Strict):
     metadata: _TemplateMeta | None = None
-    spec: _PodSpec | None = None
+    spec: TemplatePodSpecModel | None = None
 
 
 class _Meta(_Strict):
-    name: _Name
+    name: str = Field(min_length=1)
     namespace: str | None = None
 
 
