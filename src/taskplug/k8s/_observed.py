@@ -84,7 +84,8 @@ Int32 = Annotated[int, Field(ge=_INT32_MIN, le=_INT32_MAX)]
 
 
 class _Observed(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    # defer_build: the validators are built on first use, not when a command imports the module.
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, defer_build=True)
 
 
 class ContainerStateWaiting(_Observed):

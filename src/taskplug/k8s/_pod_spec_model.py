@@ -59,7 +59,8 @@ _Object = dict[str, Any]
 
 class _Typed(BaseModel):
     # Unknown fields pass through untouched (the pod carries them); the fields below must have their type.
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    # defer_build: the validators are built on first use, not when a command imports the module.
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, defer_build=True)
 
 
 class _ResourceRequirements(_Typed):

@@ -172,7 +172,8 @@ def merge_overlay_pod_spec_onto_base(base: Mapping[str, Any], overlay: Mapping[s
 
 class _Strict(BaseModel):
     # Unknown fields pass through untouched (the pod carries them); the fields below must have their type.
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+    # defer_build: the validators are built on first use, not when a command imports the module.
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, defer_build=True)
 
 
 class _TemplateMeta(_Strict):
