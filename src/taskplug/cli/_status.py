@@ -8,7 +8,6 @@ plugin raises on an object it cannot read names the object. Either way: exit 2, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -18,7 +17,7 @@ import click
 from taskplug.cli._output import dump, handles_bad_input
 from taskplug.core import ConfigError, Phase, PhaseInfo, SpecError, TaskplugError, load_document
 from taskplug.executor import EXECUTOR_SECTION, ExecutionSpec, Platform, load_spec, observed_phase
-from taskplug.k8s import PluginState
+from taskplug.k8s import PluginState, describe_object
 
 __all__ = ["observed_status", "status"]
 
@@ -27,15 +26,6 @@ _MAX_DETAIL: Final = 500
 
 def _read_document(path: Path, what: str) -> Any:
     return load_document(path, f"{what} {path}", what="the file")
-
-
-def _describe(obj: Mapping[str, Any]) -> str:
-    kind, meta = obj.get("kind"), obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    parts = [meta.get(key) for key in ("namespace", "name")]
-    ns, name = (p if isinstance(p, str) else "" for p in parts)
-    kind_text = kind if isinstance(kind, str) and kind else "object"
-    return f"{kind_text} {ns}/{name or '?'}" if ns else f"{kind_text} {name or '?'}"
 
 
 def observed_status(
@@ -70,7 +60,7 @@ def observed_status(
             detail = detail[: _MAX_DETAIL - 3] + "..."
         raise SpecError(
             "--resource",
-            f"{_describe(resource)}: no phase from the plugin for task type [{task_type}]: {detail}",
+            f"{describe_object(resource) or 'object ?'}: no phase from the plugin for task type [{task_type}]: {detail}",
         ) from e
 
 
