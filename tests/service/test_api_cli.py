@@ -166,6 +166,19 @@ def test_serve_refuses_a_store_that_is_not_postgresql() -> None:
     assert "--store" in result.output
 
 
+def test_serve_with_an_unreachable_database_exits_2_naming_the_store_without_a_traceback() -> None:
+    from taskplug.cli._serve import serve
+
+    closed = free_port()
+    result = CliRunner().invoke(
+        serve, ["--store", f"postgresql://nobody@127.0.0.1:{closed}/x", "--port", "0"]
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "--store: cannot use the database" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_a_template_file_is_sent_inline_and_an_unnamed_spec_gets_its_name_here(tmp_path: Path) -> None:
     from flyteidl.core import tasks_pb2
     from google.protobuf import json_format

@@ -34,6 +34,15 @@ def serve(store: str, host: str, port: int, replica_ttl: float) -> None:
     """Serve the HTTP API and the live web view of the executions in a PostgreSQL store."""
     if not store.startswith(("postgresql://", "postgres://")):
         raise SpecError("--store", f"{store!r} is not a postgresql:// URL (the replicas' shared database)")
-    from taskplug.service import serve_http
+    import psycopg
 
+    from taskplug.service import migrate, serve_http
+
+    # Reach the database and bring its schema up before serving, so that a wrong URL or a database this
+    # version cannot use is exit 2 naming --store (the app's own start-up migration then finds nothing to do).
+    try:
+        with psycopg.connect(store, connect_timeout=10) as conn:
+            migrate(conn)
+    except psycopg.Error as e:
+        raise SpecError("--store", f"cannot use the database: {str(e).strip()}") from None
     serve_http(store, host=host, port=port, replica_ttl=replica_ttl)
