@@ -361,6 +361,55 @@ def test_two_runs_of_one_execution_at_once_run_its_command_once(tmp_path: Path) 
     assert _lines(ledger) == ["ran"]
 
 
+@pytest.mark.integration
+def test_a_run_whose_execution_another_run_took_over_stops_and_the_other_finishes_it(tmp_path: Path) -> None:
+    """The lock is not the fence: with the lock file removed under a running ``run``, a second ``run`` takes
+    the execution over (a new lease), adopts its pod on the shared cluster and finishes it; the first one's
+    next write is refused, and it exits 2 saying so, deleting nothing. The command ran once."""
+    from service.replica_helpers import serve_cluster
+
+    ledger = tmp_path / "ledger"
+    release = tmp_path / "release"
+    spec = _write(tmp_path / "spec.yaml", _task_document(ledger, until=release))
+    with serve_cluster(tmp_path, mode="process") as cluster:
+        args = (spec, "-o", "json", "--state-db", "state.db", "--kubeconfig", cluster.kubeconfig)
+        first = _start(tmp_path, *args)
+        second: subprocess.Popen[str] | None = None
+        try:
+            _wait_for(lambda: ledger.exists() or first.poll() is not None, "the first run's task to start")
+            assert first.poll() is None
+            for lock in (tmp_path / "state.db.locks").iterdir():
+                lock.unlink()
+            second = _start(tmp_path, *args)
+            # The second run holds the execution once its lease is in the file.
+            _wait_for(lambda: _lease_epoch(tmp_path / "state.db") == 2, "the second run's lease")
+            release.touch()
+            out, err = second.communicate(timeout=DEADLINE)
+            first_out, first_err = first.communicate(timeout=DEADLINE)
+        finally:
+            for process in (first, second):
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait()
+    assert second.returncode == 0, err
+    assert json.loads(out)["phase"] == "Success"
+    assert first.returncode == 2, first_err
+    assert "taken over by another process" in first_err and "deleted nothing" in first_err
+    assert first_out == ""
+    assert _lines(ledger) == ["ran"]
+
+
+def _lease_epoch(path: Path) -> int:
+    db = sqlite3.connect(path, timeout=5)
+    try:
+        row = db.execute("SELECT max(epoch) FROM leases").fetchone()
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()
+    return int(row[0] or 0)
+
+
 # -- a finished execution is not run again; a changed spec is not resumed -----------------------------------------
 
 

@@ -12,9 +12,11 @@ a spec); either way the execution runs on the same path. What is printed comes f
 cluster, so no console here reads Rich markup or emoji codes: ``[bold]`` or ``[SystemError]`` in a message
 is printed as it is, and styles are set on :class:`~rich.text.Text`.
 
-A task runs once. The run holds its execution in the state DB (:meth:`SQLiteStateStore.lock`): a second
-``run`` of the same execution while the first runs refuses (exit 2, naming the holder) instead of launching it
-again. An execution the state DB records as finished is not run again: ``run`` prints the stored outcome, says
+A task runs once. The run holds its execution through a :class:`~taskplug.executor.LocalCoordinator` (the
+single-process side of the seams replicas share): a kernel lock on the state DB, then a lease in it that every
+write is fenced with. A second ``run`` of the same execution while the first runs refuses (exit 2, naming the
+holder) instead of launching it again; a run whose lease another process took over anyway (its lock file
+removed) has its writes refused, stops driving it without deleting anything, and exits 2 saying so. An execution the state DB records as finished is not run again: ``run`` prints the stored outcome, says
 so on stderr (when, where the state is, how to run it again) and exits with the stored outcome's code;
 ``--rerun`` starts it again under the same name, its attempts numbered after the earlier ones so that nothing
 it creates collides with what they left. A resume whose spec differs from the one the execution started with
@@ -61,6 +63,7 @@ from taskplug.executor import (
     ExecutionResult,
     ExecutionSpec,
     Executor,
+    LocalCoordinator,
     Platform,
     SQLiteStateStore,
     load_spec,
@@ -246,21 +249,25 @@ async def _run(
     signals = _Signals(console)
     db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
     store = SQLiteStateStore(db_path)
+    coordinator = LocalCoordinator(store)
     progress = _Progress(console, spec.execution_key)
     try:
-        with store.lock(spec.execution_key):
+        with coordinator.hold(spec.execution_key):
             async with (
                 _kube_client(platform, kubeconfig, mode) as client,
                 open_executor(platform, kube_client=client, store=store, on_event=progress.on_event) as ex,
                 _committing(store),
             ):
+                coordinator.drive(ex)
                 finished = _prepare(
                     store, spec, rerun=rerun, db_path=db_path, rename=rename, check=lambda: ex.check(spec)
                 )
                 key = await ex.submit(spec)
                 signals.watch(ex, key)
                 if as_json or finished is not None:
-                    return await ex.wait(key), finished
+                    result = await ex.wait(key)
+                    coordinator.check(key)
+                    return result, finished
                 with Live(progress.render(), console=console, refresh_per_second=8, transient=False) as live:
                     waiter = asyncio.ensure_future(ex.wait(key))
                     while not waiter.done():
@@ -268,6 +275,7 @@ async def _run(
                         await asyncio.wait({waiter}, timeout=0.125)
                     live.update(progress.render())
                 console.print()
+                coordinator.check(key)
                 return waiter.result(), None
     except asyncio.CancelledError:
         if signals.count:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
+from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
     EXECUTOR_SECTION,
@@ -27,6 +28,7 @@ from taskplug.executor._store import (
     ElementRecord,
     Event,
     ExecutionRecord,
+    Lease,
     MemoryStateStore,
     SQLiteStateStore,
     StateStore,
@@ -53,6 +55,7 @@ __all__ = [
     "ArrayNodeConfig",
     "ArrayNodeSpec",
     "AsyncFlush",
+    "Coordinator",
     "ElementRecord",
     "Event",
     "ExecutionPaths",
@@ -62,6 +65,9 @@ __all__ = [
     "Executor",
     "ExecutorConfig",
     "ExecutorSettings",
+    "FencedStateStore",
+    "Lease",
+    "LocalCoordinator",
     "MemoryStateStore",
     "OpenPlugins",
     "Platform",

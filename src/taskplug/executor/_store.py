@@ -14,6 +14,13 @@ that is not SQLite, a corrupt one, another program's database, one from a newer 
 error naming the execution. One execution is driven by one process at a time: :meth:`SQLiteStateStore.lock`
 takes an ``fcntl`` lock on a side file per execution (``<db>.locks/``), released when its holder exits, even
 killed.
+
+Writes are fenced (:mod:`._coordination`): an execution held under a lease (:meth:`SQLiteStateStore.acquire_lease`,
+taken by the ``LocalCoordinator`` after the lock) is written only while the file's ``leases`` row still names
+that owner and epoch, checked in the statement that writes. A write refused means another process took the
+execution over: it is dropped, and the store reports the execution lost (``on_lost``) and never writes it
+again. An execution without a lease here (tests, tools that read and write records directly) is written
+unfenced.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +45,7 @@ __all__ = [
     "ElementRecord",
     "Event",
     "ExecutionRecord",
+    "Lease",
     "MemoryStateStore",
     "SQLiteStateStore",
     "StateStore",
@@ -48,6 +56,15 @@ __all__ = [
 class StateStoreError(TaskplugError):
     """The state DB cannot be used: not taskplug's, corrupt, unreadable, a record that does not decode, or an
     execution another process is driving. The message names the file (and the execution)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """An execution held by ``owner`` (one process incarnation) under ``epoch``, the fencing token: taking an
+    execution increments it, and a write under an older epoch is refused (see :mod:`._coordination`)."""
+
+    owner: str
+    epoch: int
 
 
 @dataclass(slots=True)
@@ -231,10 +248,11 @@ class MemoryStateStore:
 
 # "tplg": marks the file as taskplug's state DB (SQLite's application_id, as a file-format magic number).
 _APPLICATION_ID = 0x74706C67
-_SCHEMA_VERSION = 1
+# 2: the leases table (fenced writes). A version-1 file is upgraded when opened.
+_SCHEMA_VERSION = 2
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 # What a state DB written before the marker holds: adopted (and marked) rather than refused.
-_TABLES = {"executions", "events", "elements"}
+_TABLES = {"executions", "events", "elements", "leases"}
 _SQLITE_INTERNAL = {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS executions (key TEXT PRIMARY KEY, record BLOB NOT NULL)",
@@ -242,6 +260,29 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS events_by_key ON events (key, seq)",
     "CREATE TABLE IF NOT EXISTS elements (key TEXT NOT NULL, idx INTEGER NOT NULL, record BLOB NOT NULL, "
     "PRIMARY KEY (key, idx))",
+    "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch INTEGER NOT NULL)",
+)
+# A held execution's writes: the same statements, applied only while its lease row is the one this process
+# took (the fence, in the statement that writes).
+_FENCE = "EXISTS (SELECT 1 FROM leases WHERE key = ? AND owner = ? AND epoch = ?)"
+_SAVE = "INSERT INTO executions (key, record) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET record = excluded.record"
+_SAVE_FENCED = (
+    f"INSERT INTO executions (key, record) SELECT ?, ? WHERE {_FENCE} "
+    "ON CONFLICT(key) DO UPDATE SET record = excluded.record"
+)
+_EVENT = "INSERT INTO events (key, event) VALUES (?, ?)"
+_EVENT_FENCED = f"INSERT INTO events (key, event) SELECT ?, ? WHERE {_FENCE}"
+_ELEMENT = (
+    "INSERT INTO elements (key, idx, record) VALUES (?, ?, ?) "
+    "ON CONFLICT(key, idx) DO UPDATE SET record = excluded.record"
+)
+_ELEMENT_FENCED = (
+    f"INSERT INTO elements (key, idx, record) SELECT ?, ?, ? WHERE {_FENCE} "
+    "ON CONFLICT(key, idx) DO UPDATE SET record = excluded.record"
+)
+_TAKE_LEASE = (
+    "INSERT INTO leases (key, owner, epoch) VALUES (?, ?, 1) "
+    "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, epoch = leases.epoch + 1 RETURNING epoch"
 )
 
 
@@ -269,6 +310,9 @@ class SQLiteStateStore:
         self._commit_interval = commit_interval
         self._in_tx = False
         self._last_commit = time.monotonic()
+        self._leases: dict[str, Lease] = {}
+        self._lost: set[str] = set()
+        self.on_lost: Callable[[Collection[str]], None] | None = None
 
     def _init_schema(self) -> None:
         """Check the marker and tables; on a new (empty) file or a pre-marker taskplug file, write them.
@@ -371,20 +415,11 @@ class SQLiteStateStore:
             raise self._undecodable("record", key, e) from e
 
     def save(self, record: ExecutionRecord) -> None:
-        self._begin()
-        self._db.execute(
-            "INSERT INTO executions (key, record) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET record = excluded.record",
-            (record.key, record.to_row()),
-        )
-        self._maybe_commit()
+        self._write(record.key, _SAVE, _SAVE_FENCED, [(record.key, record.to_row())])
 
     def append_event(self, key: str, event: Event) -> None:
-        self._begin()
-        self._db.execute(
-            "INSERT INTO events (key, event) VALUES (?, ?)",
-            (key, orjson.dumps({name: getattr(event, name) for name in _EVENT_FIELDS})),
-        )
-        self._maybe_commit()
+        row = (key, orjson.dumps({name: getattr(event, name) for name in _EVENT_FIELDS}))
+        self._write(key, _EVENT, _EVENT_FENCED, [row])
 
     def events(self, key: str) -> list[Event]:
         rows = self._db.execute("SELECT event FROM events WHERE key = ? ORDER BY seq", (key,)).fetchall()
@@ -396,13 +431,62 @@ class SQLiteStateStore:
     def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
         if not elements:
             return
+        self._write(key, _ELEMENT, _ELEMENT_FENCED, [(key, e.index, e.to_row()) for e in elements])
+
+    def _write(self, key: str, plain: str, fenced: str, rows: list[tuple[Any, ...]]) -> None:
+        """Write ``rows`` of execution ``key`` in the open batch: fenced by its lease when one is held (a
+        refused write reports ``key`` lost), as they are otherwise; nothing once ``key`` was lost."""
+        if key in self._lost:
+            return
         self._begin()
-        self._db.executemany(
-            "INSERT INTO elements (key, idx, record) VALUES (?, ?, ?) "
-            "ON CONFLICT(key, idx) DO UPDATE SET record = excluded.record",
-            [(key, e.index, e.to_row()) for e in elements],
-        )
+        lease = self._leases.get(key)
+        if lease is None:
+            self._db.executemany(plain, rows)
+        else:
+            fence = (key, lease.owner, lease.epoch)
+            written = self._db.executemany(fenced, [(*row, *fence) for row in rows]).rowcount
+            if written < len(rows):
+                self._lose(key)
         self._maybe_commit()
+
+    def _lose(self, key: str) -> None:
+        self._lost.add(key)
+        self._leases.pop(key, None)
+        # The refused statement took the file's write lock: commit now rather than keep the new holder
+        # waiting for this process's next write.
+        self.flush()
+        if self.on_lost is not None:
+            self.on_lost({key})
+
+    # -- leases (see the module docstring) --------------------------------------------------------------------
+    def acquire_lease(self, key: str, owner: str) -> Lease:
+        """Take execution ``key`` for ``owner``: a new epoch in the file, committed, and this store's writes
+        of ``key`` fenced with it from now on. A holder of an older epoch finds its next write refused."""
+        self.flush()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            (epoch,) = self._db.execute(_TAKE_LEASE, (key, owner)).fetchone()
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            self._rollback()
+            if _is_busy(e):
+                raise self._busy(e) from e
+            raise StateStoreError(f"state DB {str(self.path)!r}: cannot take execution {key!r}: {e}") from e
+        lease = Lease(owner, int(epoch))
+        self._leases[key] = lease
+        self._lost.discard(key)
+        return lease
+
+    def lease_of(self, key: str) -> Lease | None:
+        return self._leases.get(key)
+
+    def release(self, key: str) -> None:
+        """Stop fencing ``key`` with a lease (its lease row stays: a later holder's epoch follows it)."""
+        self._leases.pop(key, None)
+
+    @property
+    def lost(self) -> Collection[str]:
+        return set(self._lost)
 
     def load_elements(self, key: str) -> list[ElementRecord]:
         rows = self._db.execute("SELECT record FROM elements WHERE key = ? ORDER BY idx", (key,)).fetchall()
@@ -414,10 +498,20 @@ class SQLiteStateStore:
     def forget(self, key: str) -> None:
         """Delete everything stored about execution ``key`` (its record, events and elements), committed."""
         self.flush()
+        lease = self._leases.get(key)
+        fence = "" if lease is None else f" AND {_FENCE}"
+        params = (key,) if lease is None else (key, key, lease.owner, lease.epoch)
         self._db.execute("BEGIN IMMEDIATE")
+        deleted = 0
         for table in ("executions", "events", "elements"):
-            self._db.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
+            deleted += self._db.execute(f"DELETE FROM {table} WHERE key = ?{fence}", params).rowcount
         self._db.execute("COMMIT")
+        if lease is not None and deleted == 0 and self._lease_moved(key, lease):
+            self._lose(key)
+
+    def _lease_moved(self, key: str, lease: Lease) -> bool:
+        row = self._db.execute("SELECT owner, epoch FROM leases WHERE key = ?", (key,)).fetchone()
+        return row is None or (row[0], row[1]) != (lease.owner, lease.epoch)
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
