@@ -6,7 +6,8 @@ once) and a throwaway PostgreSQL started here (``initdb`` + ``pg_ctl``, as the t
 ``--dsn`` for an existing server whose user may create databases). For each configuration, N pod tasks are
 submitted as the API submits them (one INSERT each, one NOTIFY) into a fresh database, and the rate is N over
 the time from the submission to the last ``finished_at``. The SQLite single process is an executor in this
-process with :class:`SQLiteStateStore` and the same HTTP cluster, as ``taskplug run`` has it.
+process with :class:`SQLiteStateStore` and the same HTTP cluster, each execution held through a
+:class:`LocalCoordinator` (its lock and a lease every write is fenced with), as ``taskplug run`` has it.
 
 Statements per execution are the replicas' own count (their ``taskplug_replica_*statements_total``
 metrics): the write path (claims, fenced batches of state, events, attempts) and everything (with
@@ -40,7 +41,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from taskplug.engine.k8s import connect
-from taskplug.executor import Platform, SQLiteStateStore, executor_settings, open_executor, parse_spec
+from taskplug.executor import (
+    LocalCoordinator,
+    Platform,
+    SQLiteStateStore,
+    executor_settings,
+    open_executor,
+    parse_spec,
+)
 from taskplug.service import migrate
 
 EXECUTOR = "import taskplug.cli._executor_cmd as m, sys; sys.argv[0] = 'taskplug executor'; m.executor()"
@@ -382,15 +390,20 @@ def run_takeover(admin: str, kubeconfig: Path, config: Path, workdir: Path, kill
 
 async def run_sqlite(kubeconfig: Path, platform: Platform, n: int, workdir: Path) -> None:
     store = SQLiteStateStore(workdir / "state.db")
+    coordinator = LocalCoordinator(store)
     kube = connect(kubeconfig)
     try:
         async with open_executor(
             platform, kube_client=kube, store=store, settings=executor_settings(platform)
         ) as ex:
+            coordinator.drive(ex)
             specs = [parse_spec(document(f"q{i}")) for i in range(n)]
             started = time.perf_counter()
-            keys = [await ex.submit(spec) for spec in specs]
-            results = await asyncio.gather(*(ex.wait(k) for k in keys))
+            with contextlib.ExitStack() as held:
+                for spec in specs:
+                    held.enter_context(coordinator.hold(spec.execution_key))
+                keys = [await ex.submit(spec) for spec in specs]
+                results = await asyncio.gather(*(ex.wait(k) for k in keys))
             elapsed = time.perf_counter() - started
     finally:
         store.close()
