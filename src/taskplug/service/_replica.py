@@ -21,6 +21,10 @@ per-execution lease did not:
 - **SIGTERM hands over** at once: the guard closes, pending writes are flushed, the rows are released and
   the replica row fenced in one transaction, ``NOTIFY taskplug_work`` wakes the others.
 
+A replica is the :class:`~taskplug.executor.Coordinator` of its process (it decides which executions its
+executor drives; its store reports the ones taken over), as ``taskplug run``'s
+:class:`~taskplug.executor.LocalCoordinator` is of one process on SQLite: the same seams, another protocol.
+
 Flyte's counterpart is static sharding of FlyteWorkflow CRs between propeller pods plus leader election per
 shard (``flytepropeller/manager``, ``pkg/leaderelection``); a dead shard waits for its pod's restart. Deviation:
 ownership here is per execution and moves to any live replica within ``ttl`` + a poll.
@@ -35,7 +39,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,6 +200,19 @@ class Replica:
     def replica_id(self) -> uuid.UUID | None:
         return self._current.id if self._current is not None else None
 
+    # -- the Coordinator seam (taskplug.executor's; the single process's is LocalCoordinator) ----------------
+    @property
+    def owner(self) -> str:
+        """The current incarnation, as the executions it claimed name it (``owner_id``); empty between two."""
+        return str(self._current.id) if self._current is not None else ""
+
+    def driving(self) -> Collection[str]:
+        return set(self._current.rows) if self._current is not None else set()
+
+    def on_lost(self, keys: Collection[str]) -> None:
+        if self._current is not None:
+            self._lost(self._current.id, keys)
+
     # -- the guard plugins' creates and deletes pass ----------------------------------------------------------
     async def _guard(self) -> None:
         if not self.settings.fencing:
@@ -287,7 +304,7 @@ class Replica:
                 self._current = None
             return not stop.is_set() and bool(inc.why)
 
-    def _lost(self, rid: uuid.UUID, keys: set[str]) -> None:
+    def _lost(self, rid: uuid.UUID, keys: Collection[str]) -> None:
         # Under this protocol only a fenced replica loses rows (the sweeper fences before it releases): a
         # refused write means this incarnation is dead, whatever its heartbeat has seen so far.
         self.stats.lost += len(keys)
