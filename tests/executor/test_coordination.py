@@ -22,6 +22,7 @@ from taskplug.executor import (
     ElementRecord,
     Event,
     ExecutionRecord,
+    FencedError,
     FencedStateStore,
     Lease,
     LocalCoordinator,
@@ -195,6 +196,8 @@ async def test_local_coordinator_stops_driving_what_another_process_took_over(tm
                     assert coordinator.driving() == set()
                     with pytest.raises(StateStoreError, match="taken over by another process"):
                         coordinator.check(key)
+                    with pytest.raises(FencedError, match="taken over"):
+                        await coordinator.guard()  # what its GuardedKubeClient asks before a create or delete
                     other.save(ExecutionRecord(key=key, reason="the new holder's"))
                     other.flush()
         assert plugin.aborted == [] and plugin.finalized == []

@@ -11,9 +11,16 @@ import psycopg
 import pytest
 
 from service.replica_helpers import pod_document, rows, stale_epoch_writes, submit
-from taskplug.executor import ElementRecord, Event, ExecutionRecord, StateStoreError
+from taskplug.executor import (
+    ElementRecord,
+    Event,
+    ExecutionRecord,
+    FencedError,
+    FencedStateStore,
+    Lease,
+    StateStoreError,
+)
 from taskplug.service import PostgresStateStore, migrate
-from taskplug.service._guard import ReplicaFencedError
 from taskplug.service._pgstore import Claim
 
 
@@ -109,6 +116,10 @@ def test_an_ex_owner_s_writes_are_refused_and_reported_lost(
 
     assert lost == [{"x"}]
     assert old.keys == []
+    # The executor's seam, as the SQLite store has it (tests/executor/test_coordination.py).
+    assert isinstance(old, FencedStateStore) and isinstance(new, FencedStateStore)
+    assert "x" in old.lost and old.lease_of("x") is None
+    assert new.lease_of("x") == Lease(str(b), 2)
     row = rows(conn)["k2"]
     assert (row["phase"], row["attempt"], row["terminal"], row["lease_epoch"]) == ("Queued", 1, False, 2)
     assert conn.execute("SELECT phase FROM taskplug_events").fetchall() == [("Queued",)]
@@ -254,12 +265,12 @@ def test_a_stale_epoch_s_intent_is_refused_writes_no_row_and_reports_the_executi
     )
     old.claim("x", _claim(conn, a, "i2"))
     _claim(conn, b, "i2")  # b took it over: epoch 2, and old still believes it holds epoch 1
-    with pytest.raises(ReplicaFencedError, match="no longer this replica's"):
+    with pytest.raises(FencedError, match="no longer this replica's"):
         old.write_create_intent("x", 0, "i2-n0-0")
     assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)
     assert lost == [{"x"}]
     assert old.keys == []
-    with pytest.raises(ReplicaFencedError):  # released: a second try is refused without a statement
+    with pytest.raises(FencedError):  # released: a second try is refused without a statement
         old.write_create_intent("x", 0, "i2-n0-0")
     old.close()
 

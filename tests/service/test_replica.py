@@ -297,6 +297,10 @@ async def test_a_web_api_create_is_preceded_by_its_fenced_intent_and_followed_by
         "INSERT INTO taskplug_attempts (execution_id, attempt, resource_name, phase, epoch) "
         "SELECT id, 0, 'orphan-n0-0', 'Queued', 1 FROM taskplug_executions WHERE key = 'orphan'"
     )
+    conn.execute(
+        "INSERT INTO taskplug_create_intents (execution_id, element, attempt, resource_name, epoch) "
+        "SELECT id, -1, 0, 'orphan-n0-0', 1 FROM taskplug_executions WHERE key = 'orphan'"
+    )
     async with LocalCluster(mode="simulated") as cluster:
         replica = Replica(postgres_dsn, platform, cluster.client(), settings=FAST)
         async with running(replica):

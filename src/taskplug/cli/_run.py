@@ -16,10 +16,11 @@ A task runs once. The run holds its execution through a :class:`~taskplug.execut
 single-process side of the seams replicas share): a kernel lock on the state DB, then a lease in it that every
 write is fenced with. A second ``run`` of the same execution while the first runs refuses (exit 2, naming the
 holder) instead of launching it again; a run whose lease another process took over anyway (its lock file
-removed) has its writes refused, stops driving it without deleting anything, and exits 2 saying so. An execution the state DB records as finished is not run again: ``run`` prints the stored outcome, says
-so on stderr (when, where the state is, how to run it again) and exits with the stored outcome's code;
-``--rerun`` starts it again under the same name, its attempts numbered after the earlier ones so that nothing
-it creates collides with what they left. A resume whose spec differs from the one the execution started with
+removed) has its writes refused, and its creates and deletes (the coordinator's guard), stops driving it
+without deleting anything, and exits 2 saying so. An execution the state DB records as finished is not run
+again: ``run`` prints the stored outcome, says so on stderr (when, where the state is, how to run it again)
+and exits with the stored outcome's code; ``--rerun`` starts it again under the same name, its attempts
+numbered after the earlier ones so that nothing it creates collides with what they left. A resume whose spec differs from the one the execution started with
 is refused (exit 2), as flyteadmin refuses to create an existing execution id with another spec.
 """
 
@@ -63,6 +64,7 @@ from taskplug.executor import (
     ExecutionResult,
     ExecutionSpec,
     Executor,
+    GuardedKubeClient,
     LocalCoordinator,
     Platform,
     SQLiteStateStore,
@@ -255,7 +257,12 @@ async def _run(
         with coordinator.hold(spec.execution_key):
             async with (
                 _kube_client(platform, kubeconfig, mode) as client,
-                open_executor(platform, kube_client=client, store=store, on_event=progress.on_event) as ex,
+                open_executor(
+                    platform,
+                    kube_client=GuardedKubeClient(client, coordinator.guard),
+                    store=store,
+                    on_event=progress.on_event,
+                ) as ex,
                 _committing(store),
             ):
                 coordinator.drive(ex)

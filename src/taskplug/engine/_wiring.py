@@ -93,8 +93,8 @@ async def open_plugins(
 
     The plugin managers' and web-API adapters' metrics go to ``metrics_registry`` (an executor replica
     passes its own, to publish them as its own); without one they are counted and never exported.
-    ``before_create`` is awaited by the web-API adapters right before every create (the executor records
-    its intent to create there; raising stops the create)."""
+    ``before_create`` is awaited by the web-API adapters right before every create and every sync plugin's
+    ``do`` (the executor records its intent to create there; raising stops the call)."""
     informers = InformerFactory(kube_client, clock=clock)
     shared = SharedK8sMachinery(
         config=config,

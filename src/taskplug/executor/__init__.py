@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
 from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
+from taskplug.executor._guard import FencedError, GuardedKubeClient
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
     EXECUTOR_SECTION,
@@ -65,7 +66,9 @@ __all__ = [
     "Executor",
     "ExecutorConfig",
     "ExecutorSettings",
+    "FencedError",
     "FencedStateStore",
+    "GuardedKubeClient",
     "Lease",
     "LocalCoordinator",
     "MemoryStateStore",

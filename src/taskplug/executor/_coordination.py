@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from taskplug.executor._guard import FencedError
 from taskplug.executor._store import Lease, StateStore, StateStoreError
 
 if TYPE_CHECKING:
@@ -131,6 +132,15 @@ class LocalCoordinator:
                 with contextlib.suppress(StateStoreError):
                     self.store.flush()
                 self.store.release(key)
+
+    async def guard(self) -> None:
+        """The :class:`~taskplug.executor.GuardedKubeClient` guard of this process's creates and deletes:
+        refused (:class:`FencedError`) once anything it held was taken over — the new holder owns the
+        objects now."""
+        if self.taken_over:
+            raise FencedError(
+                f"execution {sorted(self.taken_over)[0]!r} was taken over by another process: the call was not sent"
+            )
 
     def check(self, key: str) -> None:
         """Raise :class:`StateStoreError` when ``key`` was taken over by another process."""

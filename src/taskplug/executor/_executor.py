@@ -37,13 +37,16 @@ where the executor must flush — before a cleanup deletes anything, before a te
 are released, on closing — so that rounds ending together share one commit. :meth:`Executor.forget` drops
 a finished (or no-longer-owned) execution from memory: a long-running replica holds only what it drives.
 
-Before a web-API create (the adapter's ``before_create`` hook, wired by ``open_executor``), a state store
-that can record an intent to create (:class:`WritesCreateIntent`; PostgreSQL's) writes it at once, fenced by
-its claim: a store that refuses (the execution is no longer this replica's) raises, and nothing is created. A
-store that finds an earlier intent of the attempt with no resource recorded (its owner died between the
-intent and the commit of the create's result) says so: the create is sent again (at-least-once within one
-call's window, service notes §3.4, 6), counted by ``on_unknown_create``. A map task's elements have no
-attempt row: their creates go through the hook without an intent.
+Before a web-API create or a sync plugin's ``do`` (the adapters' ``before_create`` hook, wired by
+``open_executor``), a state store that can record an intent to create (:class:`WritesCreateIntent`;
+PostgreSQL's) writes it at once, fenced by its claim — for a single task's attempt, and for a map task's
+element's retry attempt (read from the element's context, checked against its generated name) alike: a store
+that refuses (the execution is no longer this replica's) raises, and nothing is created. The executor's next
+save of that execution (or element) is the round that made the call, carrying its result, which such a store
+commits at once as the intent's outcome. A store that finds an earlier owner's intent of the same (element,
+attempt) with no outcome (its owner died between the intent and the commit of the create's result) says so:
+the create is sent again (at-least-once within one call's window, service notes §3.4, 6), counted by
+``on_unknown_create``.
 
 An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
 (``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
@@ -103,12 +106,16 @@ OpenPlugins = Callable[["Executor"], contextlib.AbstractAsyncContextManager[Plug
 @runtime_checkable
 class WritesCreateIntent(Protocol):
     """An optional capability of a state store: record, durably and at once, that the web-API create of
-    ``key``'s ``attempt`` (its object/resource ``resource_name``) is about to be sent. Raises when the
-    execution may no longer be written by this process (nothing may be created then). Returns True when an
-    earlier intent of this attempt exists with no resource recorded: an earlier create's outcome is
-    unknown and this one may duplicate it."""
+    ``key``'s ``attempt`` — of map element ``element``, or of the execution's own task when None — is about
+    to be sent as ``resource_name``; the next save of that execution (``save``) or element
+    (``save_elements``) carries the create's result, the intent's outcome. Raises when the execution may no
+    longer be written by this process (nothing may be created then). Returns True when an earlier owner's
+    intent of the same (element, attempt) has no outcome recorded: an earlier create's outcome is unknown
+    and this one may duplicate it."""
 
-    def write_create_intent(self, key: str, attempt: int, resource_name: str) -> bool: ...
+    def write_create_intent(
+        self, key: str, attempt: int, resource_name: str, *, element: int | None = None
+    ) -> bool: ...
 
 
 @runtime_checkable
@@ -181,6 +188,23 @@ class _Execution:
     generated_name: str = ""
     array: ArrayRun | None = None  # set when the spec is an ArrayNode
     flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
+
+
+def _element_of(array: ArrayRun, tctx: TaskExecutionContext) -> tuple[int, int]:
+    """(index, retry attempt) of the map element whose context ``tctx`` is: an element's context names its
+    node ``n<index>`` and carries its retry attempt (``element_parts``), checked against the generated name
+    the node gives that element's attempt, so a context of anything else is refused."""
+    task = tctx.metadata.task_execution_id
+    node_id = task.id.node_execution_id.node_id
+    attempt = task.id.retry_attempt
+    digits = node_id[1:]
+    index = int(digits) if node_id.startswith("n") and digits.isdigit() else -1
+    if not 0 <= index < array.size or array.generated_name(index, attempt) != task.generated_name:
+        raise PluginError(
+            ErrorCode.SYSTEM_ERROR,
+            f"[{task.generated_name}] is no element of map task {array.key}: nothing is created",
+        )
+    return index, attempt
 
 
 def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
@@ -279,8 +303,9 @@ class Executor:
             self.wake(key)
 
     async def before_create(self, tctx: TaskExecutionContext) -> None:
-        """The web-API adapters' hook, awaited right before a create: the store's intent write (see the
-        module doc). Raises the store's error when the execution is no longer this process's to drive."""
+        """The web-API adapters' hook, awaited right before a create (or a sync plugin's ``do``): the store's
+        intent write, for the execution's attempt or the map element's retry attempt (see the module doc).
+        Raises the store's error when the execution is no longer this process's to drive."""
         if not isinstance(self.store, WritesCreateIntent):
             return
         name = tctx.metadata.task_execution_id.generated_name
@@ -290,15 +315,17 @@ class Executor:
             raise PluginError(
                 ErrorCode.SYSTEM_ERROR, f"no execution is driven here for [{name}]: nothing is created"
             )
-        if execution.array is not None:
-            return  # an element has no attempt row of its own (see the module doc)
+        element: int | None = None
         attempt = execution.record.attempt
-        if self.store.write_create_intent(execution.record.key, attempt, name):
+        if execution.array is not None:
+            element, attempt = _element_of(execution.array, tctx)
+        if self.store.write_create_intent(execution.record.key, attempt, name, element=element):
             self.unknown_creates += 1
             log.warning(
-                "%s: attempt %d was being created when its owner stopped; its outcome is unknown and it is "
+                "%s: %s %d was being created when its owner stopped; its outcome is unknown and it is "
                 "created again",
                 execution.record.key,
+                "attempt" if element is None else f"element {element}, attempt",
                 attempt,
             )
             if self.on_unknown_create is not None:

@@ -58,7 +58,7 @@ async def open_executor(
     """An executor with every enabled plugin loaded, running until the block exits; the plugin machinery's
     metrics (plugin managers, web-API adapters) go to ``metrics_registry`` when given, with the executor's
     ``taskplug_executor_unknown_creates_total`` (web-API creates sent again because an earlier one's outcome
-    was lost with its owner). The web-API adapters await :meth:`Executor.before_create` before each create.
+    was lost with its owner). The web-API adapters await :meth:`Executor.before_create` before each create and each sync ``do``.
     """
     clock = clock or platform.clock
     unknown_creates = (

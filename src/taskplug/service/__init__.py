@@ -14,17 +14,14 @@ from taskplug.service._migrations import MIGRATIONS, SchemaError, migrate, schem
 
 if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extra), the web view the `web` one
     from taskplug.service._api_app import create_app, serve_http
-    from taskplug.service._guard import GuardedKubeClient, ReplicaFencedError
     from taskplug.service._pgstore import PostgresStateStore
     from taskplug.service._reaper import reap_orphans
     from taskplug.service._replica import Replica, ReplicaSettings
 
 __all__ = [
     "MIGRATIONS",
-    "GuardedKubeClient",
     "PostgresStateStore",
     "Replica",
-    "ReplicaFencedError",
     "ReplicaSettings",
     "SchemaError",
     "create_app",
@@ -37,10 +34,8 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "GuardedKubeClient": "taskplug.service._guard",
         "PostgresStateStore": "taskplug.service._pgstore",
         "Replica": "taskplug.service._replica",
-        "ReplicaFencedError": "taskplug.service._guard",
         "ReplicaSettings": "taskplug.service._replica",
         "reap_orphans": "taskplug.service._reaper",
         "create_app": "taskplug.service._api_app",

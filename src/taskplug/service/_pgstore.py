@@ -10,20 +10,26 @@ whose data-modifying CTEs insert the events, attempts and map elements of the id
 it did not return is an execution this replica no longer owns: its writes are dropped and ``on_lost`` is
 told, so the replica stops driving it.
 
-A web-API create is not idempotent, so it is persisted before and after the call (service notes §3.4, 6).
-Before: :meth:`PostgresStateStore.write_create_intent` (the executor's ``before_create``, awaited by the
-web-API adapter right before ``create``) inserts the attempt's ``taskplug_attempts`` row at once, in one
-statement fenced like the batch (``… FROM taskplug_executions WHERE id = … AND owner_id = me AND
-lease_epoch = <claimed epoch>``); no row returned means the execution is no longer this replica's, and it
-raises :class:`~taskplug.service._guard.ReplicaFencedError`, so the create is never sent. After: the
-resource meta the create returned is committed at once, outside the batch's interval (the fenced batch,
-flushed by :meth:`PostgresStateStore.save`). An attempt row whose ``resource_meta`` is NULL after an intent
-is a create whose outcome is unknown. When a new owner's intent finds such a row written under an earlier
-epoch, the previous owner stopped between the intent and the commit of the result: the create is sent
-again — at-least-once within one call's window, as the notes allow for connectors that take no idempotency
-key — and the executor counts it (``taskplug_executor_unknown_creates_total`` in the replica's metrics).
-The row carries no mark of its own for an intent: an earlier owner's row of the same attempt written for a
-token grant (quotas) and never followed by a create is counted as well, so the figure is an upper bound.
+A web-API create is not idempotent, so it is persisted before and after the call (service notes §3.4, 6),
+for a single task's attempt and a map task's element's retry attempt alike. Before:
+:meth:`PostgresStateStore.write_create_intent` (the executor's ``before_create``, awaited by the web-API
+adapters right before ``create`` or a sync plugin's ``do``) writes the intent — a ``taskplug_create_intents``
+row keyed (execution, element, attempt), element -1 for the execution's own task, whose attempt row in
+``taskplug_attempts`` it also inserts — in one statement fenced like the batch and locking the execution row
+(``… FROM taskplug_executions WHERE id = … AND owner_id = me AND lease_epoch = <claimed epoch> FOR SHARE``,
+so a claim that commits first makes it write nothing, and one that commits after finds it): no row means
+the execution is no longer this replica's, and it raises :class:`~taskplug.executor.FencedError`,
+so the create is never sent. After: the executor's next save of that execution (or of that element) after
+the intent is the round that made the call, so it carries the call's result — the resource meta, a sync
+plugin's terminal state, or the failure the create answered; the store commits it at once, outside the
+batch's interval, with the intent's ``outcome_at`` set in the same fenced statement. An unknown create is
+exactly an intent whose ``outcome_at`` is still NULL when a later owner writes its own: the previous owner
+stopped between the intent and the commit of the result. The create is sent again — at-least-once within
+one call's window (for a map task, one round's: its elements' results are saved together), as the notes
+allow for connectors that take no idempotency key — and the executor counts it
+(``taskplug_executor_unknown_creates_total`` in the replica's metrics). An attempt row written for
+anything else (an event, a quota token granted) is no intent and is never counted, and an owner's own
+repeat of an intent (a round that errored before it had a result) is not a takeover and is not counted.
 
 The store speaks the executor's synchronous :class:`StateStore` protocol over a synchronous psycopg
 connection (a statement on the loopback takes well under a millisecond; the executor's SQLite store blocks
@@ -41,15 +47,14 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from taskplug.core import Phase
-from taskplug.executor import ElementRecord, Event, ExecutionRecord, StateStoreError
-from taskplug.service._guard import ReplicaFencedError
+from taskplug.executor import ElementRecord, Event, ExecutionRecord, FencedError, Lease, StateStoreError
 
 if TYPE_CHECKING:
     import uuid
@@ -64,7 +69,8 @@ _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 # One statement per batch, one round trip: the fenced write of every execution touched (a NULL column means
 # "unchanged"), then — for the ids it returned only — their events (in order: seq follows the arrays), their
-# attempts' rows, their map elements, and one NOTIFY carrying the highest seq inserted.
+# attempts' rows, their map elements, the outcome of the intents to create whose result this batch carries,
+# and one NOTIFY carrying the highest seq inserted.
 _BATCH = """
 WITH upd AS (
     UPDATE taskplug_executions e SET
@@ -123,6 +129,13 @@ WITH upd AS (
     WHERE x.id IN (SELECT id FROM upd)
     ON CONFLICT (execution_id, idx) DO UPDATE SET record = excluded.record, epoch = excluded.epoch
     RETURNING 1
+), oc AS (
+    UPDATE taskplug_create_intents i SET outcome_at = now()
+    FROM unnest(%(oc_ids)s::bigint[], %(oc_elements)s::int[], %(oc_attempts)s::int[], %(oc_epochs)s::bigint[])
+        AS o(id, element, attempt, epoch)
+    WHERE i.execution_id = o.id AND i.element = o.element AND i.attempt = o.attempt AND i.epoch = o.epoch
+      AND i.outcome_at IS NULL AND o.id IN (SELECT id FROM upd)
+    RETURNING 1
 )
 SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM upd),
        CASE WHEN (SELECT max(seq) FROM ev) IS NOT NULL
@@ -131,22 +144,36 @@ SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM upd),
 """
 _FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = u.epoch"
 
-# The intent to create, one statement, fenced like the batch. ``prior`` reads the row as it was before this
-# statement (a CTE sees the statement's snapshot): an earlier epoch's row with no meta is a create whose
-# outcome is unknown.
+# The intent to create, one statement, fenced like the batch and holding the execution row's lock for its
+# length (a claim committing first makes ``owner`` empty; one committing after waits, then finds the intent).
+# ``prior`` reads the intent as it was before this statement (a CTE sees the statement's snapshot): an
+# earlier epoch's intent with no outcome is a create whose outcome is unknown. A single task's intent
+# (element -1) also inserts its attempt's row, so the attempt is listed while its create is under way.
 _INTENT = """
-WITH prior AS (
-    SELECT epoch, resource_meta IS NULL AS open FROM taskplug_attempts
-     WHERE execution_id = %(id)s AND attempt = %(attempt)s
+WITH owner AS (
+    SELECT e.id FROM taskplug_executions e WHERE e.id = %(id)s {fence} FOR SHARE
+), prior AS (
+    SELECT i.outcome_at IS NULL AND i.epoch < %(epoch)s AS unknown FROM taskplug_create_intents i
+     WHERE i.execution_id = %(id)s AND i.element = %(element)s AND i.attempt = %(attempt)s
+), att AS (
+    INSERT INTO taskplug_attempts
+        (execution_id, attempt, resource_name, resource_meta, phase, epoch, started_at)
+    SELECT o.id, %(attempt)s, %(name)s, NULL, 'Queued', %(epoch)s, now() FROM owner o WHERE %(element)s < 0
+    ON CONFLICT (execution_id, attempt) DO UPDATE SET epoch = excluded.epoch
+    RETURNING 1
+), intent AS (
+    INSERT INTO taskplug_create_intents (execution_id, element, attempt, resource_name, epoch)
+    SELECT o.id, %(element)s, %(attempt)s, %(name)s, %(epoch)s FROM owner o
+    ON CONFLICT (execution_id, element, attempt) DO UPDATE SET
+        resource_name = excluded.resource_name, epoch = excluded.epoch, intent_at = now(), outcome_at = NULL
+    RETURNING 1
 )
-INSERT INTO taskplug_attempts (execution_id, attempt, resource_name, resource_meta, phase, epoch, started_at)
-SELECT e.id, %(attempt)s, %(name)s, NULL, 'Queued', %(epoch)s, now()
-  FROM taskplug_executions e
- WHERE e.id = %(id)s {fence}
-ON CONFLICT (execution_id, attempt) DO UPDATE SET epoch = excluded.epoch
-RETURNING coalesce((SELECT open AND epoch < %(epoch)s FROM prior), false)
+SELECT coalesce((SELECT unknown FROM prior), false) FROM owner
 """
 _INTENT_FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = %(epoch)s"
+
+_TASK = -1
+"""The ``element`` of an execution's own task's intent (a map element's is its index)."""
 
 _PARAMS = (
     "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
@@ -155,6 +182,7 @@ _PARAMS = (
     "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
     "at_epochs", "at_final",
     "el_ids", "el_idx", "el_records", "el_epochs",
+    "oc_ids", "oc_elements", "oc_attempts", "oc_epochs",
 )  # fmt: skip
 
 _ATTEMPT_PARAMS = {
@@ -235,6 +263,10 @@ class PostgresStateStore:
         self._records: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[Event]] = {}
         self._elements: dict[str, dict[int, bytes]] = {}
+        # Intents to create this incarnation wrote whose result no save has carried yet, and the outcomes
+        # pending commit: key -> element (_TASK for the execution's own task) -> attempt.
+        self._intents: dict[str, dict[int, int]] = {}
+        self._outcomes: dict[str, dict[int, int]] = {}
         self._last_commit = time.monotonic()
         self._group: asyncio.Future[None] | None = None  # the grouped flush callers are joining, if any
         self.fenced = False
@@ -253,9 +285,17 @@ class PostgresStateStore:
         self._records.pop(key, None)
         self._events.pop(key, None)
         self._elements.pop(key, None)
+        self._intents.pop(key, None)
+        self._outcomes.pop(key, None)
 
     def claim_of(self, key: str) -> Claim | None:
         return self._claims.get(key)
+
+    def lease_of(self, key: str) -> Lease | None:
+        """``key``'s lease as the executor's :class:`~taskplug.executor.FencedStateStore` seam names it: this
+        incarnation and the epoch it claimed."""
+        claim = self._claims.get(key)
+        return None if claim is None else Lease(str(self.replica_id), claim.epoch)
 
     @property
     def keys(self) -> list[str]:
@@ -267,6 +307,8 @@ class PostgresStateStore:
         self._records.clear()
         self._events.clear()
         self._elements.clear()
+        self._intents.clear()
+        self._outcomes.clear()
 
     # -- the StateStore protocol ------------------------------------------------------------------------------
     def load(self, key: str) -> ExecutionRecord | None:
@@ -278,14 +320,33 @@ class PostgresStateStore:
         if claim is None:
             return
         self._records[record.key] = record
-        meta = _dumps(_resource_meta(record))
-        if meta is not None and meta != claim.meta:
-            # A web-API create is not idempotent: the resource it returned is committed now, outside the
-            # batch, so that a replica killed a moment later leaves its successor the job to follow rather
-            # than one to create again (service notes §3.4, 6).
+        if self._carry_outcomes(record.key, (_TASK,)):
+            # The first save after an intent is the round that made the call: its result (and the intent's
+            # outcome) is committed now, outside the batch, so that a replica killed a moment later leaves
+            # its successor the job to follow rather than one to create again (service notes §3.4, 6).
             self.flush()
             return
+        meta = _dumps(_resource_meta(record))
+        if meta is not None and meta != claim.meta:
+            self.flush()  # a resource meta is committed at once whatever wrote it (see above)
+            return
         self._maybe_commit()
+
+    def _carry_outcomes(self, key: str, elements: Iterable[int]) -> bool:
+        """Move ``key``'s open intents of ``elements`` to the outcomes the next batch commits; whether any
+        was open."""
+        opened = self._intents.get(key)
+        if not opened:
+            return False
+        carried = False
+        for element in elements:
+            attempt = opened.pop(element, None)
+            if attempt is not None:
+                self._outcomes.setdefault(key, {})[element] = attempt
+                carried = True
+        if not opened:
+            del self._intents[key]
+        return carried
 
     def append_event(self, key: str, event: Event) -> None:
         if key not in self._claims:
@@ -323,24 +384,31 @@ class PostgresStateStore:
         rows = self._elements.setdefault(key, {})
         for element in elements:
             rows[element.index] = element.to_row()
+        if self._carry_outcomes(key, (element.index for element in elements)):
+            self.flush()  # an element's create answered: its result is committed now (see save)
+            return
         self._maybe_commit()
 
     def load_elements(self, key: str) -> list[ElementRecord]:
         claim = self._claims.get(key)
         return list(claim.elements) if claim is not None else []
 
-    def write_create_intent(self, key: str, attempt: int, resource_name: str) -> bool:
-        """Insert ``key``'s ``attempt`` row (``resource_meta`` NULL: the create is about to be sent) now,
-        fenced by the claim; see the module docstring. Returns True when an earlier owner's intent of the
-        same attempt has no resource recorded (the create's outcome is unknown). Raises
-        :class:`ReplicaFencedError` when the execution is no longer this replica's: the create must not be
-        sent."""
+    def write_create_intent(
+        self, key: str, attempt: int, resource_name: str, *, element: int | None = None
+    ) -> bool:
+        """Write the intent to create ``key``'s ``attempt`` (of map element ``element``, or of the execution's
+        own task) as ``resource_name`` now, fenced by the claim; see the module docstring. Returns True when
+        an earlier owner's intent of the same (element, attempt) has no outcome committed (the create's
+        outcome is unknown). Raises :class:`FencedError` when the execution is no longer this
+        replica's: the create must not be sent."""
         claim = self._claims.get(key)
         if claim is None or self.fenced:
-            raise ReplicaFencedError(f"execution {key} is not this replica's: its create was not sent")
+            raise FencedError(f"execution {key} is not this replica's: its create was not sent")
+        target = _TASK if element is None else element
         sql = _INTENT.format(fence=_INTENT_FENCE if self._fencing else "")
         params = {
             "id": claim.id,
+            "element": target,
             "attempt": attempt,
             "name": resource_name,
             "epoch": claim.epoch,
@@ -358,7 +426,8 @@ class PostgresStateStore:
             log.warning("execution %s is no longer this replica's (fenced intent refused)", key)
             if self._on_lost is not None:
                 self._on_lost({key})
-            raise ReplicaFencedError(f"execution {key} is no longer this replica's: its create was not sent")
+            raise FencedError(f"execution {key} is no longer this replica's: its create was not sent")
+        self._intents.setdefault(key, {})[target] = attempt
         return bool(row[0])
 
     def _maybe_commit(self) -> None:
@@ -399,13 +468,14 @@ class PostgresStateStore:
         self._last_commit = time.monotonic()
         if self.fenced:
             return
-        touched = [k for k in {**self._records, **self._events, **self._elements} if k in self._claims]
+        pending = {**self._records, **self._events, **self._elements, **self._outcomes}
+        touched = [k for k in pending if k in self._claims]
         if not touched:
             return
-        records, events, elements = self._records, self._events, self._elements
-        self._records, self._events, self._elements = {}, {}, {}
+        records, events, elements, outcomes = self._records, self._events, self._elements, self._outcomes
+        self._records, self._events, self._elements, self._outcomes = {}, {}, {}, {}
         try:
-            kept = self._write(touched, records, events, elements)
+            kept = self._write(touched, records, events, elements, outcomes)
         except Exception as e:
             # Put the batch back: the next flush tries again (a replica that cannot reach its database is
             # fenced by the others after ttl, and fences itself when its heartbeat fails as long).
@@ -415,6 +485,8 @@ class PostgresStateStore:
                 self._events.setdefault(key, []).extend(evs)
             for key, rows in elements.items():
                 self._elements.setdefault(key, {}).update(rows)
+            for key, carried in outcomes.items():
+                self._outcomes.setdefault(key, {}).update(carried)
             raise StateStoreError(f"cannot write execution state to PostgreSQL: {e}") from e
         lost = set(touched) - kept
         if lost:
@@ -431,6 +503,7 @@ class PostgresStateStore:
         records: dict[str, ExecutionRecord],
         events: dict[str, list[Event]],
         elements: dict[str, dict[int, bytes]],
+        outcomes: dict[str, dict[int, int]],
     ) -> set[str]:
         params: dict[str, list[Any]] = defaultdict(list)
         attempts: dict[tuple[int, int], dict[str, Any]] = {}
@@ -495,6 +568,11 @@ class PostgresStateStore:
                 params["el_idx"].append(idx)
                 params["el_records"].append(element.decode())
                 params["el_epochs"].append(claim.epoch)
+            for element_index, attempt in outcomes.get(key, {}).items():
+                params["oc_ids"].append(claim.id)
+                params["oc_elements"].append(element_index)
+                params["oc_attempts"].append(attempt)
+                params["oc_epochs"].append(claim.epoch)
         for (execution_id, attempt), row in attempts.items():
             params["at_ids"].append(execution_id)
             params["at_attempts"].append(attempt)

@@ -55,12 +55,13 @@ from taskplug.executor import (
     ExecutionSpec,
     Executor,
     ExecutorSettings,
+    FencedError,
+    GuardedKubeClient,
     Platform,
     open_executor,
     parse_spec,
 )
 from taskplug.k8s import K8S_SECTION, KubeClient, owner_key
-from taskplug.service._guard import GuardedKubeClient, ReplicaFencedError
 from taskplug.service._migrations import migrate
 from taskplug.service._pgstore import Claim, PostgresStateStore
 from taskplug.service._reaper import reap_orphans
@@ -222,12 +223,12 @@ class Replica:
             current = self._current
             if current is None or current.fenced.is_set():
                 self.stats.guard_refusals += 1
-                raise ReplicaFencedError("this replica was fenced: the call was not sent")
+                raise FencedError("this replica was fenced: the call was not sent")
             if time.monotonic() < self._safe_until:
                 return
             if time.monotonic() > deadline:
                 self.stats.guard_refusals += 1
-                raise ReplicaFencedError(
+                raise FencedError(
                     "this replica's ownership is not confirmed (its heartbeat is late): the call was not sent"
                 )
             await asyncio.sleep(min(0.05, self.settings.heartbeat / 4))

@@ -21,17 +21,17 @@ than at the executor's next resync. In Flyte the same effect comes from propelle
 whose status it just updated; taskplug's executor wakes executions only through plugins and its resync
 timer. Without ``enqueue`` the task still progresses, one resync period at a time.
 
-Persisting before the create: the adapter can be given ``before_create`` (:data:`BeforeCreate`), awaited in
-the launch step after the write rate limit and right before ``create``. A connector's create is not
-idempotent, so an executor replica uses it to record, fenced by its claim, that the create is about to be
-sent (service notes §3.4, 6); when it raises (the execution is no longer this replica's), the round errors
-and nothing is created.
+Persisting before the create: the adapters can be given ``before_create`` (:data:`BeforeCreate`), awaited
+after the write rate limit and right before ``create`` (the launch step) or a sync plugin's ``do``. Neither
+call is idempotent, so an executor replica uses it to record, fenced by its claim, that the call is about
+to be made (service notes §3.4, 6); when it raises (the execution is no longer this replica's), the round
+errors and nothing is called.
 
 Deviations:
 
 * The write rate limit (``writeRateLimiter``) is applied to every create and delete (Flyte never uses it).
-* ``before_create`` is awaited before every create (Flyte persists nothing between deciding to create and
-  the create: a round lost after the call creates again, unnoticed).
+* ``before_create`` is awaited before every create and every sync ``do`` (Flyte persists nothing between
+  deciding to create and the call: a round lost after the call calls again, unnoticed).
 * A terminal state re-entered re-reports the terminal phase it reported (kept in the state), where Flyte
   reports Undefined. A create that returns a terminal status is persisted as terminal too (Flyte keeps the
   old phase, so a re-entered round would create again).
@@ -46,7 +46,9 @@ Deviations:
   since year 1 on the first grant).
 * :func:`webapi_plugin_entry` keeps the entry's ``is_default`` (Flyte drops it).
 * :class:`SyncPluginAdapter` wraps a SyncPlugin (Flyte has no wrapper): ``do`` runs on the round and must
-  return a terminal phase; a non-terminal one is a system retryable failure.
+  return a terminal phase; a non-terminal one is a system retryable failure. ``do`` is the sync plugin's
+  create (a connector's ``ExecuteTaskSync`` starts the job), so the write rate limit and ``before_create``
+  are applied before it as before a create.
 """
 
 from __future__ import annotations
@@ -396,7 +398,8 @@ class WebApiPluginAdapter:
 
 
 class SyncPluginAdapter:
-    """A SyncPlugin as a core Plugin: ``do`` runs on the round and must finish the task."""
+    """A SyncPlugin as a core Plugin: ``do`` runs on the round, after ``before_create``, and must finish the
+    task."""
 
     def __init__(
         self,
@@ -406,11 +409,13 @@ class SyncPluginAdapter:
         clock: Clock,
         metrics: WebApiMetrics,
         write_bucket: TokenBucket,
+        before_create: BeforeCreate | None = None,
     ) -> None:
         self._id = plugin_id
         self.plugin = plugin
         self._clock = clock
         self._write_bucket = write_bucket
+        self._before_create = before_create
         self._state = _StateIO(metrics)
 
     @property
@@ -428,6 +433,10 @@ class SyncPluginAdapter:
         if incoming.phase.is_terminal:
             return Transition.to(_rereport(incoming, self._clock.now()))
         await self._write_bucket.wait()
+        if self._before_create is not None:
+            # ``do`` starts the job as a create does: the intent is recorded first, as in ``_launch`` (see
+            # the module doc); raising errors the round before ``do`` is called.
+            await self._before_create(tctx)
         try:
             info = await self.plugin.do(tctx)
         except Exception as e:
@@ -468,7 +477,7 @@ async def load_webapi_plugin(
     ``resource_manager`` is the executor's shared base manager (a private in-process one when omitted);
     quotas are registered on it and every allocation goes through it, namespaced by this plugin's id.
     ``enqueue`` wakes a task execution by its generated name; ``before_create`` is awaited before every
-    create (see the module doc).
+    create and every sync plugin's ``do`` (see the module doc).
     Call ``aclose()`` on the result to stop its status cache.
     """
     result = entry.plugin_loader(setup)
@@ -487,7 +496,14 @@ async def load_webapi_plugin(
                 f"web-API plugin [{entry.id}] is neither an AsyncPlugin nor a SyncPlugin",
             )
         assert isinstance(plugin, SyncPlugin)
-        return SyncPluginAdapter(entry.id, plugin, clock=clock, metrics=metrics, write_bucket=write_bucket)
+        return SyncPluginAdapter(
+            entry.id,
+            plugin,
+            clock=clock,
+            metrics=metrics,
+            write_bucket=write_bucket,
+            before_create=before_create,
+        )
     assert isinstance(plugin, AsyncPlugin)
     manager = resource_manager if resource_manager is not None else InProcessResourceManager()
     registrar = ResourceRegistrarProxy(manager, entry.id)

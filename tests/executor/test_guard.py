@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from taskplug.executor import FencedError, GuardedKubeClient
 from taskplug.k8s import POD, KubeApiError, is_already_exists, is_invalid
 from taskplug.localcluster import LocalCluster
-from taskplug.service import GuardedKubeClient, ReplicaFencedError
 
 
 def _pod(name: str, execution_id: str, node_id: str = "n0") -> dict[str, Any]:
@@ -29,7 +29,7 @@ async def _open() -> None:
 
 
 async def _closed() -> None:
-    raise ReplicaFencedError("fenced")
+    raise FencedError("fenced")
 
 
 async def test_an_already_existing_object_of_this_execution_is_adopted() -> None:
@@ -60,9 +60,9 @@ async def test_a_closed_guard_sends_neither_create_nor_delete() -> None:
     async with LocalCluster(mode="simulated") as cluster:
         await cluster.client().create(POD, _pod("kept-n0-0", "kept"))
         client = GuardedKubeClient(cluster.client(), _closed)
-        with pytest.raises(ReplicaFencedError):
+        with pytest.raises(FencedError):
             await client.create(POD, _pod("new-n0-0", "new"))
-        with pytest.raises(ReplicaFencedError):
+        with pytest.raises(FencedError):
             await client.delete(POD, "default", "kept-n0-0")
         names = sorted(o["metadata"]["name"] for o in (await client.list(POD, None))[0])
     assert names == ["kept-n0-0"]

@@ -1,13 +1,16 @@
-"""The Kubernetes client a replica's plugins use: every create and delete passes the replica's create guard,
-and an AlreadyExists is adopted only when the object's labels say it is this execution's.
+"""The Kubernetes client an executor's plugins use when it shares executions with other processes: every
+create and delete passes the coordinator's guard, and an AlreadyExists is adopted only when the object's
+labels say it is this execution's.
 
 The service notes (§3.4) explain why: deterministic object names make a second object per attempt
 impossible and a replayed create harmless (Flyte adopts AlreadyExists after a lost round,
-``pluginmachinery/k8s`` plugin manager), but a replica that was paused past its lease could still create or
-delete an object after another replica took its executions over. The guard (``monotonic() < safe_until``,
-no round trip) refuses the call unless this replica's last heartbeat was confirmed recently enough that
-nobody can have declared it dead before the call lands; the label check refuses to adopt an object another
-execution made under the same name (a name collision fails the attempt instead of silently sharing it).
+``pluginmachinery/k8s`` plugin manager), but a process whose executions were taken over (a replica paused
+past its lease, a ``taskplug run`` whose lease another run took) could still create or delete an object
+the new holder now owns. The guard refuses the call once this process may no longer act: a replica's is
+``monotonic() < safe_until`` (no round trip: its last heartbeat was confirmed recently enough that nobody
+can have declared it dead before the call lands), the single process's is "nothing it holds was taken
+over". The label check refuses to adopt an object another execution made under the same name (a name
+collision fails the attempt instead of silently sharing it).
 """
 
 from __future__ import annotations
@@ -24,20 +27,20 @@ from taskplug.k8s import (
     is_already_exists,
 )
 
-__all__ = ["GuardedKubeClient", "ReplicaFencedError"]
+__all__ = ["FencedError", "GuardedKubeClient"]
 
 _OWNER_LABELS = (EXECUTION_ID_LABEL, "node-id")
 
 
-class ReplicaFencedError(ConnectionError):
-    """The replica's ownership is not confirmed (its heartbeat is late or it was declared dead): the call was
-    not sent. A ``ConnectionError``, so the plugin machinery counts it as a round that could not decide."""
+class FencedError(ConnectionError):
+    """This process may no longer act for its executions (a replica's heartbeat is late or it was declared
+    dead; a run's execution was taken over): the call was not sent. A ``ConnectionError``, so the plugin machinery counts it as a round that could not decide."""
 
 
 class GuardedKubeClient:
     """A :class:`~taskplug.k8s.KubeClient` over ``inner`` whose creates and deletes wait for ``guard`` (which
-    raises :class:`ReplicaFencedError` when the replica may no longer act). Closing it leaves ``inner`` open:
-    the replica's incarnations share one client."""
+    raises :class:`FencedError` when this process may no longer act). Closing it leaves ``inner`` open: a
+    replica's incarnations share one client."""
 
     def __init__(self, inner: KubeClient, guard: Callable[[], Awaitable[None]]) -> None:
         self._inner = inner
