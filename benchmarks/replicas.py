@@ -296,7 +296,7 @@ def run_replicas(admin: str, kubeconfig: Path, config: Path, count: int, n: int,
         span = conn.execute(
             "SELECT extract(epoch FROM max(finished_at) - min(created_at)) FROM taskplug_executions"
         ).fetchone()
-        phases = dict(
+        phases: dict[str, int] = dict(
             conn.execute("SELECT phase, count(*) FROM taskplug_executions GROUP BY phase").fetchall()
         )
         write, total = statements(conn, 0.5)

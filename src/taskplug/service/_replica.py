@@ -64,7 +64,7 @@ from taskplug.executor import (
 from taskplug.k8s import K8S_SECTION, KubeClient, owner_key
 from taskplug.service._migrations import migrate
 from taskplug.service._pgstore import Claim, PostgresStateStore
-from taskplug.service._reaper import reap_orphans
+from taskplug.service._reaper import reap_orphans, reaped_resource_types
 
 __all__ = ["Replica", "ReplicaSettings"]
 
@@ -573,11 +573,12 @@ class Replica:
     # -- the orphan reaper --------------------------------------------------------------------------------
     async def _reap_loop(self, inc: _Incarnation) -> None:
         keep_finished = not self.platform.config.get(K8S_SECTION).delete_resource_on_finalize
+        rtypes = reaped_resource_types(self.platform)  # every kind the enabled plugins create, Pods first
         async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
             while True:
                 await asyncio.sleep(self.settings.reap)
                 try:
-                    deleted = await reap_orphans(conn, self.kube, keep_finished=keep_finished)
+                    deleted = await reap_orphans(conn, self.kube, rtypes=rtypes, keep_finished=keep_finished)
                 except (psycopg.Error, TaskplugError, ConnectionError, TimeoutError) as e:
                     _reraise_cancellation()
                     log.warning("orphan reaper pass failed: %s", e)
