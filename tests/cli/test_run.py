@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from taskplug.cli._run import _console, _print_outcome, _Progress
+from taskplug.cli._progress import Progress, plain_console
+from taskplug.cli._run import _print_outcome
 from taskplug.core import Phase
 from taskplug.executor import Event, ExecutionResult
 
@@ -136,9 +137,9 @@ def test_every_part_of_the_live_view_and_the_outcome_prints_text_as_it_is(
     # In-process: each piece the run prints (a plain string, an event's reason, a map element's failure,
     # the error, the elements, the outputs), with text that Rich markup and emoji codes would eat.
     monkeypatch.setenv("COLUMNS", "300")
-    console = _console()
+    console = plain_console()
     console.print(MARKUP)
-    progress = _Progress(console, "k")
+    progress = Progress(console, "k")
     failing = {"index": 0, "phase": "PermanentFailure", "reason": MARKUP}
     progress.on_event("k", Event(0, "RetryableFailure", 0, MARKUP, None, external_resources=[failing]))
     console.print(progress.render())

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,39 @@ def test_the_first_interrupt_asks_the_server_to_abort_and_keeps_following(
     assert execution["phase"] == "Aborted"
     assert [e["phase"] for e in events] == ["Aborted"]
     assert "asking the server to abort" in (tmp_path / "err.txt").read_text()
+
+
+@pytest.mark.integration
+def test_run_with_server_shows_a_map_tasks_elements_as_a_local_run_does(
+    server: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A real replica on the simulated cluster drives a map task submitted with ``--server``; the follower
+    shows the local run's live view (elements by phase), and the API's events carry each element."""
+    from service.replica_helpers import map_document, serve_cluster, start_replica, stop_replica
+
+    document = map_document("cli-map", 4)
+    spec = tmp_path / "map.yaml"
+    spec.write_text(yaml.safe_dump(document))
+    with serve_cluster(tmp_path) as cluster:
+        replica = start_replica(postgres_dsn, cluster.kubeconfig, tmp_path / "replica.log")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "taskplug.cli", "run", str(spec), "--server", server],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        finally:
+            stop_replica(replica)
+    assert proc.returncode == 0, proc.stderr + replica.text()
+    assert "Success after 1 attempt(s)" in proc.stdout
+    assert "4/4 elements done" in proc.stderr and "succeeded 4" in proc.stderr, proc.stderr
+
+    key = "p/d/cli-map/n0"
+    with urllib.request.urlopen(f"{server}/api/v1/executions/{key}/events") as answer:
+        events = json.load(answer)
+    seen = {r["index"] for e in events for r in (e["external_resources"] or [])}
+    assert seen == {0, 1, 2, 3}
+    assert events[-1]["phase"] == "Success"
+    assert {r["phase"] for r in events[-1]["external_resources"]} == {"Success"}

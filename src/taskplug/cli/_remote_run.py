@@ -3,7 +3,8 @@
 The spec is read and checked here as a local run reads it (exit 2 naming the field); a ``templateFile`` is
 inlined, since the server reads no files; an unnamed spec gets its fresh name here, so that the execution
 key is known before it is sent. Then ``POST /api/v1/executions`` (the server checks it again: a 422 names the
-field, exit 2) and the execution's events are followed (``/events?after_seq=``) until it is terminal. What is
+field, exit 2) and the execution's events are followed (``/events?after_seq=``) until it is terminal, in the
+live view a local run shows (its elements too, for a map task). What is
 printed at the end is what a local run prints (the same outcome lines or ``-o json`` document), and the exit
 code is the same: 0 success, 1 failed or aborted, 2 bad input (or a server that cannot be reached). The first
 Ctrl-C asks the server to abort the execution and keeps following it to its end; a second one stops
@@ -24,11 +25,13 @@ from typing import Any, Final
 
 from google.protobuf import json_format
 from rich.console import Console
+from rich.live import Live
 from rich.text import Text
 
 from taskplug.cli._output import EXIT_TASK_FAILED, fail
+from taskplug.cli._progress import Progress, plain_console
 from taskplug.core import SpecError, load_document
-from taskplug.executor import ExecutionResult, load_spec
+from taskplug.executor import Event, ExecutionResult, load_spec
 
 __all__ = ["remote_document", "run_remote"]
 
@@ -101,16 +104,43 @@ def _quote(key: str) -> str:
 
 
 def run_remote(spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5) -> ExecutionResult:
-    """Submit ``spec`` to the server and follow it to a terminal phase; how it ended."""
+    """Submit ``spec`` to the server and follow it to a terminal phase; how it ended. Unless ``as_json``,
+    the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements."""
     document, _ = remote_document(spec)
     server = _Server(server_url)
-    console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    console = plain_console(stderr=True)
     created = server.expect("POST", "/executions", {"spec": document}, ok=(200, 201))
     key = created["key"]
-    if not as_json:
-        console.print(Text(f"submitted {key} to {server_url}"))
-    events, execution = _follow(server, key, console, quiet=as_json, poll=poll)
+    if as_json:
+        events, execution = _follow(server, key, console, quiet=True, poll=poll)
+        return _result(server, execution, events)
+    console.print(Text(f"submitted {key} to {server_url}"))
+    progress = Progress(console, key)
+    with Live(progress, console=console, refresh_per_second=8, transient=False):
+        events, execution = _follow(
+            server,
+            key,
+            console,
+            quiet=True,
+            poll=poll,
+            on_event=lambda event: progress.on_event(key, _event(event)),
+        )
+    console.print()
     return _result(server, execution, events)
+
+
+def _event(document: dict[str, Any]) -> Event:
+    """An event as the API lists it, as the executor reported it."""
+    return Event(
+        attempt=int(document["attempt"]),
+        phase=str(document["phase"]),
+        version=int(document.get("version") or 0),
+        reason=str(document.get("reason") or ""),
+        occurred_at=document.get("occurred_at"),
+        error=document.get("error"),
+        logs=document.get("logs"),
+        external_resources=document.get("external_resources"),
+    )
 
 
 def _follow(
@@ -121,6 +151,7 @@ def _follow(
     quiet: bool,
     poll: float,
     sleep: Callable[[float], None] = time.sleep,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     events: list[dict[str, Any]] = []
     after = 0
@@ -131,6 +162,8 @@ def _follow(
             for event in server.expect("GET", f"{_quote(key)}/events?after_seq={after}"):
                 events.append(event)
                 after = event["seq"]
+                if on_event is not None:
+                    on_event(event)
                 if not quiet:
                     console.print(
                         Text(

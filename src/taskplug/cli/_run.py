@@ -33,16 +33,13 @@ import enum
 import hashlib
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import click
 from google.protobuf.message import Message
-from rich.console import Console, Group, RenderableType
+from rich.console import Console
 from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
 from taskplug.cli._flytekit_module import (
@@ -55,11 +52,11 @@ from taskplug.cli._flytekit_module import (
     reject_module_options,
 )
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
+from taskplug.cli._progress import Progress, last_line, plain_console
 from taskplug.core import SpecError, TaskplugError
 from taskplug.engine import local_operators
 from taskplug.executor import (
     EXECUTOR_SECTION,
-    Event,
     ExecutionRecord,
     ExecutionResult,
     ExecutionSpec,
@@ -96,126 +93,6 @@ async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -
         yield cluster.client()
 
 
-# An element's latest reported phase (the external resources' phase names) → the group it is counted in.
-_ELEMENT_GROUPS = {
-    "Undefined": "waiting",
-    "NotReady": "queued",
-    "WaitingForResources": "queued",
-    "Queued": "queued",
-    "Initializing": "queued",
-    "WaitingForCache": "queued",
-    "Running": "running",
-    "Success": "succeeded",
-    "RetryableFailure": "retrying",
-    "PermanentFailure": "failed",
-    "Aborted": "aborted",
-}
-_GROUP_STYLES = {
-    "waiting": "dim",
-    "queued": "cyan",
-    "running": "blue",
-    "retrying": "yellow",
-    "succeeded": "green",
-    "failed": "red",
-    "aborted": "red",
-}
-
-
-class _ArrayProgress:
-    """An ArrayNode's elements as its events report them: each one's latest phase, the last failure."""
-
-    def __init__(self) -> None:
-        self.phases: dict[int, str] = {}
-        self.failure: tuple[int, str] | None = None
-
-    def update(self, resources: list[dict[str, object]]) -> None:
-        for resource in resources:
-            index = int(str(resource.get("index", 0)))
-            phase = str(resource.get("phase", "Undefined"))
-            self.phases[index] = phase
-            if phase in ("PermanentFailure", "RetryableFailure") and resource.get("reason"):
-                self.failure = (index, str(resource["reason"]))
-
-    def counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(_GROUP_STYLES, 0)
-        for phase in self.phases.values():
-            counts[_ELEMENT_GROUPS.get(phase, "running")] += 1
-        return counts
-
-    def render(self) -> RenderableType:
-        counts = self.counts()
-        total = len(self.phases)
-        done = counts["succeeded"] + counts["failed"] + counts["aborted"]
-        line = Text()
-        line.append(f"{done}/{total} elements done  ")
-        for group, count in counts.items():
-            if count:
-                line.append(f"{group} {count}  ", style=_GROUP_STYLES[group])
-        bar = Table.grid(padding=(0, 1))
-        bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), line)
-        parts: list[RenderableType] = [bar]
-        if self.failure is not None:
-            index, reason = self.failure
-            parts.append(Text(f"element {index} failed: {_last_line(reason)[:200]}", style="red"))
-        return Group(*parts)
-
-
-def _last_line(text: str) -> str:
-    """The line that says most in a long error (a traceback's last line is the exception)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-class _Progress:
-    """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
-
-    def __init__(self, console: Console, key: str) -> None:
-        self.console = console
-        self.key = key
-        self.started = time.monotonic()
-        self.events: list[Event] = []
-        self.array: _ArrayProgress | None = None
-
-    def on_event(self, key: str, event: Event) -> None:
-        if key != self.key:
-            return
-        self.events.append(event)
-        if event.external_resources is not None:
-            if self.array is None:
-                self.array = _ArrayProgress()
-            self.array.update(event.external_resources)
-
-    def render(self) -> RenderableType:
-        table = self._timeline()
-        if self.array is None:
-            return table
-        return Group(table, self.array.render())
-
-    def _timeline(self) -> Table:
-        table = Table(box=None, show_header=True, header_style="bold")
-        for column in ("attempt", "phase", "version", "reason", "elapsed"):
-            table.add_column(column)
-        # A map's events come one per round: its elements' view below says more than a long list of them.
-        for event in self.events[-6:] if self.array is not None else self.events[-15:]:
-            # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
-            reason = Text(event.reason[:160])
-            table.add_row(str(event.attempt), _phase_text(event.phase), str(event.version), reason, "")
-        elapsed = f"{time.monotonic() - self.started:5.1f}s"
-        current = self.events[-1].phase if self.events else "Submitting"
-        table.add_row("", _phase_text(current), "", "", elapsed)
-        return table
-
-
-def _phase_text(phase: str) -> Text:
-    style = {
-        "Success": "green",
-        "RetryableFailure": "yellow",
-        "PermanentFailure": "red",
-        "Aborted": "red",
-    }.get(phase, "cyan")
-    return Text(phase, style=style)
-
-
 class _Interrupted(Exception):
     """Signalled twice (or before anything was submitted): stopped without waiting for the abort to end."""
 
@@ -229,13 +106,6 @@ class _Finished:
     spec_changed: bool
 
 
-def _console(*, stderr: bool = False) -> Console:
-    """A console that never reads its text as Rich markup or emoji codes: what it prints comes from tasks,
-    errors and the cluster (``[bold]``, ``[SystemError]``, ``:x:`` are text there); styles are given as
-    :class:`~rich.text.Text` styles."""
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False)
-
-
 async def _run(
     platform: Platform,
     spec: ExecutionSpec,
@@ -247,12 +117,12 @@ async def _run(
     rerun: bool,
     rename: str,
 ) -> tuple[ExecutionResult, _Finished | None]:
-    console = _console(stderr=True)
+    console = plain_console(stderr=True)
     signals = _Signals(console)
     db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
     store = SQLiteStateStore(db_path)
     coordinator = LocalCoordinator(store)
-    progress = _Progress(console, spec.execution_key)
+    progress = Progress(console, spec.execution_key)
     try:
         with coordinator.hold(spec.execution_key):
             async with (
@@ -431,7 +301,7 @@ class _Signals:
 
 
 def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
-    console = _console()
+    console = plain_console()
     style = "green" if result.succeeded else "red"
     earlier = " (finished earlier, not run again)" if stored else ""
     console.print(
@@ -456,7 +326,7 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
     for element in elements:
         error = element.get("error")
         if isinstance(error, dict) and element["phase"] in ("Failed", "Failing", "TimedOut"):
-            message = _last_line(str(error.get("message", "")))
+            message = last_line(str(error.get("message", "")))
             console.print(
                 Text(f"  element {element['index']} ({element['attempts']} attempt(s)): {message}"),
                 style="red",

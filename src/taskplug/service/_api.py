@@ -144,6 +144,9 @@ class EventOut(_Out):
     recorded_at: datetime
     error: dict[str, Any] | None
     logs: list[dict[str, Any]] | None
+    # A map task's event: the elements that changed (every element in a terminal event), as Flyte's
+    # ExternalResourceInfo: externalId, index, retryAttempt, phase, logs and, when failing, reason.
+    external_resources: list[dict[str, Any]] | None = None
 
 
 class AttemptOut(_Out):

@@ -1,0 +1,152 @@
+"""The live view of an execution a ``taskplug run`` follows, locally or on a server (``--server``): one line per
+phase event and a status line that ticks; for an ArrayNode (a map task) its elements' counts by phase, a bar,
+and the reason the last failing element gave.
+
+What is shown comes from tasks, errors and the cluster, so no console here reads Rich markup or emoji codes:
+``[bold]`` or ``[SystemError]`` in a message is printed as it is, and styles are set on
+:class:`~rich.text.Text`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console, Group, RenderableType
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from taskplug.executor import Event
+
+__all__ = ["ArrayProgress", "Progress", "last_line", "phase_text", "plain_console"]
+
+
+# An element's latest reported phase (the external resources' phase names) → the group it is counted in.
+_ELEMENT_GROUPS = {
+    "Undefined": "waiting",
+    "NotReady": "queued",
+    "WaitingForResources": "queued",
+    "Queued": "queued",
+    "Initializing": "queued",
+    "WaitingForCache": "queued",
+    "Running": "running",
+    "Success": "succeeded",
+    "RetryableFailure": "retrying",
+    "PermanentFailure": "failed",
+    "Aborted": "aborted",
+}
+_GROUP_STYLES = {
+    "waiting": "dim",
+    "queued": "cyan",
+    "running": "blue",
+    "retrying": "yellow",
+    "succeeded": "green",
+    "failed": "red",
+    "aborted": "red",
+}
+
+
+class ArrayProgress:
+    """An ArrayNode's elements as its events report them: each one's latest phase, the last failure."""
+
+    def __init__(self) -> None:
+        self.phases: dict[int, str] = {}
+        self.failure: tuple[int, str] | None = None
+
+    def update(self, resources: list[dict[str, object]]) -> None:
+        for resource in resources:
+            index = int(str(resource.get("index", 0)))
+            phase = str(resource.get("phase", "Undefined"))
+            self.phases[index] = phase
+            if phase in ("PermanentFailure", "RetryableFailure") and resource.get("reason"):
+                self.failure = (index, str(resource["reason"]))
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(_GROUP_STYLES, 0)
+        for phase in self.phases.values():
+            counts[_ELEMENT_GROUPS.get(phase, "running")] += 1
+        return counts
+
+    def render(self) -> RenderableType:
+        counts = self.counts()
+        total = len(self.phases)
+        done = counts["succeeded"] + counts["failed"] + counts["aborted"]
+        line = Text()
+        line.append(f"{done}/{total} elements done  ")
+        for group, count in counts.items():
+            if count:
+                line.append(f"{group} {count}  ", style=_GROUP_STYLES[group])
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), line)
+        parts: list[RenderableType] = [bar]
+        if self.failure is not None:
+            index, reason = self.failure
+            parts.append(Text(f"element {index} failed: {last_line(reason)[:200]}", style="red"))
+        return Group(*parts)
+
+
+def last_line(text: str) -> str:
+    """The line that says most in a long error (a traceback's last line is the exception)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+class Progress:
+    """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
+
+    def __init__(self, console: Console, key: str) -> None:
+        self.console = console
+        self.key = key
+        self.started = time.monotonic()
+        self.events: list[Event] = []
+        self.array: ArrayProgress | None = None
+
+    def on_event(self, key: str, event: Event) -> None:
+        if key != self.key:
+            return
+        self.events.append(event)
+        if event.external_resources is not None:
+            if self.array is None:
+                self.array = ArrayProgress()
+            self.array.update(event.external_resources)
+
+    def __rich__(self) -> RenderableType:
+        # What a rich Live refreshing on its own renders: the elapsed time ticks between events.
+        return self.render()
+
+    def render(self) -> RenderableType:
+        table = self._timeline()
+        if self.array is None:
+            return table
+        return Group(table, self.array.render())
+
+    def _timeline(self) -> Table:
+        table = Table(box=None, show_header=True, header_style="bold")
+        for column in ("attempt", "phase", "version", "reason", "elapsed"):
+            table.add_column(column)
+        # A map's events come one per round: its elements' view below says more than a long list of them.
+        for event in self.events[-6:] if self.array is not None else self.events[-15:]:
+            # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
+            reason = Text(event.reason[:160])
+            table.add_row(str(event.attempt), phase_text(event.phase), str(event.version), reason, "")
+        elapsed = f"{time.monotonic() - self.started:5.1f}s"
+        current = self.events[-1].phase if self.events else "Submitting"
+        table.add_row("", phase_text(current), "", "", elapsed)
+        return table
+
+
+def phase_text(phase: str) -> Text:
+    style = {
+        "Success": "green",
+        "RetryableFailure": "yellow",
+        "PermanentFailure": "red",
+        "Aborted": "red",
+    }.get(phase, "cyan")
+    return Text(phase, style=style)
+
+
+def plain_console(*, stderr: bool = False) -> Console:
+    """A console that never reads its text as Rich markup or emoji codes: what it prints comes from tasks,
+    errors and the cluster (``[bold]``, ``[SystemError]``, ``:x:`` are text there); styles are given as
+    :class:`~rich.text.Text` styles."""
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False)
