@@ -6,7 +6,8 @@ over HTTP on 127.0.0.1). A few hundred executions are submitted as the API submi
 every 1–3 s (and starts a new one) and SIGSTOPs one for ttl + 2 s every 5–9 s. Then:
 
 - every execution is terminal, and each ends as its script says (chaos charges no failure to a task);
-- exactly one object was ever created per (execution, attempt), counted from a watch on every pod. The one
+- exactly one object was ever created per (execution, attempt) — per (execution, element, retry) for the
+  map tasks among them — counted from a watch on every pod. The one
   exception Kubernetes cannot fence is a create an ex-owner had already passed its guard for when it was
   paused; such a resurrected object (created after its attempt had finished) is counted, printed, and must
   have been deleted by the orphan reaper;
@@ -46,6 +47,7 @@ import yaml
 from service.replica_helpers import (
     ClusterProcess,
     ReplicaProcess,
+    map_document,
     pod_document,
     rows,
     serve_cluster,
@@ -116,10 +118,12 @@ class Audit:
     kube: KubeClient
     created: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
     deleted: dict[str, float] = field(default_factory=dict)
+    execution: dict[str, str] = field(default_factory=dict)  # pod name -> its execution-id label
 
     def _seen(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         uid, name = str(meta.get("uid")), str(meta.get("name"))
+        self.execution.setdefault(name, str((meta.get("labels") or {}).get("execution-id", "")))
         if kind == "DELETED":
             self.deleted.setdefault(uid, time.time())
         self.created[name].setdefault(uid, time.time())
@@ -197,12 +201,14 @@ async def _takeover(dsn: str, victim: Any, keys: list[str], killed: float, out: 
 
 def _script(i: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """What execution i does: ok (1–4 s), fail (exit 1, two attempts), abort (runs 30 s, aborted), web (a
-    connector job: RUNNING, then SUCCEEDED with output o0 = 42)."""
+    connector job: RUNNING, then SUCCEEDED with output o0 = 42), map (a map task of 3–5 pods, 1–3 s each)."""
     roll = rng.random()
     name = f"c{i}"
     if roll < 0.1:
         return "web", scripted_document(name, "RUNNING", "SUCCEEDED")
-    if roll < 0.25:
+    if roll < 0.18:
+        return "map", map_document(name, rng.randint(3, 5), duration=rng.uniform(1, 3))
+    if roll < 0.28:
         return "fail", pod_document(name, duration=rng.uniform(0.5, 2), exit_code=1, max_attempts=2)
     if roll < 0.4:
         return "abort", pod_document(name, duration=30)
@@ -225,6 +231,7 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
     kube = connect(cluster.kubeconfig)
     audit = Audit(kube)
     scripts: dict[str, str] = {}
+    map_elements = 0
     monitors: list[asyncio.Task[None]] = []
     async with asyncio.TaskGroup() as group:
         watcher = group.create_task(audit.run())
@@ -248,6 +255,7 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
                 while submitted < EXECUTIONS and submitted < EXECUTIONS * (now - began) / SUBMIT_SECONDS:
                     kind, document = _script(submitted, rng)
                     scripts[f"c{submitted}"] = kind
+                    map_elements += len(document.get("inputs", {}).get("x", [])) if kind == "map" else 0
                     submit(conn, f"c{submitted}", document)
                     if kind == "abort":
                         aborts.append((now + rng.uniform(1, 6), f"c{submitted}"))
@@ -337,12 +345,19 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
             "SELECT a.resource_name, a.finished_at FROM taskplug_attempts a WHERE a.finished_at IS NOT NULL"
         ).fetchall()
     }
+    # A map element's pod has no attempt row: its attempt is over once its execution finished.
+    execution_finished: dict[str, datetime] = {
+        r[0]: r[1]
+        for r in conn.execute(
+            "SELECT key, finished_at FROM taskplug_executions WHERE finished_at IS NOT NULL"
+        ).fetchall()
+    }
     duplicates, resurrected = [], []
     for name, uids in audit.created.items():
         if len(uids) < 2:
             continue
         first, *later = sorted(uids.items(), key=lambda item: item[1])
-        end: datetime | None = finished.get(name)
+        end: datetime | None = finished.get(name) or execution_finished.get(audit.execution.get(name, ""))
         for uid, seen in later:
             if end is not None and seen >= end.timestamp():
                 resurrected.append((name, uid, audit.deleted.get(uid, float("inf")) - seen))
@@ -373,6 +388,9 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
         f"outcomes by script: { {k: dict(v) for k, v in outcomes.items()} }; ok ones retried by chaos: {retried}"
     )
     print(f"objects created {sum(len(u) for u in audit.created.values())} for {len(audit.created)} attempts")
+    maps = {key for key, kind in scripts.items() if kind == "map"}
+    element_pods = [name for name, execution in audit.execution.items() if execution in maps]
+    print(f"map tasks {len(maps)}: {len(element_pods)} element pods for {map_elements} elements")
     print(f"duplicates {len(duplicates)}, resurrected (reaped) {len(resurrected)}: {resurrected}")
     print(f"stale-epoch writes {len(stale)}; pods left {len(left)}; allocation tokens left {len(leaked)}")
     print(
@@ -395,6 +413,9 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
     assert all(found[k]["attempt"] == 1 for k, s in scripts.items() if s == "fail")
     assert set(outcomes["abort"]) <= {"Aborted"}, outcomes["abort"]
     assert set(outcomes["web"]) <= {"Success"}, outcomes["web"]
+    assert set(outcomes["map"]) <= {"Success"}, outcomes["map"]
+    assert all(found[k]["attempt"] == 0 for k in maps)  # chaos charges no failure to a map either
+    assert len(element_pods) == map_elements  # one pod per element: none retried, none created twice
     assert all(found[k]["outputs"] == {"o0": 42} for k, s in scripts.items() if s == "web")
     assert leaked == set()
     assert duplicates == []
