@@ -15,7 +15,7 @@ per-execution lease did not:
   every execution whose owner is fenced or gone.
 - **The create guard:** a create or delete is sent only while ``monotonic() < safe_until`` (the last
   confirmed heartbeat's send time + ``ttl`` − ``margin``): nobody can declare this replica dead before the
-  call lands (:mod:`._guard`). A replica that cannot confirm a heartbeat for ``ttl`` fences itself.
+  call lands (:class:`~taskplug.executor.GuardedKubeClient`). A replica that cannot confirm a heartbeat for ``ttl`` fences itself.
 - **NOTIFY is a hint** (``taskplug_work``: claim now; ``taskplug_abort``: abort that execution now), with
   a poll behind it; every ``reconcile`` seconds the replica also re-reads which rows it owns.
 - **SIGTERM hands over** at once: the guard closes, pending writes are flushed, the rows are released and
