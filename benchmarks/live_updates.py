@@ -60,7 +60,7 @@ from typing import Any
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replicas import cluster, fresh_database, postgres, replicas
+from replicas import cluster, document, fresh_database, postgres, replicas
 
 TARGET = 2.0
 """Seconds: the issue's bound for a phase change to appear without a reload."""
@@ -110,27 +110,10 @@ OBSERVE = """
 
 def spec(name: str, *, fail: bool) -> dict[str, Any]:
     """A pod task on the simulated kubelet: succeeds after 2 s, or fails twice (two attempts of 1 s)."""
-    return {
-        "template": {
-            "id": {"resourceType": "TASK", "project": "p", "domain": "d", "name": "live", "version": "v1"},
-            "type": "container",
-            "container": {
-                "image": "busybox",
-                "command": ["true"],
-                "resources": {
-                    "requests": [{"name": "CPU", "value": "10m"}, {"name": "MEMORY", "value": "16Mi"}]
-                },
-            },
-        },
-        "execution": {
-            "id": {"project": "p", "domain": "d", "name": name, "nodeId": "n0"},
-            "maxAttempts": 2 if fail else 1,
-            "annotations": {
-                "taskplug.io/simulate-duration": "1.0" if fail else "2.0",
-                "taskplug.io/simulate-exit-code": "1" if fail else "0",
-            },
-        },
-    }
+    task = document(name, duration=1.0 if fail else 2.0)
+    task["execution"]["maxAttempts"] = 2 if fail else 1
+    task["execution"]["annotations"]["taskplug.io/simulate-exit-code"] = "1" if fail else "0"
+    return task
 
 
 # -- processes -------------------------------------------------------------------------------------------------

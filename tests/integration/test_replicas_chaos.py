@@ -47,6 +47,7 @@ import yaml
 from service.replica_helpers import (
     ClusterProcess,
     ReplicaProcess,
+    empty_database_fixture,  # noqa: F401 (the conn fixture)
     map_document,
     pod_document,
     rows,
@@ -63,7 +64,6 @@ from support.waiting import wait_until
 from support.webapi import connector_document, scripted_document
 from taskplug.engine.k8s import connect
 from taskplug.k8s import POD, KubeClient
-from taskplug.service import migrate
 
 pytestmark = pytest.mark.integration
 
@@ -72,14 +72,6 @@ SUBMIT_SECONDS = 30.0
 REPLICAS = 3
 CHAOS_SECONDS = 40.0
 TTL = 3.0
-
-
-@pytest.fixture
-def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        migrate(c)
-        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
-        yield c
 
 
 @pytest.fixture

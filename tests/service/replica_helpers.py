@@ -1,30 +1,43 @@
 """What the replica tests share: spec documents for the simulated cluster, submitting rows as the API does,
-the safety checks run over the database (stale-epoch writes), and starting ``taskplug cluster serve`` and
-``taskplug executor`` processes on 127.0.0.1 (stopped by the tests that start them)."""
+claiming them as a replica does, the ``conn`` fixture (an emptied, migrated database), a replica running in
+the test's event loop, the safety checks run over the database (stale-epoch writes), and starting
+``taskplug cluster serve`` and ``taskplug executor`` processes on 127.0.0.1 (stopped by the tests that start
+them)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import resource
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.types.json import Jsonb
+
+from support.waiting import wait_until
+from taskplug.service import Replica, migrate
+from taskplug.service._pgstore import Claim
 
 __all__ = [
     "ClusterProcess",
     "ReplicaProcess",
+    "claim_row",
+    "empty_database_fixture",
     "executor_command",
     "map_document",
     "pod_document",
+    "replica_row",
     "rows",
+    "running",
     "serve_cluster",
     "stale_epoch_writes",
     "start_replica",
@@ -84,6 +97,49 @@ def submit(conn: psycopg.Connection[Any], key: str, document: Mapping[str, Any])
     conn.execute("NOTIFY taskplug_work")
 
 
+@pytest.fixture(name="conn")
+def empty_database_fixture(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to the module's database, migrated, with no execution or replica left by a test before."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as c:
+        migrate(c)
+        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
+        yield c
+
+
+def replica_row(conn: psycopg.Connection[Any]) -> uuid.UUID:
+    """A live replica's row, as a replica's start inserts it; its id."""
+    rid = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO taskplug_replicas (id, host, pid, version, capacity) VALUES (%s, 'h', 1, 't', 10)",
+        (rid,),
+    )
+    return rid
+
+
+def claim_row(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
+    """Claim ``key`` for replica ``rid`` as a replica's claim does (owner set, epoch + 1); the store's claim."""
+    row = conn.execute(
+        "UPDATE taskplug_executions SET owner_id = %s, lease_epoch = lease_epoch + 1 WHERE key = %s "
+        "RETURNING id, lease_epoch",
+        (rid, key),
+    ).fetchone()
+    assert row is not None
+    return Claim(row[0], row[1], None, resource_name=lambda a: f"{key}-n0-{a}", object_owner=f"default/{key}")
+
+
+@contextlib.asynccontextmanager
+async def running(replica: Replica) -> AsyncIterator[Replica]:
+    """``replica`` running in this event loop until the block exits (then stopped, its hand-over done)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(replica.run(stop))
+    try:
+        await wait_until(lambda: replica.replica_id is not None or task.done(), what="the replica started")
+        yield replica
+    finally:
+        stop.set()
+        await task
+
+
 def rows(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:
     """Every execution row by key: phase, attempt, terminal, owner, epoch, outputs, error."""
     found = conn.execute(
@@ -118,7 +174,7 @@ class ClusterProcess:
     url: str
 
 
-@contextmanager
+@contextlib.contextmanager
 def serve_cluster(tmp_path: Path, *, mode: str = "simulated") -> Iterator[ClusterProcess]:
     """``taskplug cluster serve`` on 127.0.0.1 in a child process, stopped (SIGTERM) when the block exits."""
     kubeconfig = tmp_path / "cluster.kubeconfig"

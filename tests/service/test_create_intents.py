@@ -5,10 +5,8 @@ exactly an earlier owner's intent without an outcome — for single tasks, map e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,43 +14,24 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from service.replica_helpers import pod_document, rows, stale_epoch_writes, submit
+from service.replica_helpers import (
+    claim_row,
+    pod_document,
+    replica_row,
+    rows,
+    running,
+    stale_epoch_writes,
+    submit,
+)
 from support.waiting import wait_until
 from taskplug.core import PhaseInfo, PluginRegistry, ResourceConstraintsSpec, TaskExecutionContext
 from taskplug.executor import ElementRecord, Event, ExecutionRecord, FencedError, Platform
 from taskplug.localcluster import LocalCluster
-from taskplug.service import PostgresStateStore, Replica, ReplicaSettings, migrate
+from taskplug.service import PostgresStateStore, Replica, ReplicaSettings
 from taskplug.service._pgstore import Claim
 from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusContext, WebApiPluginEntry
 
 FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
-
-
-@pytest.fixture
-def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        migrate(c)
-        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
-        yield c
-
-
-def _replica(conn: psycopg.Connection[Any]) -> uuid.UUID:
-    rid = uuid.uuid4()
-    conn.execute(
-        "INSERT INTO taskplug_replicas (id, host, pid, version, capacity) VALUES (%s, 'h', 1, 't', 10)",
-        (rid,),
-    )
-    return rid
-
-
-def _claim(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
-    row = conn.execute(
-        "UPDATE taskplug_executions SET owner_id = %s, lease_epoch = lease_epoch + 1 WHERE key = %s "
-        "RETURNING id, lease_epoch",
-        (rid, key),
-    ).fetchone()
-    assert row is not None
-    return Claim(row[0], row[1], None, resource_name=lambda a: f"{key}-n0-{a}", object_owner=f"default/{key}")
 
 
 def _store(dsn: str, rid: uuid.UUID, **kwargs: Any) -> PostgresStateStore:
@@ -84,9 +63,9 @@ def test_an_attempt_row_without_an_intent_is_not_an_unknown_create(
 ) -> None:
     """A quota token granted: the attempt's row is written (its Queued event), no create was decided."""
     submit(conn, "t1", pod_document("t1"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = _store(postgres_dsn, a)
-    old.claim("x", _claim(conn, a, "t1"))
+    old.claim("x", claim_row(conn, a, "t1"))
     old.save(ExecutionRecord(key="x", phase=1, plugin_state={"phase": 1}))
     old.append_event(
         "x", Event(attempt=0, phase="Queued", version=0, reason="Allocation token required", occurred_at=None)
@@ -96,7 +75,7 @@ def test_an_attempt_row_without_an_intent_is_not_an_unknown_create(
     assert conn.execute("SELECT attempt, resource_meta FROM taskplug_attempts").fetchall() == [(0, None)]
 
     new = _store(postgres_dsn, b)
-    new.claim("x", _claim(conn, b, "t1"))
+    new.claim("x", claim_row(conn, b, "t1"))
     assert new.write_create_intent("x", 0, "t1-n0-0") is False
     assert _intents(conn) == [(-1, 0, "t1-n0-0", 2, False)]
     new.close()
@@ -106,14 +85,14 @@ def test_an_earlier_owners_intent_without_outcome_is_counted_even_after_the_new_
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "t2", pod_document("t2"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = _store(postgres_dsn, a)
-    old.claim("x", _claim(conn, a, "t2"))
+    old.claim("x", claim_row(conn, a, "t2"))
     assert old.write_create_intent("x", 0, "t2-n0-0") is False
     old.close()  # killed between the intent and the create's answer
 
     new = _store(postgres_dsn, b)
-    new.claim("x", _claim(conn, b, "t2"))
+    new.claim("x", claim_row(conn, b, "t2"))
     # The new owner's first batch rewrites the attempt's row under its epoch before its round creates: the
     # intent keeps the epoch it was written under, so the takeover is still seen.
     new.append_event("x", Event(attempt=0, phase="Queued", version=0, reason="resumed", occurred_at=None))
@@ -129,10 +108,10 @@ def test_the_save_after_an_intent_commits_its_outcome_at_once_meta_or_not(
 ) -> None:
     submit(conn, "t3", pod_document("t3"))
     submit(conn, "t4", pod_document("t4"))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     store = _store(postgres_dsn, rid)
-    store.claim("async", _claim(conn, rid, "t3"))
-    store.claim("sync", _claim(conn, rid, "t4"))
+    store.claim("async", claim_row(conn, rid, "t3"))
+    store.claim("sync", claim_row(conn, rid, "t4"))
     store.write_create_intent("async", 0, "t3-n0-0")
     store.write_create_intent("sync", 0, "t4-n0-0")
     assert [o for *_, o in _intents(conn)] == [False, False]
@@ -160,21 +139,21 @@ def test_a_known_outcome_is_not_an_unknown_create_for_the_next_owner(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "t5", pod_document("t5"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = _store(postgres_dsn, a)
-    old.claim("x", _claim(conn, a, "t5"))
+    old.claim("x", claim_row(conn, a, "t5"))
     old.write_create_intent("x", 0, "t5-n0-0")
     # The create failed and said so: the attempt failed, an answer the next owner reads from the row.
     old.save(ExecutionRecord(key="x", phase=6, plugin_state={"phase": 0}))
     old.close()
     new = _store(postgres_dsn, b)
-    new.claim("x", _claim(conn, b, "t5"))
+    new.claim("x", claim_row(conn, b, "t5"))
     assert new.write_create_intent("x", 0, "t5-n0-0") is False
     new.close()
 
 
 def _map_claim(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
-    claim = _claim(conn, rid, key)
+    claim = claim_row(conn, rid, key)
     claim.record = ExecutionRecord(key="m", array={"phase": 1, "size": 4, "version": 0})
     return claim
 
@@ -183,7 +162,7 @@ def test_each_map_element_has_its_own_intent_and_outcome_per_retry_attempt(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "m1", pod_document("m1"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = _store(postgres_dsn, a)
     old.claim("m", _map_claim(conn, a, "m1"))
     assert old.write_create_intent("m", 0, "m1-e0", element=0) is False
@@ -219,11 +198,11 @@ def test_a_stale_epochs_element_intent_is_refused_and_writes_nothing(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "m2", pod_document("m2"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     lost: list[set[str]] = []
     old = _store(postgres_dsn, a, on_lost=lost.append)
     old.claim("m", _map_claim(conn, a, "m2"))
-    _claim(conn, b, "m2")  # b took it over: old still believes it holds epoch 1
+    claim_row(conn, b, "m2")  # b took it over: old still believes it holds epoch 1
     with pytest.raises(FencedError, match="no longer this replica's"):
         old.write_create_intent("m", 0, "m2-e1", element=1)
     assert _intents(conn) == []
@@ -237,9 +216,9 @@ def test_an_intent_waits_for_a_concurrent_claim_and_is_refused_when_it_commits(
     """The intent locks the execution row: a takeover committing while it runs makes it write nothing,
     rather than leave an intent under the old epoch that the new owner could miss."""
     submit(conn, "t6", pod_document("t6"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = _store(postgres_dsn, a)
-    old.claim("x", _claim(conn, a, "t6"))
+    old.claim("x", claim_row(conn, a, "t6"))
     outcome: list[BaseException | bool] = []
     with psycopg.connect(postgres_dsn) as taker:  # a transaction: its claim holds the row until it commits
         taker.execute(
@@ -358,18 +337,6 @@ def _document(name: str, task_type: str, *, size: int | None = None, retries: in
     return document
 
 
-@contextlib.asynccontextmanager
-async def _running(replica: Replica) -> AsyncIterator[Replica]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop))
-    try:
-        await wait_until(lambda: replica.replica_id is not None or task.done(), what="the replica started")
-        yield replica
-    finally:
-        stop.set()
-        await task
-
-
 def _metric(conn: psycopg.Connection[Any], name: str) -> float:
     row = conn.execute("SELECT metrics FROM taskplug_replicas WHERE fenced_at IS NULL").fetchone()
     samples = row[0].get(name, []) if row else []
@@ -416,7 +383,7 @@ async def test_a_replica_creates_each_mapped_web_api_element_once_after_its_inte
     )
     async with LocalCluster(mode="simulated") as cluster:
         replica = Replica(postgres_dsn, platform, cluster.client(), settings=FAST)
-        async with _running(replica):
+        async with running(replica):
             submit(conn, "mapped", _document("mapped", "counting", size=5, retries=1))
             submit(conn, "single", _document("single", "counting"))
             submit(conn, "sync", _document("sync", "counting_sync"))

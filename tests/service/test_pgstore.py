@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from service.replica_helpers import pod_document, rows, stale_epoch_writes, submit
+from service.replica_helpers import claim_row, pod_document, replica_row, rows, stale_epoch_writes, submit
 from taskplug.executor import (
     ElementRecord,
     Event,
@@ -20,35 +18,7 @@ from taskplug.executor import (
     Lease,
     StateStoreError,
 )
-from taskplug.service import PostgresStateStore, migrate
-from taskplug.service._pgstore import Claim
-
-
-@pytest.fixture
-def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        migrate(c)
-        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
-        yield c
-
-
-def _replica(conn: psycopg.Connection[Any]) -> uuid.UUID:
-    rid = uuid.uuid4()
-    conn.execute(
-        "INSERT INTO taskplug_replicas (id, host, pid, version, capacity) VALUES (%s, 'h', 1, 't', 10)",
-        (rid,),
-    )
-    return rid
-
-
-def _claim(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
-    row = conn.execute(
-        "UPDATE taskplug_executions SET owner_id = %s, lease_epoch = lease_epoch + 1 WHERE key = %s "
-        "RETURNING id, lease_epoch",
-        (rid, key),
-    ).fetchone()
-    assert row is not None
-    return Claim(row[0], row[1], None, resource_name=lambda a: f"{key}-n0-{a}", object_owner=f"default/{key}")
+from taskplug.service import PostgresStateStore
 
 
 def _event(attempt: int, phase: str) -> Event:
@@ -59,9 +29,9 @@ def test_the_owner_s_writes_land_with_their_events_attempt_and_elements(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "k1", pod_document("k1"))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
-    store.claim("p/d/k1/n0", _claim(conn, rid, "k1"))
+    store.claim("p/d/k1/n0", claim_row(conn, rid, "k1"))
     record = ExecutionRecord(key="p/d/k1/n0", phase=5)
     store.save(record)
     running = _event(0, "Running")
@@ -96,16 +66,16 @@ def test_an_ex_owner_s_writes_are_refused_and_reported_lost(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "k2", pod_document("k2"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     lost: list[set[str]] = []
     old = PostgresStateStore(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, on_lost=lost.append
     )
-    old.claim("x", _claim(conn, a, "k2"))
+    old.claim("x", claim_row(conn, a, "k2"))
     old.save(ExecutionRecord(key="x", phase=5))
     old.flush()
     new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b)
-    new.claim("x", _claim(conn, b, "k2"))  # b took it over: epoch 2
+    new.claim("x", claim_row(conn, b, "k2"))  # b took it over: epoch 2
     new.save(ExecutionRecord(key="x", phase=3, attempt=1))
     new.append_event("x", _event(1, "Queued"))
     new.flush()
@@ -133,11 +103,11 @@ def test_without_fencing_the_stale_write_lands_and_the_check_catches_it(
 ) -> None:
     """The negative control: the same history with fencing switched off fails the stale-write check."""
     submit(conn, "k3", pod_document("k3"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, fencing=False)
-    old.claim("x", _claim(conn, a, "k3"))
+    old.claim("x", claim_row(conn, a, "k3"))
     new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b, fencing=False)
-    new.claim("x", _claim(conn, b, "k3"))
+    new.claim("x", claim_row(conn, b, "k3"))
     new.append_event("x", _event(0, "Running"))
     new.flush()
     old.append_event("x", _event(0, "PermanentFailure"))
@@ -151,9 +121,9 @@ def test_without_fencing_the_stale_write_lands_and_the_check_catches_it(
 
 def test_a_fenced_store_writes_nothing(conn: psycopg.Connection[Any], postgres_dsn: str) -> None:
     submit(conn, "k4", pod_document("k4"))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
-    store.claim("x", _claim(conn, rid, "k4"))
+    store.claim("x", claim_row(conn, rid, "k4"))
     store.save(ExecutionRecord(key="x", phase=5))
     store.fence()
     store.save(ExecutionRecord(key="x", phase=6))
@@ -166,11 +136,11 @@ def test_a_web_api_resource_meta_is_committed_at_once_outside_the_batch(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "k5", pod_document("k5"))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     store = PostgresStateStore(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
     )
-    store.claim("x", _claim(conn, rid, "k5"))
+    store.claim("x", claim_row(conn, rid, "k5"))
     store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 1, "resourceMeta": None}))
     assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)  # batched, not yet
     store.append_event("x", _event(0, "Queued"))
@@ -188,12 +158,12 @@ async def test_concurrent_async_flushes_share_one_batch_statement_and_each_retur
     keys = [f"g{i}" for i in range(5)]
     for key in keys:
         submit(conn, key, pod_document(key))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     store = PostgresStateStore(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
     )
     for key in keys:
-        store.claim(f"p/d/{key}/n0", _claim(conn, rid, key))
+        store.claim(f"p/d/{key}/n0", claim_row(conn, rid, key))
 
     async def round_that_ends(key: str) -> str:
         await asyncio.sleep(0)  # rounds reach their flush at different steps
@@ -218,10 +188,10 @@ async def test_a_failed_group_flush_is_raised_to_every_caller_and_the_batch_is_k
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "f1", pod_document("f1"))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     db = psycopg.connect(postgres_dsn, autocommit=True)
     store = PostgresStateStore(db, replica_id=rid, commit_interval=3600)
-    store.claim("p/d/f1/n0", _claim(conn, rid, "f1"))
+    store.claim("p/d/f1/n0", claim_row(conn, rid, "f1"))
     store.save(ExecutionRecord(key="p/d/f1/n0", phase=5, terminal=True, outcome="Success"))
     db.close()  # the database cannot be reached
     outcomes = await asyncio.gather(store.aflush(), store.aflush(), return_exceptions=True)
@@ -236,11 +206,11 @@ def test_the_intent_to_create_is_an_attempt_row_without_meta_written_at_once(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "i1", pod_document("i1"))
-    rid = _replica(conn)
+    rid = replica_row(conn)
     store = PostgresStateStore(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
     )
-    store.claim("x", _claim(conn, rid, "i1"))
+    store.claim("x", claim_row(conn, rid, "i1"))
     assert store.write_create_intent("x", 0, "i1-n0-0") is False  # nobody tried before
     # Committed without any flush: a replica killed now leaves the intent behind.
     intent = conn.execute(
@@ -258,13 +228,13 @@ def test_a_stale_epoch_s_intent_is_refused_writes_no_row_and_reports_the_executi
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "i2", pod_document("i2"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     lost: list[set[str]] = []
     old = PostgresStateStore(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, on_lost=lost.append
     )
-    old.claim("x", _claim(conn, a, "i2"))
-    _claim(conn, b, "i2")  # b took it over: epoch 2, and old still believes it holds epoch 1
+    old.claim("x", claim_row(conn, a, "i2"))
+    claim_row(conn, b, "i2")  # b took it over: epoch 2, and old still believes it holds epoch 1
     with pytest.raises(FencedError, match="no longer this replica's"):
         old.write_create_intent("x", 0, "i2-n0-0")
     assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)
@@ -279,13 +249,13 @@ def test_a_new_owner_finding_an_earlier_intent_without_meta_is_told_the_create_o
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "i3", pod_document("i3"))
-    a, b = _replica(conn), _replica(conn)
+    a, b = replica_row(conn), replica_row(conn)
     old = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=a)
-    old.claim("x", _claim(conn, a, "i3"))
+    old.claim("x", claim_row(conn, a, "i3"))
     assert old.write_create_intent("x", 0, "i3-n0-0") is False
     old.close()  # killed between the intent and the create's answer
     new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b)
-    new.claim("x", _claim(conn, b, "i3"))
+    new.claim("x", claim_row(conn, b, "i3"))
     assert new.write_create_intent("x", 0, "i3-n0-0") is True
     assert conn.execute("SELECT resource_meta, epoch FROM taskplug_attempts").fetchall() == [(None, 2)]
     # The same owner asking again (a round that errored after its intent) is not a takeover.

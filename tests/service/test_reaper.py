@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from taskplug.engine.k8s import connect
 from taskplug.executor import Platform
 from taskplug.k8s import FINALIZER, POD, KubeApiError, ResourceType
 from taskplug.localcluster import LocalCluster
-from taskplug.service import migrate, reap_orphans
+from taskplug.service import reap_orphans
 from taskplug.service._reaper import reaped_resource_types
 
 SPARK = ResourceType("sparkoperator.k8s.io/v1beta2", "SparkApplication", "sparkapplications")
@@ -24,14 +23,6 @@ RAY = ResourceType("ray.io/v1", "RayJob", "rayjobs")
 
 def _platform(*enabled: str) -> Platform:
     return Platform.load(document={"tasks": {"task-plugins": {"enabled-plugins": list(enabled)}}})
-
-
-@pytest.fixture
-def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        migrate(c)
-        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
-        yield c
 
 
 def _pod(name: str, execution_id: str) -> dict[str, Any]:

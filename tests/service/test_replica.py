@@ -4,9 +4,6 @@ web-API create persisted before (the fenced intent) and after (its resource meta
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +11,16 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from service.replica_helpers import map_document, pod_document, rows, stale_epoch_writes, submit
+from service.replica_helpers import map_document, pod_document, rows, running, stale_epoch_writes, submit
 from support.waiting import wait_until
 from taskplug.core import PhaseInfo, PluginRegistry, ResourceConstraintsSpec, TaskExecutionContext
 from taskplug.executor import Platform
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
-from taskplug.service import Replica, ReplicaSettings, migrate
+from taskplug.service import Replica, ReplicaSettings
 from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusContext, WebApiPluginEntry
 
 FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
-
-
-@pytest.fixture
-def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        migrate(c)
-        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
-        yield c
 
 
 @pytest.fixture
@@ -42,18 +31,6 @@ def platform(tmp_path: Path) -> Platform:
             "plugins": {"k8s": {"delete-resource-on-finalize": True}},
         }
     )
-
-
-@contextlib.asynccontextmanager
-async def running(replica: Replica) -> AsyncIterator[Replica]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop))
-    try:
-        await wait_until(lambda: replica.replica_id is not None or task.done(), what="the replica started")
-        yield replica
-    finally:
-        stop.set()
-        await task
 
 
 def _terminal(conn: psycopg.Connection[Any], *keys: str) -> bool:

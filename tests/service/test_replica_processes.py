@@ -27,17 +27,8 @@ from service.replica_helpers import (
     submit,
 )
 from support.waiting import wait_until
-from taskplug.service import migrate
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def conn(postgres_dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(postgres_dsn, autocommit=True) as c:
-        migrate(c)
-        c.execute("TRUNCATE taskplug_executions, taskplug_replicas CASCADE")
-        yield c
 
 
 @pytest.fixture
