@@ -1,8 +1,9 @@
 """The web view with real replicas: two ``taskplug executor`` processes and ``taskplug cluster serve``
 (simulated kubelet) over HTTP, one PostgreSQL, the server on uvicorn, Chromium driving the pages.
 
-Abort from the page ends with the Kubernetes object gone (asked of the cluster's API), and a replica
-SIGKILLed while its execution's page is open: the other replica takes it over and the page shows it to its
+Abort from the page ends with the Kubernetes object gone (asked of the cluster's API), also through a second
+web server on the same database (both pages stay live), and a replica SIGKILLed while its execution's page
+is open: the other replica takes it over and the page shows it to its
 end without a reload, with no console error. Screenshots as in ``test_browser.py``.
 """
 
@@ -70,6 +71,13 @@ def replicas(postgres_dsn: str, cluster: Any, tmp_module: Path) -> Iterator[list
 
 @pytest.fixture(scope="module")
 def server(postgres_dsn: str, replicas: list[Any]) -> Iterator[str]:
+    with serve_app(create_app(postgres_dsn, replica_ttl=3.0, poll_interval=0.25)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def other_server(postgres_dsn: str, replicas: list[Any]) -> Iterator[str]:
+    """A second web process on the same database, as a platform runs several behind a load balancer."""
     with serve_app(create_app(postgres_dsn, replica_ttl=3.0, poll_interval=0.25)) as url:
         yield url
 
@@ -167,3 +175,36 @@ def test_a_sigkilled_owner_is_replaced_while_the_page_stays_live(
         "data-state", "live", timeout=TAKEOVER
     )
     screenshot(page, tmp_path, "e2e-replicas")
+
+
+def test_an_execution_is_live_and_abortable_through_another_web_server(
+    page: Any, browser: Any, other_server: str, cluster: Any, tmp_path: Path
+) -> None:
+    """Submitted through one web process, driven by a replica, followed and aborted through another: both
+    pages follow it live (each server has its own LISTEN), and the object is gone."""
+    key = submit(page, "e2e-two-servers", duration=120)
+    page.goto(f"/executions/{key}")
+    context = browser.new_context(base_url=other_server, viewport={"width": 1400, "height": 900})
+    problems = Problems()
+    other = context.new_page()
+    problems.watch(other)
+    try:
+        other.goto(f"/executions/{key}")
+        expect(other.locator("#phase")).to_have_text("Running", timeout=TAKEOVER)
+        expect(page.locator("#phase")).to_have_text("Running", timeout=TAKEOVER)
+        pod = other.request.get(f"/api/v1/executions/{key}/attempts").json()[0]["resource_name"]
+        page.evaluate("window.__not_reloaded = true")
+
+        other.once("dialog", lambda d: d.accept())
+        other.click("#abort")
+        expect(other.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
+        expect(page.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
+        assert page.evaluate("window.__not_reloaded") is True
+        screenshot(other, tmp_path, "e2e-other-server")
+    finally:
+        context.close()
+    assert problems.found == [], problems.found
+    deadline = time.monotonic() + 30
+    while cluster_has_pod(cluster, pod):
+        assert time.monotonic() < deadline, f"pod {pod} still exists after the abort"
+        time.sleep(0.2)  # waiting for the owner's delete to reach the cluster, not a timing
