@@ -280,3 +280,23 @@ def test_the_replicas_page_follows_heartbeats(page: Any, postgres_dsn: str, tmp_
     finally:
         a.close()
         b.close()
+
+
+def test_the_api_docs_page_renders_every_route_from_this_server_alone(
+    page: Any, server: str, tmp_path: Path
+) -> None:
+    """Swagger UI at /api/v1/docs draws the API's operations with every asset served by taskplug itself:
+    the browser asks nothing of any other host (a reader offline, or behind a proxy, still gets the page)."""
+    from urllib.parse import urlsplit
+
+    hosts: set[str] = set()
+    page.on("request", lambda r: hosts.add(urlsplit(r.url).netloc))
+    page.goto("/api/v1/docs")
+    operations = page.locator(".opblock-summary-path")
+    expect(operations.first).to_be_visible(timeout=LIVE)
+    paths = set(operations.all_inner_texts())
+    assert {"/api/v1/executions", "/api/v1/executions/{key}/abort", "/api/v1/replicas"} <= {
+        p.replace("\u200b", "") for p in paths
+    }
+    assert hosts == {urlsplit(server).netloc}, hosts
+    screenshot(page, tmp_path, "api-docs")

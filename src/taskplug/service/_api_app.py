@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 
 import psycopg
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from psycopg_pool import AsyncConnectionPool
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -89,7 +90,8 @@ def create_app(
         summary="Task executions driven by taskplug's executor replicas: submit, follow, abort.",
         version="1",
         lifespan=lifespan,
-        docs_url=f"{API_PREFIX}/docs",
+        # The docs page is served below from assets on this server (FastAPI's own would load them from a CDN).
+        docs_url=None,
         redoc_url=None,
         openapi_url=f"{API_PREFIX}/openapi.json",
     )
@@ -108,12 +110,34 @@ def create_app(
     app.include_router(web_router)
     app.mount("/static", StaticFiles(packages=[("taskplug.service", "web/static")]), name="static")
     favicon = resources.files("taskplug.service").joinpath("web/static/favicon.svg").read_bytes()
+    _add_api_docs(app)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def _favicon() -> Response:
         return Response(favicon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     return app
+
+
+_DOCS_ASSETS: Final = f"{API_PREFIX}/docs/assets"
+
+
+def _add_api_docs(app: FastAPI) -> None:
+    """Swagger UI at ``/api/v1/docs`` with every asset from this server (fastapi-offline ships Swagger UI's
+    files): the page works where the server does, offline or behind a proxy that reaches nothing outside,
+    and sends no reader's browser to a third-party CDN."""
+    assets = resources.files("fastapi_offline").joinpath("static")
+    app.mount(_DOCS_ASSETS, StaticFiles(directory=str(assets)), name="api-docs-assets")
+
+    @app.get(f"{API_PREFIX}/docs", include_in_schema=False)
+    async def _docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=f"{API_PREFIX}/openapi.json",
+            title="taskplug API",
+            swagger_js_url=f"{_DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url="/favicon.ico",
+        )
 
 
 class _SameOrigin:
