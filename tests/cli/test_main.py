@@ -27,7 +27,17 @@ def test_help_lists_every_command_with_its_summary(runner: CliRunner) -> None:
     assert result.stdout.startswith("Usage: taskplug [OPTIONS] COMMAND [ARGS]...")
     listed = result.stdout.split("Commands:", 1)[1].splitlines()
     rows = {line.split(maxsplit=1)[0]: line.split(maxsplit=1)[1] for line in listed if line.strip()}
-    assert list(rows) == ["run", "render", "status", "plugins", "config", "cluster", "executor", "serve"]
+    assert list(rows) == [
+        "run",
+        "render",
+        "status",
+        "plugins",
+        "config",
+        "cluster",
+        "executor",
+        "serve",
+        "gc",
+    ]
     assert rows == {name: summary for name, (_, summary) in COMMANDS.items()}
 
 

@@ -14,16 +14,19 @@ from taskplug.service._migrations import MIGRATIONS, SchemaError, migrate, schem
 
 if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extra), the web view the `web` one
     from taskplug.service._api_app import create_app, serve_http
+    from taskplug.service._gc import GcReport, collect_garbage
     from taskplug.service._pgstore import PostgresStateStore
     from taskplug.service._reaper import reap_orphans
     from taskplug.service._replica import Replica, ReplicaSettings
 
 __all__ = [
     "MIGRATIONS",
+    "GcReport",
     "PostgresStateStore",
     "Replica",
     "ReplicaSettings",
     "SchemaError",
+    "collect_garbage",
     "create_app",
     "migrate",
     "reap_orphans",
@@ -38,6 +41,8 @@ __getattr__ = lazy_exports(
         "Replica": "taskplug.service._replica",
         "ReplicaSettings": "taskplug.service._replica",
         "reap_orphans": "taskplug.service._reaper",
+        "GcReport": "taskplug.service._gc",
+        "collect_garbage": "taskplug.service._gc",
         "create_app": "taskplug.service._api_app",
         "serve_http": "taskplug.service._api_app",
     },
