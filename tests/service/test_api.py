@@ -5,6 +5,7 @@ health, metrics and the OpenAPI document."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -328,6 +329,48 @@ def test_abort_is_accepted_once_notified_and_refused_when_terminal(
     third = client.post(f"/api/v1/executions/{key}/abort")
     assert third.status_code == 409
     assert "Aborted" in third.json()["error"]["message"]
+
+
+def test_relaunch_submits_the_same_task_and_inputs_under_a_fresh_name(
+    client: TestClient, replica: ReplicaDouble, postgres_dsn: str
+) -> None:
+    spec = pod_spec("to-relaunch")
+    spec["inputs"] = {"who": "again"}
+    key = submit(client, spec, labels={"team": "ml"}).json()["key"]
+    replica.claim(key)
+    replica.phase(key, "PermanentFailure", error={"kind": "USER", "code": "x", "message": "boom"})
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN taskplug_work")
+        first = client.post(f"/api/v1/executions/{key}/relaunch")
+        woken = [n.channel for n in listener.notifies(timeout=5, stop_after=1)]
+    second = client.post(f"/api/v1/executions/{key}/relaunch")
+
+    assert (first.status_code, second.status_code) == (201, 201), first.text
+    assert woken == ["taskplug_work"]
+    new = first.json()
+    # Each relaunch is its own execution: a new name, queued, with the original's labels and where it came from.
+    assert new["key"] != key and second.json()["key"] not in (key, new["key"])
+    assert re.fullmatch(r"p/d/a[bcdfghjklmnpqrstvwxz2456789]{19}/n0", new["key"]), new["key"]
+    assert (new["phase"], new["terminal"], new["attempt"]) == ("Queued", False, 0)
+    assert new["labels"] == {"team": "ml", "relaunch-of": key}
+    stored = client.get(f"/api/v1/executions/{new['key']}").json()["spec"]
+    original = client.get(f"/api/v1/executions/{key}").json()["spec"]
+    assert stored["execution"]["id"]["name"] == new["key"].split("/")[2]
+    stored["execution"]["id"]["name"] = original["execution"]["id"]["name"]
+    assert stored == original  # the same task, inputs and everything else
+    # The original is untouched.
+    assert client.get(f"/api/v1/executions/{key}").json()["phase"] == "PermanentFailure"
+
+
+def test_relaunching_an_unknown_execution_is_404_and_relaunch_is_no_key(client: TestClient) -> None:
+    response = client.post("/api/v1/executions/p/d/nobody/n0/relaunch")
+    assert response.status_code == 404
+    assert response.json()["error"]["field"] == "key"
+    # A key ending in "relaunch" would make its own relaunch URL ambiguous.
+    refused = submit(client, pod_spec(None), key="nightly/relaunch")
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"] == "key"
 
 
 def test_submitting_wakes_the_replicas(client: TestClient, postgres_dsn: str) -> None:

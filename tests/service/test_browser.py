@@ -234,6 +234,33 @@ def test_a_failed_execution_shows_its_error_card(page: Any, replica: ReplicaDoub
     screenshot(page, tmp_path, "execution-failed")
 
 
+def test_relaunch_appears_when_the_execution_ends_and_opens_the_new_one(
+    page: Any, replica: ReplicaDouble, tmp_path: Path
+) -> None:
+    key = submit(page, "br-relaunch")
+    replica.claim(key)
+    replica.phase(key, "Running", reason="pod started")
+    page.goto(f"/executions/{key}")
+    expect(page.locator("#abort")).to_be_visible()
+    expect(page.locator("#relaunch")).to_have_count(0)
+
+    # It fails while the page is open: the live header swaps Abort for Relaunch.
+    replica.phase(key, "PermanentFailure", reason="exit code 3", error={"kind": "USER", "message": "boom"})
+    expect(page.locator("#relaunch")).to_be_visible(timeout=LIVE)
+    expect(page.locator("#abort")).to_have_count(0)
+
+    page.click("#relaunch")
+    expect(page).not_to_have_url(re.compile(re.escape(key) + "$"))
+    expect(page.locator("#phase")).to_have_text("Queued")
+    expect(page.locator("#relaunch-of")).to_have_text(key)
+    new_key = page.locator("#key").inner_text()
+    assert new_key != key
+    assert page.request.get(f"/api/v1/executions/{new_key}").json()["labels"] == {"relaunch-of": key}
+    screenshot(page, tmp_path, "execution-relaunched")
+    page.click("#relaunch-of")
+    expect(page.locator("#key")).to_have_text(key)
+
+
 def test_abort_from_the_page_asks_first_then_shows_aborting_then_aborted(
     page: Any, replica: ReplicaDouble, tmp_path: Path
 ) -> None:

@@ -209,6 +209,28 @@ def test_abort_with_htmx_returns_the_new_header(client: TestClient) -> None:
     assert "<html" not in response.text
 
 
+def test_relaunch_is_offered_once_ended_and_leads_to_the_new_execution(
+    client: TestClient, replica: ReplicaDouble
+) -> None:
+    key = submit(client, "relaunch-page")
+    assert 'id="relaunch"' not in client.get(f"/executions/{key}").text  # still running: Abort, not Relaunch
+    replica.claim(key)
+    replica.phase(key, "Success", outputs={"o0": 1})
+    page = client.get(f"/executions/{key}").text
+    assert f'<form method="post" action="/executions/{key}/relaunch">' in page
+
+    # A plain form post (no JavaScript needed): redirected to the new execution's page.
+    response = client.post(f"/executions/{key}/relaunch", follow_redirects=False)
+
+    assert response.status_code == 303
+    new_key = response.headers["location"].removeprefix("/executions/")
+    assert new_key != key
+    new_page = client.get(f"/executions/{new_key}").text
+    assert '<span class="badge waiting" id="phase">Queued</span>' in new_page
+    assert f'<a id="relaunch-of" href="/executions/{key}">{key}</a>' in new_page
+    assert client.post("/executions/p/d/nobody/n0/relaunch").status_code == 404
+
+
 def test_an_unknown_execution_page_is_404(client: TestClient) -> None:
     assert client.get("/executions/p/d/nobody/n0").status_code == 404
     assert client.post("/executions/p/d/nobody/n0/abort").status_code == 404

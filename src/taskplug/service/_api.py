@@ -3,7 +3,8 @@
 ``POST /executions`` submits (idempotent by key: 201 created, 200 when the key exists with the same spec, 409
 when it exists with another); ``GET /executions`` lists newest first with filters and a keyset cursor;
 ``GET /executions/{key}`` and its ``/events``, ``/attempts``, ``/outputs``; ``POST /executions/{key}/abort``
-(202 accepted and idempotent, 409 when already terminal); ``GET /replicas``; ``/healthz``; ``/metrics``
+(202 accepted and idempotent, 409 when already terminal); ``POST /executions/{key}/relaunch`` (201: a new
+execution of the same task and inputs under a fresh name); ``GET /replicas``; ``/healthz``; ``/metrics``
 (Prometheus text: every replica's samples labelled ``replica``, read from the rows the replicas refresh
 with their heartbeat, so that any API server shows every replica's metrics).
 
@@ -29,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from taskplug.core import SpecError
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
-from taskplug.service._api_submit import SubmitRequest, parse_submission
+from taskplug.service._api_submit import Submission, SubmitRequest, parse_submission, relaunch_submission
 from taskplug.service._web_render import PHASES, node_phase_name
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "api_error_handlers",
     "elements_view",
     "execution_view",
+    "relaunch",
     "replica_state",
     "router",
 ]
@@ -416,6 +418,28 @@ async def abort_execution(request: Request, key: str) -> dict[str, Any]:
     if feed is not None:
         feed.publish({row["id"]})
     return execution_view(row)
+
+
+@router.post(
+    "/executions/{key:path}/relaunch", status_code=201, response_model=Execution, responses={404: {}, 422: {}}
+)
+async def relaunch_execution(request: Request, key: str) -> dict[str, Any]:
+    """A new execution of the same task with the same inputs under a fresh name, labelled ``relaunch-of``
+    with this key (flyteadmin's RelaunchExecution). Any execution can be relaunched, running or ended."""
+    return execution_view(await relaunch(request, key))
+
+
+async def relaunch(request: Request, key: str) -> Row:
+    """Submit a relaunch of ``key``; the new execution's row (:class:`ApiError` 404/422 otherwise)."""
+    original = await _execution(request, key, with_spec=True)
+    try:
+        submission: Submission = relaunch_submission(original["spec"], original["labels"], of=key)
+    except SpecError as e:
+        raise ApiError(422, f"execution {key!r} cannot be relaunched: {e.reason}", field=e.path) from None
+    row, _, _ = await _db(request).submit(
+        key=submission.key, task_type=submission.task_type, spec=submission.spec, labels=submission.labels
+    )
+    return row
 
 
 @router.get("/executions/{key:path}", response_model=ExecutionDetail)

@@ -28,10 +28,12 @@ from taskplug.executor import parse_spec
 __all__ = [
     "KEY_PATTERN",
     "MAX_BODY_BYTES",
+    "RELAUNCH_LABEL",
     "RESERVED_KEY_SUFFIXES",
     "Submission",
     "SubmitRequest",
     "parse_submission",
+    "relaunch_submission",
 ]
 
 KEY_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*(/[A-Za-z0-9._:@-]+)*$"
@@ -41,8 +43,13 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 """The largest request body read: the bound spec files have (4 MiB; what a spec describes ends up in objects
 the Kubernetes API server takes, at most 1.5 MiB each)."""
 
-RESERVED_KEY_SUFFIXES: Final = frozenset({"events", "attempts", "elements", "outputs", "abort", "stream"})
+RESERVED_KEY_SUFFIXES: Final = frozenset(
+    {"events", "attempts", "elements", "outputs", "abort", "relaunch", "stream"}
+)
 """Last segments a key cannot end with: ``/executions/{key}/events`` would be ambiguous."""
+
+RELAUNCH_LABEL: Final = "relaunch-of"
+"""The label a relaunched execution carries: the key of the execution it was relaunched from."""
 
 _NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # flyteadmin's (k8s rand's): no vowels, no words
 
@@ -117,6 +124,31 @@ def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
     if request.key is None and not re.match(KEY_PATTERN, key):
         raise SpecError("spec.execution.id", f"the execution key {key!r} is not a valid key ({KEY_PATTERN})")
     return Submission(key=key, task_type=parsed.template.type, spec=spec, labels=dict(request.labels))
+
+
+def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, of: str) -> Submission:
+    """A new execution of what execution ``of`` ran (its ``spec`` as stored, hence the same task and inputs)
+    under a fresh execution name, labelled with ``of``: flyteadmin's ``RelaunchExecution``, which copies the
+    spec and inputs, draws a new name and records the reference execution.
+
+    The stored spec is parsed again, as every submission is: a spec this version of taskplug no longer
+    takes is a :class:`SpecError` naming the field, not a row no replica can run."""
+    renamed = copy.deepcopy(dict(spec))
+    execution = renamed.get("execution")
+    ids = execution.get("id") if isinstance(execution, dict) else None
+    if not isinstance(ids, dict):
+        raise SpecError("spec.execution.id", "the stored spec names no execution to relaunch")
+    ids["name"] = _name_for(None)
+    try:
+        parsed = parse_spec(renamed, source="api", fresh_name=False)
+    except SpecError as e:
+        raise SpecError(f"spec.{e.path}" if e.path else "spec", e.reason) from None
+    return Submission(
+        key=parsed.execution_key,
+        task_type=parsed.template.type,
+        spec=renamed,
+        labels={**labels, RELAUNCH_LABEL: of},
+    )
 
 
 def _given_name(spec: Mapping[str, Any]) -> str | None:

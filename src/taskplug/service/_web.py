@@ -3,7 +3,8 @@
 ``/executions`` lists executions newest first with filters in the URL (a plain GET form: the Back button
 restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
 an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
-execution: header (phase, reason, times, owner replica, Abort with a confirmation), phase history, a card per
+execution: header (phase, reason, times, owner replica, Abort with a confirmation, Relaunch once it ended,
+a link to the execution it was relaunched from), phase history, a card per
 attempt (error, log links, the object it created), a timeline, inputs and outputs, and the spec as
 submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution changes.
 ``/replicas`` shows the replica rows. What changed comes from the process's :class:`~._web_feed.Feed`.
@@ -24,7 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from taskplug.service._api import elements_view, execution_view, filter_from, replica_view
+from taskplug.service._api import ApiError, elements_view, execution_view, filter_from, relaunch, replica_view
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB, decode_cursor
 from taskplug.service._web_feed import EVERYTHING, Feed
 from taskplug.service._web_render import timeline
@@ -240,6 +241,19 @@ async def abort_from_page(request: Request, key: str) -> Response:
     if request.headers.get("hx-request") == "true":
         return HTMLResponse(_fragment(request, "_header.html", **context))
     return RedirectResponse(f"/executions/{key}", status_code=303)
+
+
+@router.post("/executions/{key:path}/relaunch")
+async def relaunch_from_page(request: Request, key: str) -> Response:
+    """Relaunch from the page (a plain form, with or without JavaScript): on to the new execution's page."""
+    try:
+        row = await relaunch(request, key)
+    except ApiError as e:
+        if e.status == 404:
+            return _render(request, "missing.html", status=404, key=key)
+        return _render(request, "refused.html", status=e.status, key=key, message=e.message)
+    _feed(request).publish({row["id"]})
+    return RedirectResponse(f"/executions/{row['key']}", status_code=303)
 
 
 @router.get("/executions/{key:path}", response_class=HTMLResponse)
