@@ -231,6 +231,31 @@ def test_relaunch_is_offered_once_ended_and_leads_to_the_new_execution(
     assert client.post("/executions/p/d/nobody/n0/relaunch").status_code == 404
 
 
+def test_a_relaunch_this_version_cannot_run_is_refused_on_a_page_naming_the_field(
+    client: TestClient, postgres_dsn: str
+) -> None:
+    """A stored spec an older taskplug took and this one refuses (here: its image emptied in the database) is
+    parsed again at relaunch: a page saying why, and no new execution."""
+    key = submit(client, "relaunch-refused")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE taskplug_executions SET spec = jsonb_set(spec, '{template,container,image}', '\"\"'),"
+            " terminal = true, phase = 'Success', finished_at = now() WHERE key = %s",
+            (key,),
+        )
+        before = conn.execute("SELECT count(*) FROM taskplug_executions").fetchone()
+
+        response = client.post(f"/executions/{key}/relaunch", follow_redirects=False)
+
+        assert response.status_code == 422
+        assert 'id="refused"' in response.text
+        assert "spec.template.container.image" in html_lib.unescape(response.text)
+        assert conn.execute("SELECT count(*) FROM taskplug_executions").fetchone() == before
+    api = client.post(f"/api/v1/executions/{key}/relaunch")
+    assert api.status_code == 422
+    assert api.json()["error"]["field"] == "spec.template.container.image"
+
+
 def test_an_unknown_execution_page_is_404(client: TestClient) -> None:
     assert client.get("/executions/p/d/nobody/n0").status_code == 404
     assert client.post("/executions/p/d/nobody/n0/abort").status_code == 404

@@ -251,7 +251,8 @@ async def relaunch_from_page(request: Request, key: str) -> Response:
     except ApiError as e:
         if e.status == 404:
             return _render(request, "missing.html", status=404, key=key)
-        return _render(request, "refused.html", status=e.status, key=key, message=e.message)
+        message = f"{e.field}: {e.message}" if e.field else e.message
+        return _render(request, "refused.html", status=e.status, key=key, message=message)
     _feed(request).publish({row["id"]})
     return RedirectResponse(f"/executions/{row['key']}", status_code=303)
 
