@@ -28,6 +28,7 @@ from taskplug.service import Replica, migrate
 from taskplug.service._pgstore import Claim
 
 __all__ = [
+    "CALL_FAILED",
     "ClusterProcess",
     "ReplicaProcess",
     "claim_row",
@@ -44,6 +45,10 @@ __all__ = [
     "stop_replica",
     "submit",
 ]
+
+CALL_FAILED = pytest.StashKey[bool]()
+"""Set by ``conftest.py`` on a test item whose call failed: fixtures that hold replica processes print their
+logs then."""
 
 _EXECUTOR = "import taskplug.cli._executor_cmd as m, sys; sys.argv[0] = 'taskplug executor'; m.executor()"
 """How tests start ``taskplug executor`` (the command through its module, whatever ``COMMANDS`` holds)."""

@@ -69,6 +69,16 @@ def replicas(postgres_dsn: str, cluster: Any, tmp_module: Path) -> Iterator[list
             replica_helpers.stop_replica(replica)
 
 
+@pytest.fixture(autouse=True)
+def replica_logs_on_failure(request: pytest.FixtureRequest, replicas: list[Any]) -> Iterator[None]:
+    """After a failed test, the replicas' logs (verbose: claims, hand-overs, aborts) in its report."""
+    yield
+    if request.node.stash.get(replica_helpers.CALL_FAILED, False):
+        for replica in replicas:
+            print(f"--- replica pid {replica.pid} (exit {replica.process.poll()}): {replica.log}")
+            print(replica.text()[-6000:])
+
+
 @pytest.fixture(scope="module")
 def server(postgres_dsn: str, replicas: list[Any]) -> Iterator[str]:
     with serve_app(create_app(postgres_dsn, replica_ttl=3.0, poll_interval=0.25)) as url:
