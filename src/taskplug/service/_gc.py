@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from taskplug.core import SpecError
+from taskplug.core import SpecError, format_go_duration
 
 if TYPE_CHECKING:
     import psycopg
@@ -73,8 +73,9 @@ def collect_garbage(
     if older_than < MIN_AGE:
         raise SpecError(
             "--older-than",
-            f"{older_than} is younger than {MIN_AGE}: the orphan reaper needs a finished execution's row to "
-            "recognise an object a paused replica's late create left behind",
+            f"{format_go_duration(older_than)} is less than the floor of {format_go_duration(MIN_AGE)}: the "
+            "orphan reaper needs a finished execution's row to recognise an object a paused replica's late "
+            "create left behind",
         )
     if batch < 1:
         raise SpecError("--batch", f"must be at least 1, not {batch}")
