@@ -425,6 +425,8 @@ def test_discovering_the_installed_plugins_loads_no_operator_server_or_client_li
         "asyncio",
         "torch",
         "distributed",
+        "msgpack",
+        "taskplug.k8s._observed_model",
     }
     assert heavy == set(), heavy
     assert "taskplug.plugins.kubeflow" in loaded and "taskplug.plugins.dask" in loaded  # they were discovered

@@ -27,7 +27,6 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
-import msgpack  # type: ignore[import-untyped]
 from flyteidl.core import literals_pb2, types_pb2
 from google.protobuf import json_format, struct_pb2
 
@@ -65,6 +64,13 @@ __all__ = [
 MESSAGEPACK: Final = "msgpack"
 _Simple = types_pb2.SimpleType
 T = TypeVar("T")
+
+
+def _msgpack() -> Any:
+    # Imported on first use: only a STRUCT value converted needs msgpack, and render converts none.
+    import msgpack  # type: ignore[import-untyped]
+
+    return msgpack
 
 
 def too_deep(path: str) -> SpecError:
@@ -194,7 +200,7 @@ def struct_scalar(
     plain = _encode(value, literal_type, _NO_SCHEMA, path, depth, strict)
     if is_msgpack_struct(literal_type):
         try:
-            data = msgpack.packb(plain)
+            data = _msgpack().packb(plain)
         except (TypeError, ValueError, OverflowError) as e:
             raise SpecError(path, f"cannot be written as msgpack: {e}") from e
         return literals_pb2.Scalar(binary=literals_pb2.Binary(value=data, tag=MESSAGEPACK))
@@ -397,7 +403,7 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
-    if isinstance(value, msgpack.Timestamp):
+    if isinstance(value, _msgpack().Timestamp):
         return value.to_datetime().isoformat().replace("+00:00", "Z")
     if value is None or isinstance(value, str | int | float):
         return value
@@ -411,8 +417,9 @@ def binary_to_plain(binary: literals_pb2.Binary, literal_type: types_pb2.Literal
     raw = {"binary": base64.b64encode(binary.value).decode(), "tag": binary.tag}
     if binary.tag != MESSAGEPACK:
         return raw
+    unpackb = _msgpack().unpackb
     try:
-        return decoded_to_plain(msgpack.unpackb(binary.value, strict_map_key=False), literal_type)
+        return decoded_to_plain(unpackb(binary.value, strict_map_key=False), literal_type)
     # msgpack documents that unpacking may raise exceptions of any kind; an output that does not decode is
     # still shown, as its bytes.
     except Exception:

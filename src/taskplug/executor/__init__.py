@@ -4,8 +4,9 @@
 execution — or, when the spec has an ``ArrayNodeSpec``, a map task's ArrayNode — to a terminal phase;
 ``render_object`` / ``observed_phase`` compute what ``taskplug render`` and ``taskplug status`` print.
 
-The platform, the spec, rendering and the state stores load at once; the executor itself and the engine it
-opens load on first use (PEP 562), so that ``taskplug render`` and ``status`` never import the engine.
+The platform, the spec and rendering load at once; the executor itself and the engine it opens, the state
+stores (sqlite3) and the coordination seams load on first use (PEP 562), so that ``taskplug render`` and
+``status`` import neither the engine nor a state store.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
-from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
-from taskplug.executor._guard import FencedError, GuardedKubeClient
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
     EXECUTOR_SECTION,
@@ -25,20 +24,11 @@ from taskplug.executor._platform import (
 )
 from taskplug.executor._render import observed_phase, render_object
 from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, load_spec, parse_spec
-from taskplug.executor._store import (
-    ElementRecord,
-    Event,
-    ExecutionRecord,
-    Lease,
-    MemoryStateStore,
-    SQLiteStateStore,
-    StateStore,
-    StateStoreError,
-)
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
     from taskplug.executor._arrayrun import CLEANUP_FAILED, AsyncFlush
+    from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
     from taskplug.executor._executor import (
         ExecutionResult,
         Executor,
@@ -46,7 +36,18 @@ if TYPE_CHECKING:
         OpenPlugins,
         WritesCreateIntent,
     )
+    from taskplug.executor._guard import FencedError, GuardedKubeClient
     from taskplug.executor._runtime import executor_settings, open_executor
+    from taskplug.executor._store import (
+        ElementRecord,
+        Event,
+        ExecutionRecord,
+        Lease,
+        MemoryStateStore,
+        SQLiteStateStore,
+        StateStore,
+        StateStoreError,
+    )
 
 
 __all__ = [
@@ -92,12 +93,25 @@ __getattr__ = lazy_exports(
     {
         "AsyncFlush": "taskplug.executor._arrayrun",
         "CLEANUP_FAILED": "taskplug.executor._arrayrun",
+        "Coordinator": "taskplug.executor._coordination",
+        "FencedStateStore": "taskplug.executor._coordination",
+        "LocalCoordinator": "taskplug.executor._coordination",
         "ExecutionResult": "taskplug.executor._executor",
         "Executor": "taskplug.executor._executor",
         "ExecutorSettings": "taskplug.executor._executor",
         "WritesCreateIntent": "taskplug.executor._executor",
         "OpenPlugins": "taskplug.executor._executor",
+        "FencedError": "taskplug.executor._guard",
+        "GuardedKubeClient": "taskplug.executor._guard",
         "executor_settings": "taskplug.executor._runtime",
         "open_executor": "taskplug.executor._runtime",
+        "ElementRecord": "taskplug.executor._store",
+        "Event": "taskplug.executor._store",
+        "ExecutionRecord": "taskplug.executor._store",
+        "Lease": "taskplug.executor._store",
+        "MemoryStateStore": "taskplug.executor._store",
+        "SQLiteStateStore": "taskplug.executor._store",
+        "StateStore": "taskplug.executor._store",
+        "StateStoreError": "taskplug.executor._store",
     },
 )

@@ -21,8 +21,6 @@ them. Every failure is a :class:`~taskplug.core.ConfigError` naming the key path
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
 import inspect
 import operator
@@ -493,6 +491,10 @@ def _plugin_configs(model: BaseModel, path: str) -> list[tuple[str, PluginConfig
 
 def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coroutine`` to its end from synchronous code, also when an event loop runs in this thread."""
+    # Imported here: only a task type no plugin registers gets here; render and status of others skip asyncio.
+    import asyncio
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -6,7 +6,6 @@ from datetime import datetime
 from typing import Any
 
 from taskplug.core import BadTaskSpecification, PhaseInfo, StaticTaskExecutionContext
-from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._platform import Platform
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._tasks import task_context_for
@@ -17,6 +16,9 @@ __all__ = ["observed_phase", "render_object"]
 
 def _context(spec: ExecutionSpec, data_root: str, max_length: int | None) -> StaticTaskExecutionContext:
     if spec.array is not None:
+        # Imported here: only a map's spec needs the ArrayNode's element machinery.
+        from taskplug.executor._arraytasks import element_task_context
+
         # A map: what its first element's first attempt would create.
         return element_task_context(spec, data_root, 0, generated_name_max_length=max_length)
     return task_context_for(spec, data_root, generated_name_max_length=max_length)

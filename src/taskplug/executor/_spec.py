@@ -33,10 +33,9 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import orjson
-from flyteidl.admin import task_pb2 as admin_task_pb2
 from flyteidl.core import identifier_pb2, literals_pb2, security_pb2, tasks_pb2
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor
@@ -57,8 +56,10 @@ from taskplug.core import (
     load_document,
     parse_go_duration,
 )
-from taskplug.executor._workflow import WorkflowArrayNode, is_archive, read_workflow_array_node
 from taskplug.k8s import PodSpecModel, execution_labels
+
+if TYPE_CHECKING:
+    from taskplug.executor._workflow import WorkflowArrayNode
 
 __all__ = ["ArrayNodeSpec", "ExecutionSpec", "load_spec", "new_execution_name", "parse_spec"]
 
@@ -506,6 +507,9 @@ def _load_workflow(spec: _Spec, base_dir: Path) -> WorkflowArrayNode | None:
     """The ArrayNode of a workflow ``templateFile`` (pyflyte serialize / package); None for a task file."""
     found = None
     if spec.template is None and spec.template_file is not None:
+        # Imported here: only a spec with a templateFile may name a workflow (archives, flyteidl.admin's types).
+        from taskplug.executor._workflow import is_archive, read_workflow_array_node
+
         path = _relative(spec.template_file, base_dir)
         data = None if is_archive(path) else _read_binary(path)
         found = read_workflow_array_node(path, data, node_id=spec.node, workflow_name=spec.workflow)
@@ -808,6 +812,9 @@ def _as_template(data: bytes) -> tasks_pb2.TaskTemplate | None:
 
 
 def _as_task_spec(data: bytes) -> tasks_pb2.TaskTemplate | None:
+    # Imported here: flyteidl.admin's types load only for a templateFile, not with every spec.
+    from flyteidl.admin import task_pb2 as admin_task_pb2
+
     spec = admin_task_pb2.TaskSpec()
     try:
         spec.ParseFromString(data)

@@ -37,8 +37,8 @@ from taskplug.core import (
 )
 from taskplug.k8s._config import K8S_SECTION, K8sPluginConfig
 from taskplug.k8s._copilot import add_copilot_to_container, add_copilot_to_pod
+from taskplug.k8s._field_errors import first_error, json_type
 from taskplug.k8s._names import is_dns1123_label
-from taskplug.k8s._observed import first_error, json_type
 from taskplug.k8s._pod_spec_model import PodSpecModel
 from taskplug.k8s._pod_template import (
     PodTemplateStore,

@@ -28,8 +28,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskplug.core import ConfigError, load_documents
-from taskplug.k8s._observed import first_error
-from taskplug.k8s._observed import json_type as _json_type
+from taskplug.k8s._field_errors import first_error
+from taskplug.k8s._field_errors import json_type as _json_type
 from taskplug.k8s._pod_spec_model import TemplatePodSpecModel
 
 __all__ = [
