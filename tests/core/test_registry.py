@@ -403,7 +403,8 @@ def test_dynamic_handlers_come_after_type_defaults_and_before_the_global_default
 
 def test_discovering_the_installed_plugins_loads_no_operator_server_or_client_library() -> None:
     """Every command discovers the plugins: that must not load an operator for the embedded cluster, the
-    cluster itself, or a heavy client library (they load when a run needs them)."""
+    cluster itself, a heavy client library, or what only a run or a status reads (the observed-object model,
+    msgpack, the array plugin's machinery): they load when used."""
     import subprocess
     import sys
 
@@ -427,6 +428,7 @@ def test_discovering_the_installed_plugins_loads_no_operator_server_or_client_li
         "distributed",
         "msgpack",
         "taskplug.k8s._observed_model",
+        "taskplug.plugins.array._plugin",
     }
     assert heavy == set(), heavy
     assert "taskplug.plugins.kubeflow" in loaded and "taskplug.plugins.dask" in loaded  # they were discovered

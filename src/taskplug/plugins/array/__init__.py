@@ -1,7 +1,16 @@
 """The k8s array plugin (task type ``container_array``, plugin ``k8s-array``): flytekit's legacy map task run
-as one pod per element of its input lists, configured by ``plugins.k8s-array``."""
+as one pod per element of its input lists, configured by ``plugins.k8s-array``.
 
-from taskplug.plugins.array._collector import ErrorMessageCollector, index_ranges
+The registration (``plugin_entries``), the ids and the config load at once; the plugin and its machinery
+(state machine, sub-task pods, output assembly, pod watch) load on first use (PEP 562), so that discovering
+plugins — which every command does — does not import them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from taskplug.core import lazy_exports
 from taskplug.plugins.array._config import (
     K8S_ARRAY_SECTION,
     ArrayLogConfig,
@@ -11,37 +20,42 @@ from taskplug.plugins.array._config import (
     ResourceConfig,
     WorkQueueConfig,
 )
-from taskplug.plugins.array._plugin import ARRAY_TASK_TYPE, PLUGIN_ID, ArrayPlugin, plugin_entries
-from taskplug.plugins.array._state import (
-    ARRAY_JOB_GENERIC_FAILURE,
-    PLUGIN_STATE_VERSION,
-    ArrayJob,
-    ArrayPhase,
-    ArrayState,
-    summary_to_phase,
-    to_array_job,
-    to_phase_info,
-)
-from taskplug.plugins.array._storage import ArrayDataStore, assemble_outputs, none_literal, subtask_path
-from taskplug.plugins.array._subtask import (
-    ARRAY_FINALIZER,
-    FLYTE_K8S_ARRAY_INDEX,
-    JOB_INDEX_VAR_NAME,
-    POD_TEMPLATE_FAILED,
-    SubTask,
-    add_metadata,
-    build_subtask_pod,
-    classify_create_error,
-    is_interruptible,
-    log_suffix,
-    log_vars,
-    new_subtask,
-    subtask_name,
-    subtask_namespace,
-    subtask_phase,
-    subtask_template,
-)
-from taskplug.plugins.array._watch import PodWakeups
+from taskplug.plugins.array._entries import plugin_entries
+from taskplug.plugins.array._id import ARRAY_TASK_TYPE, PLUGIN_ID
+
+if TYPE_CHECKING:
+    from taskplug.plugins.array._collector import ErrorMessageCollector, index_ranges
+    from taskplug.plugins.array._plugin import ArrayPlugin
+    from taskplug.plugins.array._state import (
+        ARRAY_JOB_GENERIC_FAILURE,
+        PLUGIN_STATE_VERSION,
+        ArrayJob,
+        ArrayPhase,
+        ArrayState,
+        summary_to_phase,
+        to_array_job,
+        to_phase_info,
+    )
+    from taskplug.plugins.array._storage import ArrayDataStore, assemble_outputs, none_literal, subtask_path
+    from taskplug.plugins.array._subtask import (
+        ARRAY_FINALIZER,
+        FLYTE_K8S_ARRAY_INDEX,
+        JOB_INDEX_VAR_NAME,
+        POD_TEMPLATE_FAILED,
+        SubTask,
+        add_metadata,
+        build_subtask_pod,
+        classify_create_error,
+        is_interruptible,
+        log_suffix,
+        log_vars,
+        new_subtask,
+        subtask_name,
+        subtask_namespace,
+        subtask_phase,
+        subtask_template,
+    )
+    from taskplug.plugins.array._watch import PodWakeups
 
 __all__ = [
     "ARRAY_FINALIZER",
@@ -87,3 +101,41 @@ __all__ = [
     "to_array_job",
     "to_phase_info",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ErrorMessageCollector": "taskplug.plugins.array._collector",
+        "index_ranges": "taskplug.plugins.array._collector",
+        "ArrayPlugin": "taskplug.plugins.array._plugin",
+        "ARRAY_JOB_GENERIC_FAILURE": "taskplug.plugins.array._state",
+        "PLUGIN_STATE_VERSION": "taskplug.plugins.array._state",
+        "ArrayJob": "taskplug.plugins.array._state",
+        "ArrayPhase": "taskplug.plugins.array._state",
+        "ArrayState": "taskplug.plugins.array._state",
+        "summary_to_phase": "taskplug.plugins.array._state",
+        "to_array_job": "taskplug.plugins.array._state",
+        "to_phase_info": "taskplug.plugins.array._state",
+        "ArrayDataStore": "taskplug.plugins.array._storage",
+        "assemble_outputs": "taskplug.plugins.array._storage",
+        "none_literal": "taskplug.plugins.array._storage",
+        "subtask_path": "taskplug.plugins.array._storage",
+        "ARRAY_FINALIZER": "taskplug.plugins.array._subtask",
+        "FLYTE_K8S_ARRAY_INDEX": "taskplug.plugins.array._subtask",
+        "JOB_INDEX_VAR_NAME": "taskplug.plugins.array._subtask",
+        "POD_TEMPLATE_FAILED": "taskplug.plugins.array._subtask",
+        "SubTask": "taskplug.plugins.array._subtask",
+        "add_metadata": "taskplug.plugins.array._subtask",
+        "build_subtask_pod": "taskplug.plugins.array._subtask",
+        "classify_create_error": "taskplug.plugins.array._subtask",
+        "is_interruptible": "taskplug.plugins.array._subtask",
+        "log_suffix": "taskplug.plugins.array._subtask",
+        "log_vars": "taskplug.plugins.array._subtask",
+        "new_subtask": "taskplug.plugins.array._subtask",
+        "subtask_name": "taskplug.plugins.array._subtask",
+        "subtask_namespace": "taskplug.plugins.array._subtask",
+        "subtask_phase": "taskplug.plugins.array._subtask",
+        "subtask_template": "taskplug.plugins.array._subtask",
+        "PodWakeups": "taskplug.plugins.array._watch",
+    },
+)

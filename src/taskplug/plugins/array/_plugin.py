@@ -65,11 +65,9 @@ from taskplug.core import (
     KubeClient,
     Phase,
     PhaseInfo,
-    PluginEntry,
     PluginError,
     PluginProperties,
     ResourceConstraintsSpec,
-    SetupContext,
     SystemClock,
     TaskExecutionContext,
     Transition,
@@ -82,7 +80,8 @@ from taskplug.k8s import (
     owner_key,
 )
 from taskplug.plugins.array._collector import ErrorMessageCollector
-from taskplug.plugins.array._config import K8S_ARRAY_SECTION, K8sArrayConfig
+from taskplug.plugins.array._config import K8sArrayConfig
+from taskplug.plugins.array._id import PLUGIN_ID
 from taskplug.plugins.array._state import (
     PLUGIN_STATE_VERSION,
     ArrayPhase,
@@ -110,14 +109,12 @@ from taskplug.plugins.array._subtask import (
 from taskplug.plugins.array._watch import PodWakeups
 from taskplug.plugins.pod import PodPlugin
 
-__all__ = ["ARRAY_TASK_TYPE", "PLUGIN_ID", "ArrayPlugin", "plugin_entries"]
+__all__ = ["ArrayPlugin"]
 
 log = logging.getLogger(__name__)
 
 KubeObject = dict[str, Any]
 
-ARRAY_TASK_TYPE: Final = "container_array"
-PLUGIN_ID: Final = "k8s-array"
 NODE_ID_LABEL: Final = "node-id"
 # Sub-task pods read at once in a round.
 _GET_CONCURRENCY: Final = 16
@@ -676,54 +673,3 @@ def _selector(labels: Mapping[str, str]) -> str | None:
     """The labels every sub-task pod of this map task carries (its execution and node)."""
     parts = [f"{key}={labels[key]}" for key in (EXECUTION_ID_LABEL, NODE_ID_LABEL) if labels.get(key)]
     return ",".join(parts) or None
-
-
-# -- registration ------------------------------------------------------------------------------------------
-
-
-async def _load(setup: SetupContext) -> ArrayPlugin:
-    config = setup.config.get(K8S_ARRAY_SECTION) if setup.config is not None else K8sArrayConfig()
-    if config.remote_cluster_config.enabled:
-        raise PluginError(
-            ErrorCode.PLUGIN_INITIALIZATION_FAILED,
-            "plugins.k8s-array.remoteClusterConfig: running sub-tasks on a remote cluster is not supported",
-        )
-    if setup.kube_client is None:
-        raise PluginError(
-            ErrorCode.PLUGIN_INITIALIZATION_FAILED,
-            "the k8s-array plugin needs a Kubernetes client to create pods",
-        )
-    quota = config.resource_config
-    if quota.is_set:
-        if setup.resource_registrar is None:
-            raise PluginError(
-                ErrorCode.PLUGIN_INITIALIZATION_FAILED,
-                "plugins.k8s-array.resourceConfig needs a resource manager, and the setup context has none",
-            )
-        await setup.resource_registrar.register_resource_quota(quota.primary_label, quota.limit)
-    platform = (
-        PlatformPodConfig.from_config(setup.config, setup.pod_templates)
-        if setup.config is not None
-        else PlatformPodConfig()
-    )
-    return ArrayPlugin(
-        config,
-        platform=platform,
-        kube_client=setup.kube_client,
-        enqueue_owner=setup.enqueue_owner,
-        clock=setup.clock,
-    )
-
-
-def plugin_entries() -> list[PluginEntry]:
-    """The k8s array plugin's registration: a core plugin for task type ``container_array``, not a default
-    (Flyte's ``k8s-array``, enabled in Flyte's Helm chart)."""
-    return [
-        PluginEntry(
-            id=PLUGIN_ID,
-            registered_task_types=(ARRAY_TASK_TYPE,),
-            load_plugin=_load,
-            is_default=False,
-            config_sections=(K8S_ARRAY_SECTION,),
-        )
-    ]
