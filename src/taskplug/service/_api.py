@@ -20,13 +20,14 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException
 
 from taskplug.core import SpecError
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
@@ -87,6 +88,8 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 api_error_handlers: Final = {
     ApiError: _on_api_error,
     RequestValidationError: _on_validation_error,
+    # Starlette's, not FastAPI's subclass: the router's own 404/405 (a path no route matches, e.g. a key
+    # holding a newline) are Starlette's, and they must answer in the same shape as every other error.
     HTTPException: _on_http_error,
 }
 """Exception class → handler: every error the API answers is ``{"error": {"message", "field"}}``."""
@@ -202,6 +205,33 @@ class Health(_Out):
     schema_version: int
 
 
+class ErrorDetail(_Out):
+    message: str
+    field: str | None = None
+
+
+class ErrorBody(_Out):
+    """Every answer other than success."""
+
+    error: ErrorDetail
+
+
+_ERROR_MEANING: Final = {
+    400: "The body is not JSON",
+    404: "No execution has this key",
+    409: "Conflicts with the execution's state",
+    413: "The body is larger than the server takes",
+    415: "The body is not application/json",
+    422: "A field is invalid: `error.field` names it",
+    503: "The database does not answer",
+}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses`` of a route for these error statuses, each with the error body's schema."""
+    return {status: {"model": ErrorBody, "description": _ERROR_MEANING[status]} for status in statuses}
+
+
 def execution_view(row: Row) -> dict[str, Any]:
     """An execution row as the API shows it (and the web view renders it)."""
     owner = None
@@ -269,10 +299,7 @@ _SUBMIT_BODY: Final = {
     openapi_extra=_SUBMIT_BODY,
     responses={
         200: {"description": "The key existed: the execution it names"},
-        409: {},
-        413: {},
-        415: {},
-        422: {},
+        **_errors(400, 409, 413, 415, 422),
     },
 )
 async def submit_execution(request: Request, response: Response) -> dict[str, Any]:
@@ -313,7 +340,7 @@ async def _read_bounded(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-@router.get("/executions", response_model=ExecutionPage)
+@router.get("/executions", response_model=ExecutionPage, responses=_errors(422))
 async def list_executions(
     request: Request,
     phase: Annotated[
@@ -347,7 +374,7 @@ def filter_from(
     return ExecutionFilter(phases=chosen, task_type=task_type or None, since=since, q=q or None)
 
 
-@router.get("/executions/{key:path}/events", response_model=list[EventOut])
+@router.get("/executions/{key:path}/events", response_model=list[EventOut], responses=_errors(404, 422))
 async def execution_events(
     request: Request,
     key: str,
@@ -359,14 +386,14 @@ async def execution_events(
     return await _db(request).events(row["id"], after_seq=after_seq, limit=limit)
 
 
-@router.get("/executions/{key:path}/attempts", response_model=list[AttemptOut])
+@router.get("/executions/{key:path}/attempts", response_model=list[AttemptOut], responses=_errors(404, 422))
 async def execution_attempts(request: Request, key: str) -> list[Row]:
     """One entry per attempt: the object or remote resource it created, its phase, error and log links."""
     row = await _execution(request, key)
     return await _db(request).attempts(row["id"])
 
 
-@router.get("/executions/{key:path}/elements", response_model=Elements)
+@router.get("/executions/{key:path}/elements", response_model=Elements, responses=_errors(404, 422))
 async def execution_elements(
     request: Request, key: str, limit: Annotated[int, Query(ge=0, le=5000)] = 500
 ) -> dict[str, Any]:
@@ -395,7 +422,7 @@ def elements_view(counts: dict[int, int], rows: list[Row]) -> dict[str, Any]:
     }
 
 
-@router.get("/executions/{key:path}/outputs", response_model=Outputs, responses={409: {}})
+@router.get("/executions/{key:path}/outputs", response_model=Outputs, responses=_errors(404, 409, 422))
 async def execution_outputs(request: Request, key: str) -> dict[str, Any]:
     """The outputs as plain values once the execution succeeded; 409 before (or when it did not)."""
     row = await _execution(request, key)
@@ -405,7 +432,12 @@ async def execution_outputs(request: Request, key: str) -> dict[str, Any]:
     return {"key": row["key"], "phase": row["phase"], "outputs": row["outputs"]}
 
 
-@router.post("/executions/{key:path}/abort", status_code=202, response_model=Execution, responses={409: {}})
+@router.post(
+    "/executions/{key:path}/abort",
+    status_code=202,
+    response_model=Execution,
+    responses=_errors(404, 409, 422),
+)
 async def abort_execution(request: Request, key: str) -> dict[str, Any]:
     """Ask the replica driving the execution to abort it (it deletes what it created and ends it Aborted)."""
     outcome = await _db(request).abort(key)
@@ -421,7 +453,7 @@ async def abort_execution(request: Request, key: str) -> dict[str, Any]:
 
 
 @router.post(
-    "/executions/{key:path}/relaunch", status_code=201, response_model=Execution, responses={404: {}, 422: {}}
+    "/executions/{key:path}/relaunch", status_code=201, response_model=Execution, responses=_errors(404, 422)
 )
 async def relaunch_execution(request: Request, key: str) -> dict[str, Any]:
     """A new execution of the same task with the same inputs under a fresh name, labelled ``relaunch-of``
@@ -442,7 +474,7 @@ async def relaunch(request: Request, key: str) -> Row:
     return row
 
 
-@router.get("/executions/{key:path}", response_model=ExecutionDetail)
+@router.get("/executions/{key:path}", response_model=ExecutionDetail, responses=_errors(404, 422))
 async def get_execution(request: Request, key: str) -> dict[str, Any]:
     """One execution, with the spec as submitted."""
     row = await _execution(request, key, with_spec=True)
@@ -472,7 +504,7 @@ def replica_view(row: Row, ttl: float) -> dict[str, Any]:
     }
 
 
-@router.get("/healthz", response_model=Health, responses={503: {}})
+@router.get("/healthz", response_model=Health, responses=_errors(503))
 async def healthz(request: Request) -> Any:
     """200 when the database answers (with its schema version); 503 when it does not."""
     try:
