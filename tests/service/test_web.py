@@ -128,6 +128,8 @@ def test_the_execution_page_shows_header_events_attempts_outputs_and_spec(
     )
     assert phases == [("0", "Running"), ("0", "RetryableFailure"), ("1", "Running"), ("1", "Success")]
     assert 'id="attempt-0"' in html and 'id="attempt-1"' in html
+    # Numbered as the phase history numbers them (Flyte's retry attempt, from 0).
+    assert re.search(r'<h3>Attempt 0 <span class="badge', html) and re.search(r"<h3>Attempt 1 <span", html)
     assert '<a href="http://logs.example/detail-n0-0"' in html
     assert 'href="javascript:' not in html  # a log URI that is not http(s) is text, not a link
     assert "&lt;b&gt;out of memory&lt;/b&gt;" in html  # escaped
