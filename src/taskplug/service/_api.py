@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 API_PREFIX: Final = "/api/v1"
+HEALTH_TIMEOUT: Final = 1.0
+"""Seconds ``/healthz`` waits for a database connection before it answers 503."""
 MAX_PAGE: Final = 500
 
 router = APIRouter(prefix=API_PREFIX)
@@ -228,8 +230,11 @@ _ERROR_MEANING: Final = {
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The ``responses`` of a route for these error statuses, each with the error body's schema."""
-    return {status: {"model": ErrorBody, "description": _ERROR_MEANING[status]} for status in statuses}
+    """The ``responses`` of a route for these error statuses and 503 (every route reads the database), each
+    with the error body's schema."""
+    return {
+        status: {"model": ErrorBody, "description": _ERROR_MEANING[status]} for status in (*statuses, 503)
+    }
 
 
 def execution_view(row: Row) -> dict[str, Any]:
@@ -481,7 +486,7 @@ async def get_execution(request: Request, key: str) -> dict[str, Any]:
     return execution_view(row) | {"spec": row["spec"]}
 
 
-@router.get("/replicas", response_model=list[Replica])
+@router.get("/replicas", response_model=list[Replica], responses=_errors())
 async def list_replicas(request: Request) -> list[dict[str, Any]]:
     """Every replica that registered, newest first, with its state as of its heartbeat."""
     ttl: float = request.app.state.replica_ttl
@@ -504,17 +509,18 @@ def replica_view(row: Row, ttl: float) -> dict[str, Any]:
     }
 
 
-@router.get("/healthz", response_model=Health, responses=_errors(503))
+@router.get("/healthz", response_model=Health, responses=_errors())
 async def healthz(request: Request) -> Any:
     """200 when the database answers (with its schema version); 503 when it does not."""
     try:
-        version = await _db(request).ping()
+        # Probes give up after a second or two: answer within that, whatever the pool's own timeout.
+        version = await _db(request).ping(connect_within=HEALTH_TIMEOUT)
     except Exception as e:  # any failure to reach the database is "unhealthy", reported, not raised
         return _error_response(503, f"the database does not answer: {type(e).__name__}", None)
     return {"status": "ok", "schema_version": version}
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, responses=_errors())
 async def metrics(request: Request) -> Response:
     """Prometheus text: each replica's samples with a ``replica`` label, and each replica's liveness."""
     ttl: float = request.app.state.replica_ttl

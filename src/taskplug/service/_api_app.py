@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from psycopg_pool import AsyncConnectionPool
 from starlette.datastructures import Headers
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -51,13 +52,16 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     poll_interval: float = 1.0,
     pool_size: int = 10,
+    db_timeout: float = 5.0,
     allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """The API (``/api/v1``) and the web view over the database at ``dsn``.
 
     ``replica_ttl``: seconds after its last heartbeat a replica is shown as silent (the replicas' lease
     time); ``max_body_bytes``: the largest request body (413 past it); ``poll_interval``: how often the
-    live feed reads the tables when no notification comes; ``allowed_hosts``: the ``Host`` headers
+    live feed reads the tables when no notification comes; ``db_timeout``: seconds a request waits for a
+    database connection before it is answered 503 (the API's error body, or a page saying so), so that a
+    database that went away is reported at once rather than after a client's own timeout; ``allowed_hosts``: the ``Host`` headers
     answered (all when None), so that a page of another site cannot reach a loopback server through a
     name it rebinds to 127.0.0.1.
 
@@ -69,7 +73,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(_migrate, dsn)
         pool: AsyncConnectionPool[psycopg.AsyncConnection[tuple[object, ...]]] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=pool_size, open=False, name="taskplug-serve"
+            dsn, min_size=1, max_size=pool_size, open=False, name="taskplug-serve", timeout=db_timeout
         )
         await pool.open(wait=True)
         feed = Feed(dsn, pool, poll_interval=poll_interval)
@@ -103,6 +107,7 @@ def create_app(
     app.state.templates = environment()
     for exc_class, handler in api_error_handlers.items():
         app.add_exception_handler(exc_class, handler)
+    app.add_exception_handler(psycopg.OperationalError, _on_database_down)
     app.include_router(api_router)
     # Where probes and Prometheus look by default, beside their /api/v1 places.
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
@@ -117,6 +122,16 @@ def create_app(
         return Response(favicon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     return app
+
+
+async def _on_database_down(request: Request, exc: Exception) -> Response:
+    """The database does not answer (refused, gone, or no pooled connection within ``db_timeout``): 503, in
+    the API's error shape or as a page, instead of a 500 and a traceback. The pool reconnects by itself."""
+    message = f"the database does not answer: {type(exc).__name__}: {str(exc).strip() or 'no detail'}"
+    if request.url.path.startswith(API_PREFIX) or request.url.path in ("/healthz", "/metrics"):
+        return JSONResponse({"error": {"message": message}}, status_code=503)
+    page = request.app.state.templates.get_template("unavailable.html").render(message=message)
+    return HTMLResponse(page, status_code=503)
 
 
 _DOCS_ASSETS: Final = f"{API_PREFIX}/docs/assets"

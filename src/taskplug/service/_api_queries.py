@@ -125,9 +125,10 @@ class ServiceDB:
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self.pool = pool
 
-    async def ping(self) -> int:
-        """The schema version; raises when the database cannot be reached."""
-        async with self.pool.connection() as conn:
+    async def ping(self, *, connect_within: float | None = None) -> int:
+        """The schema version; raises when the database cannot be reached (no pooled connection within
+        ``connect_within`` seconds; the pool's own timeout when None)."""
+        async with self.pool.connection(timeout=connect_within) as conn:
             cur = await conn.execute("SELECT coalesce(max(version), 0) FROM taskplug_schema")
             row = await cur.fetchone()
             return int(row[0]) if row else 0
