@@ -274,3 +274,47 @@ def test_run_with_server_shows_a_map_tasks_elements_as_a_local_run_does(
     assert seen == {0, 1, 2, 3}
     assert events[-1]["phase"] == "Success"
     assert {r["phase"] for r in events[-1]["external_resources"]} == {"Success"}
+
+
+def test_run_with_server_rides_out_a_database_outage_and_ends_as_the_execution_did(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """The server's database goes away while a run follows (the server answers 503): the run says so once,
+    keeps asking, and when the database is back reports the execution's end, which a replica reached
+    meanwhile — exit 0 with the outputs, not exit 2 at the first 503."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from support.tcp_relay import Relay
+
+    info = conninfo_to_dict(postgres_dsn)
+    relay = Relay((str(info["host"]), int(info["port"])))
+    relayed = make_conninfo(postgres_dsn, host="127.0.0.1", port=relay.port, connect_timeout=2)
+    key = "p/d/cli-outage/n0"
+    log = tmp_path / "run.log"
+    try:
+        with serve_app(create_app(relayed, poll_interval=0.25, db_timeout=1.0)) as url, log.open("wb") as out:
+            spec = str(spec_file(tmp_path, "cli-outage"))
+            command = [sys.executable, "-m", "taskplug.cli", "run", "-o", "json", spec, "--server", url]
+            run_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=out)
+
+            def steps(double: ReplicaDouble) -> None:
+                double.phase(key, "Running", reason="pod started")
+                relay.cut()
+                deadline = time.monotonic() + 60
+                while b"asking again until it answers" not in log.read_bytes():
+                    assert time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.05)  # waiting for the run to meet the outage, not a timing
+                # The replica writes straight to the database: the execution ends while the server is down.
+                double.phase(key, "Success", outputs={"greeting": "after the outage"})
+                relay.restore()
+
+            thread = drive(postgres_dsn, key, steps)
+            stdout, _ = run_process.communicate(timeout=120)
+            thread.join(timeout=30)
+    finally:
+        relay.cut()
+
+    assert run_process.returncode == 0, log.read_text()
+    document = json.loads(stdout)
+    assert (document["phase"], document["outputs"]) == ("Success", {"greeting": "after the outage"})
+    assert "the server answered 503: the database does not answer" in log.read_text()

@@ -233,3 +233,52 @@ async def test_a_map_task_whose_replica_is_killed_is_finished_by_the_other_eleme
     assert [(a, f) for a, f, _ in elements] == [("0", "0")] * 6
     assert {epoch for _, _, epoch in elements} == {2}
     assert stale_epoch_writes(conn) == []
+
+
+async def test_a_replica_rides_out_a_database_outage_and_finishes_what_it_ran(
+    conn: psycopg.Connection[Any], postgres_dsn: str, cluster: ClusterProcess, config: Path, tmp_path: Path
+) -> None:
+    """The database goes away under a replica (every connection cut, new ones refused, through a TCP relay)
+    while its executions run: it fences itself once its heartbeat is no longer confirmed and waits for the
+    database — it does not exit — then starts a new incarnation, takes its executions back once the sweeper
+    released them, adopts the pods it had created, and finishes them: once each, no stale write."""
+    from urllib.parse import urlsplit
+
+    from support.tcp_relay import Relay
+
+    parts = urlsplit(postgres_dsn)
+    relay = Relay((str(parts.hostname), int(parts.port or 5432)))
+    relayed = (
+        parts._replace(netloc=f"{parts.username}@127.0.0.1:{relay.port}").geturl() + "?connect_timeout=2"
+    )
+    replica = start_replica(relayed, cluster.kubeconfig, tmp_path / "r.log", config=config)
+    try:
+        await wait_until(lambda: len(_live_replicas(conn)) == 1, within=60, what="the replica registered")
+        first = _owner_of_pid(conn, replica.pid)
+        for i in range(3):
+            submit(conn, f"out{i}", pod_document(f"out{i}", duration=6))
+        await wait_until(
+            lambda: all(r["phase"] == "Running" for r in rows(conn).values()), within=60, what="all running"
+        )
+        relay.cut()
+        await wait_until(
+            lambda: "fences itself" in replica.text(), within=30, what="the replica fenced itself"
+        )
+        await wait_until(
+            lambda: "the database does not answer" in replica.text(),
+            within=30,
+            what="waiting for the database",
+        )
+        assert replica.process.poll() is None, replica.text()
+        relay.restore()
+        await wait_until(lambda: all(r["terminal"] for r in rows(conn).values()), within=90, what="all end")
+        assert replica.process.poll() is None, replica.text()
+        found = rows(conn)
+        assert {r["phase"] for r in found.values()} == {"Success"}, found
+        assert {r["attempt"] for r in found.values()} == {0}  # the outage charged no failure
+        assert all(r["lease_epoch"] == 2 for r in found.values())  # claimed again by the new incarnation
+        assert _owner_of_pid(conn, replica.pid) not in (None, first)
+        assert stale_epoch_writes(conn) == []
+    finally:
+        stop_replica(replica)
+        relay.cut()

@@ -6,7 +6,8 @@ key is known before it is sent. Then ``POST /api/v1/executions`` (the server che
 field, exit 2) and the execution's events are followed (``/events?after_seq=``) until it is terminal, in the
 live view a local run shows (its elements too, for a map task). What is
 printed at the end is what a local run prints (the same outcome lines or ``-o json`` document), and the exit
-code is the same: 0 success, 1 failed or aborted, 2 bad input (or a server that cannot be reached). The first
+code is the same: 0 success, 1 failed or aborted, 2 bad input (or a server that has not answered for
+:data:`PATIENCE` seconds: until then it is asked again, as the execution goes on at the replicas). The first
 Ctrl-C asks the server to abort the execution and keeps following it to its end; a second one stops
 following (the execution goes on being aborted by its replica).
 """
@@ -33,9 +34,11 @@ from taskplug.cli._progress import Progress, plain_console
 from taskplug.core import SpecError, load_document
 from taskplug.executor import Event, ExecutionResult, load_spec
 
-__all__ = ["remote_document", "run_remote"]
+__all__ = ["PATIENCE", "remote_document", "run_remote"]
 
 _TIMEOUT: Final = 30.0
+PATIENCE: Final = 300.0
+"""Seconds a run keeps asking a server that does not answer (or answers 5xx) before it gives up (exit 2)."""
 
 
 def remote_document(path: Path) -> tuple[dict[str, Any], str]:
@@ -60,14 +63,30 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
     return document, parsed.execution_key
 
 
-class _Server:
-    """The few calls made to the API, with its errors turned into the CLI's."""
+class _Unavailable(SpecError):
+    """The server did not answer, or answered 5xx / 429: worth asking again (the execution goes on)."""
 
-    def __init__(self, url: str) -> None:
+
+class _Server:
+    """The few calls made to the API, with its errors turned into the CLI's.
+
+    Once it has answered, a server that cannot be reached or answers 5xx or 429 (its database restarting, a
+    proxy between deployments) is asked again, with back-off, for up to ``patience`` seconds before the run
+    gives up: every call is safe to repeat (the submit is idempotent by the execution's key, the rest are
+    reads and the abort, itself idempotent), and the execution goes on at the replicas meanwhile. A server
+    never reached (a wrong URL) fails at once."""
+
+    def __init__(
+        self, url: str, *, patience: float = PATIENCE, on_retry: Callable[[str], None] | None = None
+    ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise SpecError("--server", f"{url!r} is not an http(s) URL of a `taskplug serve`")
         self.base = url.rstrip("/") + "/api/v1"
+        self.patience = patience
+        self.on_retry = on_retry
+        self.sleep: Callable[[float], None] = time.sleep
+        self.answered = False
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
@@ -76,8 +95,10 @@ class _Server:
         )
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
+                self.answered = True
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as e:
+            self.answered = True
             try:
                 payload = json.loads(e.read() or b"null")
             except ValueError:
@@ -85,15 +106,33 @@ class _Server:
             return e.code, payload
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise SpecError("--server", f"cannot reach {self.base}: {reason}") from None
+            raise _Unavailable("--server", f"cannot reach {self.base}: {reason}") from None
 
     def expect(self, method: str, path: str, body: object = None, *, ok: tuple[int, ...] = (200,)) -> Any:
+        deadline = time.monotonic() + self.patience
+        backoff = 0.5
+        while True:
+            try:
+                return self._expect_once(method, path, body, ok)
+            except _Unavailable as e:
+                if not self.answered:
+                    raise SpecError(e.path, e.reason) from None
+                if time.monotonic() + backoff > deadline:
+                    raise SpecError(e.path, f"{e.reason} (still, after {self.patience:.0f} s)") from None
+                if self.on_retry is not None:
+                    self.on_retry(f"{e.reason}; asking again in {backoff:.1f} s")
+                self.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _expect_once(self, method: str, path: str, body: object, ok: tuple[int, ...]) -> Any:
         status, payload = self.call(method, path, body)
         if status in ok:
             return payload
         error = payload.get("error", {}) if isinstance(payload, dict) else {}
         message = error.get("message") or f"HTTP {status}"
         field = error.get("field") or ""
+        if status >= 500 or status == 429:
+            raise _Unavailable("--server", f"the server answered {status}: {message}")
         if 400 <= status < 500:
             raise SpecError(field, f"the server refused it: {message}")
         raise SpecError("--server", f"the server answered {status}: {message}")
@@ -103,12 +142,23 @@ def _quote(key: str) -> str:
     return "/executions/" + urllib.parse.quote(key, safe="/")
 
 
-def run_remote(spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5) -> ExecutionResult:
+def run_remote(
+    spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5, patience: float = PATIENCE
+) -> ExecutionResult:
     """Submit ``spec`` to the server and follow it to a terminal phase; how it ended. Unless ``as_json``,
     the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements."""
     document, _ = remote_document(spec)
-    server = _Server(server_url)
     console = plain_console(stderr=True)
+    noted: set[str] = set()
+
+    def note_once(message: str) -> None:
+        # Said once per kind of answer, not at every retry: the live view stays readable.
+        kind = message.split(";", 1)[0]
+        if kind not in noted:
+            noted.add(kind)
+            console.print(Text(f"{kind}; asking again until it answers", style="yellow"))
+
+    server = _Server(server_url, patience=patience, on_retry=note_once)
     created = server.expect("POST", "/executions", {"spec": document}, ok=(200, 201))
     key = created["key"]
     if as_json:
@@ -180,7 +230,10 @@ def _follow(
                     "interrupted again: stopped following (the execution is being aborted)", EXIT_TASK_FAILED
                 )
             console.print(Text("interrupted: asking the server to abort the execution…", style="yellow"))
-            server.call("POST", f"{_quote(key)}/abort")
+            try:
+                server.call("POST", f"{_quote(key)}/abort")
+            except _Unavailable as e:
+                console.print(Text(f"could not ask for the abort: {e.reason}", style="red"))
 
 
 def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, Any]]) -> ExecutionResult:

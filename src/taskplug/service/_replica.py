@@ -70,6 +70,9 @@ __all__ = ["Replica", "ReplicaSettings"]
 
 log = logging.getLogger(__name__)
 
+_MAX_RECONNECT_BACKOFF = 30.0
+"""Seconds between a replica's attempts to reach a database that went away, at most."""
+
 _SWEEP_FENCE = """
 UPDATE taskplug_replicas SET fenced_at = now()
  WHERE fenced_at IS NULL AND heartbeat_at < now() - make_interval(secs => %s)
@@ -237,9 +240,21 @@ class Replica:
     async def run(self, stop: asyncio.Event) -> None:
         """Run incarnations until ``stop`` is set; a fenced incarnation is followed by a new one."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            migrate(conn)
+            migrate(conn)  # at start an unusable database is the caller's error (taskplug executor: exit 2)
+        backoff = self.settings.heartbeat
         while not stop.is_set():
-            fenced = await self._incarnation(stop)
+            try:
+                fenced = await self._incarnation(stop)
+            except psycopg.OperationalError as e:
+                # The database went away (an outage, a failover): whatever this process owned was fenced
+                # with the incarnation, and the sweeper releases its rows once the ttl has passed. Wait for
+                # the database as long as it takes, then start a new incarnation.
+                log.warning("the database does not answer (%s); a new incarnation in %.1fs", e, backoff)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, _MAX_RECONNECT_BACKOFF)
+                continue
+            backoff = self.settings.heartbeat
             if not fenced:
                 return
             self.stats.fenced += 1
