@@ -61,9 +61,9 @@ def create_app(
     time); ``max_body_bytes``: the largest request body (413 past it); ``poll_interval``: how often the
     live feed reads the tables when no notification comes; ``db_timeout``: seconds a request waits for a
     database connection before it is answered 503 (the API's error body, or a page saying so), so that a
-    database that went away is reported at once rather than after a client's own timeout; ``allowed_hosts``: the ``Host`` headers
-    answered (all when None), so that a page of another site cannot reach a loopback server through a
-    name it rebinds to 127.0.0.1.
+    database that went away is reported at once rather than after a client's own timeout;
+    ``allowed_hosts``: the ``Host`` headers answered (all when None), so that a page of another site cannot
+    reach a loopback server through a name it rebinds to 127.0.0.1.
 
     A request that changes something (submit, abort) sent by a page of another origin is refused (403):
     the server has no login, so a cross-site form must not be able to abort or submit through a browser

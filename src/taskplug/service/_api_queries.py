@@ -153,7 +153,8 @@ class ServiceDB:
             )
             same = await cur.fetchone()
         row = await self.get(key)
-        assert row is not None  # inserted or found above; executions are never deleted by the server
+        # Inserted or found above; only `taskplug gc` deletes, and only what finished at least 10 minutes ago.
+        assert row is not None
         return row, created, bool(same and same[0])
 
     async def page(
