@@ -138,24 +138,26 @@ class ServiceDB:
     ) -> tuple[Row, bool, bool]:
         """Insert the execution unless ``key`` exists: (its row, whether it was created, whether an existing
         one was submitted with the same spec and labels)."""
-        async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "INSERT INTO taskplug_executions (key, task_type, plugin_id, spec, labels)"
-                " VALUES (%s, %s, NULL, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING id",
-                (key, task_type, Jsonb(spec), Jsonb(labels)),
-            )
-            created = await cur.fetchone() is not None
-            if created:
-                await conn.execute("NOTIFY taskplug_work")
-            cur = await conn.execute(
-                "SELECT spec = %s AND labels = %s FROM taskplug_executions WHERE key = %s",
-                (Jsonb(spec), Jsonb(labels), key),
-            )
-            same = await cur.fetchone()
-        row = await self.get(key)
-        # Inserted or found above; only `taskplug gc` deletes, and only what finished at least 10 minutes ago.
-        assert row is not None
-        return row, created, bool(same and same[0])
+        while True:
+            async with self.pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    "INSERT INTO taskplug_executions (key, task_type, plugin_id, spec, labels)"
+                    " VALUES (%s, %s, NULL, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING id",
+                    (key, task_type, Jsonb(spec), Jsonb(labels)),
+                )
+                created = await cur.fetchone() is not None
+                if created:
+                    await conn.execute("NOTIFY taskplug_work")
+                cur = await conn.execute(
+                    "SELECT spec = %s AND labels = %s FROM taskplug_executions WHERE key = %s",
+                    (Jsonb(spec), Jsonb(labels), key),
+                )
+                same = await cur.fetchone()
+            row = await self.get(key)
+            if row is not None:
+                return row, created, bool(same and same[0])
+            # Only `taskplug gc` deletes an execution (one that finished long ago): it took the one this key
+            # named between the statements above, so the key is free — submit again.
 
     async def page(
         self, flt: ExecutionFilter, *, cursor: str | None, limit: int
