@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from taskplug.cli._run import _kube_client
+from taskplug.cli._cluster_options import cluster_options, kube_client
 from taskplug.core import SpecError
 from taskplug.executor import Platform, executor_settings
 from taskplug.service import Replica, ReplicaSettings
@@ -30,19 +30,9 @@ __all__ = ["executor"]
     required=True,
     help="The executions' database: postgresql://user@host:port/db (taskplug run keeps SQLite).",
 )
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Create objects on this cluster (default: an embedded cluster in this process).",
-)
-@click.option("--pod-templates", multiple=True, type=click.Path(path_type=Path))
-@click.option(
-    "--cluster-mode",
-    type=click.Choice(["process", "simulated"]),
-    default="process",
-    show_default=True,
-    help="The embedded cluster (no --kubeconfig): run containers as local processes, or simulate them.",
+@cluster_options(
+    kubeconfig_help="Create objects on this cluster (default: an embedded cluster in this process).",
+    cluster_mode_help="The embedded cluster (no --kubeconfig): run containers as local processes, or simulate them.",
 )
 @click.option(
     "--capacity", type=click.IntRange(1), default=500, show_default=True, help="Executions at once."
@@ -132,7 +122,7 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with _kube_client(platform, kubeconfig, mode) as kube:
+        async with kube_client(platform, kubeconfig, mode) as kube:
             replica = Replica(
                 dsn,
                 platform,

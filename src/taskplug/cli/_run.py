@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from taskplug.cli._cluster_options import cluster_options, kube_client
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
@@ -54,7 +55,6 @@ from taskplug.cli._flytekit_module import (
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import Progress, last_line, plain_console
 from taskplug.core import SpecError, TaskplugError
-from taskplug.engine import local_operators
 from taskplug.executor import (
     EXECUTOR_SECTION,
     ExecutionRecord,
@@ -68,29 +68,8 @@ from taskplug.executor import (
     load_spec,
     open_executor,
 )
-from taskplug.k8s import KubeClient
 
 __all__ = ["run"]
-
-
-@contextlib.asynccontextmanager
-async def _kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
-    if kubeconfig is not None:
-        client = platform.connect(kubeconfig)
-        try:
-            yield client
-        finally:
-            await client.close()
-        return
-    # Only a run on the embedded cluster loads it.
-    from taskplug.localcluster import LocalCluster
-
-    async with LocalCluster(mode="simulated" if mode == "simulated" else "process") as cluster:
-        # The embedded cluster has no operators of its own: every enabled plugin that brings one for its
-        # custom resource (Spark, a plugin author's CRD) gets it registered here.
-        for operator in local_operators(platform.config, platform.registry):
-            cluster.register_operator(operator.resource_type, operator.make())
-        yield cluster.client()
 
 
 class _Interrupted(Exception):
@@ -126,7 +105,7 @@ async def _run(
     try:
         with coordinator.hold(spec.execution_key):
             async with (
-                _kube_client(platform, kubeconfig, mode) as client,
+                kube_client(platform, kubeconfig, mode) as client,
                 open_executor(
                     platform,
                     kube_client=GuardedKubeClient(client, coordinator.guard),
@@ -355,24 +334,14 @@ def _check_remote(
 
 @click.command(cls=ModuleCommand)
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Run on this cluster instead of the embedded one.",
+@cluster_options(
+    kubeconfig_help="Run on this cluster instead of the embedded one.",
+    cluster_mode_help="The embedded cluster: run containers as local processes, or simulate them.",
 )
 @click.option(
     "--state-db",
     type=click.Path(dir_okay=False, path_type=Path),
     help="SQLite file for execution state (resume).",
-)
-@click.option("--pod-templates", multiple=True, type=click.Path(path_type=Path))
-@click.option(
-    "--cluster-mode",
-    type=click.Choice(["process", "simulated"]),
-    default="process",
-    show_default=True,
-    help="The embedded cluster: run containers as local processes, or simulate them.",
 )
 @click.option(
     "--rerun",
