@@ -34,6 +34,7 @@ __all__ = [
     "claim_row",
     "empty_database_fixture",
     "executor_command",
+    "live_replica_id",
     "map_document",
     "pod_document",
     "replica_row",
@@ -143,6 +144,14 @@ async def running(replica: Replica) -> AsyncIterator[Replica]:
     finally:
         stop.set()
         await task
+
+
+def live_replica_id(conn: psycopg.Connection[Any], pid: int) -> Any:
+    """The id of the live (unfenced) incarnation of the replica process ``pid``; None before it registers."""
+    row = conn.execute(
+        "SELECT id FROM taskplug_replicas WHERE pid = %s AND fenced_at IS NULL", (pid,)
+    ).fetchone()
+    return row[0] if row else None
 
 
 def rows(conn: psycopg.Connection[Any]) -> dict[str, dict[str, Any]]:

@@ -282,13 +282,9 @@ def test_run_with_server_rides_out_a_database_outage_and_ends_as_the_execution_d
     """The server's database goes away while a run follows (the server answers 503): the run says so once,
     keeps asking, and when the database is back reports the execution's end, which a replica reached
     meanwhile — exit 0 with the outputs, not exit 2 at the first 503."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from support.tcp_relay import relay_to_postgres
 
-    from support.tcp_relay import Relay
-
-    info = conninfo_to_dict(postgres_dsn)
-    relay = Relay((str(info["host"]), int(info["port"])))
-    relayed = make_conninfo(postgres_dsn, host="127.0.0.1", port=relay.port, connect_timeout=2)
+    relay, relayed = relay_to_postgres(postgres_dsn)
     key = "p/d/cli-outage/n0"
     log = tmp_path / "run.log"
     try:

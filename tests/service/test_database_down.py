@@ -16,12 +16,10 @@ from typing import Any
 import pytest
 
 from service.test_api_replica_double import pod_spec, serve_app
-from support.tcp_relay import Relay
+from support.tcp_relay import Relay, relay_to_postgres
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn", reason="uvicorn is not installed (extra `web`)")
-
-from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from taskplug.service._api_app import create_app  # noqa: E402
 
@@ -32,10 +30,9 @@ DEADLINE = 30.0  # seconds any answer may take here: a bound against hanging, no
 
 @pytest.fixture
 def relayed_dsn(postgres_dsn: str) -> Iterator[tuple[str, Relay]]:
-    info = conninfo_to_dict(postgres_dsn)
-    relay = Relay((str(info["host"]), int(info["port"])))
+    relay, relayed = relay_to_postgres(postgres_dsn)
     try:
-        yield make_conninfo(postgres_dsn, host="127.0.0.1", port=relay.port, connect_timeout=3), relay
+        yield relayed, relay
     finally:
         relay.cut()
 

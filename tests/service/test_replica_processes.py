@@ -17,6 +17,7 @@ import pytest
 from service.replica_helpers import (
     ClusterProcess,
     ReplicaProcess,
+    live_replica_id,
     map_document,
     pod_document,
     rows,
@@ -66,13 +67,6 @@ def _live_replicas(conn: psycopg.Connection[Any]) -> list[Any]:
     return [r[0] for r in conn.execute("SELECT id FROM taskplug_replicas WHERE fenced_at IS NULL").fetchall()]
 
 
-def _owner_of_pid(conn: psycopg.Connection[Any], pid: int) -> Any:
-    row = conn.execute(
-        "SELECT id FROM taskplug_replicas WHERE pid = %s AND fenced_at IS NULL", (pid,)
-    ).fetchone()
-    return row[0] if row else None
-
-
 async def _start_split(
     conn: psycopg.Connection[Any],
     replicas: list[ReplicaProcess],
@@ -118,11 +112,11 @@ async def test_a_sigkilled_replica_s_executions_are_taken_over_and_finish_once(
 ) -> None:
     before = await _start_split(conn, replicas, postgres_dsn, cluster, config, tmp_path)
     victim = replicas[0]
-    victim_id = _owner_of_pid(conn, victim.pid)
+    victim_id = live_replica_id(conn, victim.pid)
     theirs = [k for k, r in before.items() if r["owner_id"] == victim_id]
     killed = time.monotonic()
     os.kill(victim.pid, signal.SIGKILL)
-    survivor_id = _owner_of_pid(conn, replicas[1].pid)
+    survivor_id = live_replica_id(conn, replicas[1].pid)
     await wait_until(
         lambda: all(rows(conn)[k]["owner_id"] == survivor_id or rows(conn)[k]["terminal"] for k in theirs),
         within=30,
@@ -144,7 +138,7 @@ async def test_sigterm_hands_the_executions_over_at_once(
 ) -> None:
     before = await _start_split(conn, replicas, postgres_dsn, cluster, config, tmp_path)
     leaving = replicas[0]
-    leaving_id = _owner_of_pid(conn, leaving.pid)
+    leaving_id = live_replica_id(conn, leaving.pid)
     theirs = [k for k, r in before.items() if r["owner_id"] == leaving_id]
     stopped = time.monotonic()
     os.kill(leaving.pid, signal.SIGTERM)
@@ -173,7 +167,7 @@ async def test_a_replica_paused_past_its_ttl_is_swept_and_fences_itself_when_it_
 ) -> None:
     before = await _start_split(conn, replicas, postgres_dsn, cluster, config, tmp_path)
     paused = replicas[0]
-    paused_id = _owner_of_pid(conn, paused.pid)
+    paused_id = live_replica_id(conn, paused.pid)
     theirs = [k for k, r in before.items() if r["owner_id"] == paused_id]
     os.kill(paused.pid, signal.SIGSTOP)
     try:
@@ -242,19 +236,13 @@ async def test_a_replica_rides_out_a_database_outage_and_finishes_what_it_ran(
     while its executions run: it fences itself once its heartbeat is no longer confirmed and waits for the
     database — it does not exit — then starts a new incarnation, takes its executions back once the sweeper
     released them, adopts the pods it had created, and finishes them: once each, no stale write."""
-    from urllib.parse import urlsplit
+    from support.tcp_relay import relay_to_postgres
 
-    from support.tcp_relay import Relay
-
-    parts = urlsplit(postgres_dsn)
-    relay = Relay((str(parts.hostname), int(parts.port or 5432)))
-    relayed = (
-        parts._replace(netloc=f"{parts.username}@127.0.0.1:{relay.port}").geturl() + "?connect_timeout=2"
-    )
+    relay, relayed = relay_to_postgres(postgres_dsn)
     replica = start_replica(relayed, cluster.kubeconfig, tmp_path / "r.log", config=config)
     try:
         await wait_until(lambda: len(_live_replicas(conn)) == 1, within=60, what="the replica registered")
-        first = _owner_of_pid(conn, replica.pid)
+        first = live_replica_id(conn, replica.pid)
         for i in range(3):
             submit(conn, f"out{i}", pod_document(f"out{i}", duration=6))
         await wait_until(
@@ -277,7 +265,7 @@ async def test_a_replica_rides_out_a_database_outage_and_finishes_what_it_ran(
         assert {r["phase"] for r in found.values()} == {"Success"}, found
         assert {r["attempt"] for r in found.values()} == {0}  # the outage charged no failure
         assert all(r["lease_epoch"] == 2 for r in found.values())  # claimed again by the new incarnation
-        assert _owner_of_pid(conn, replica.pid) not in (None, first)
+        assert live_replica_id(conn, replica.pid) not in (None, first)
         assert stale_epoch_writes(conn) == []
     finally:
         stop_replica(replica)

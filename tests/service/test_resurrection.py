@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from service.replica_helpers import (
+    live_replica_id,
     pod_document,
     rows,
     stale_epoch_writes,
@@ -38,13 +39,6 @@ from taskplug.localcluster._store import StoredEvent
 pytestmark = pytest.mark.integration
 
 TTL = 3.0  # the replicas' lease (replica_helpers' timings); deadlines below are bounds, not timings
-
-
-def _replica_id(conn: psycopg.Connection[Any], pid: int) -> Any:
-    row = conn.execute(
-        "SELECT id FROM taskplug_replicas WHERE pid = %s AND fenced_at IS NULL", (pid,)
-    ).fetchone()
-    return row[0] if row else None
 
 
 async def test_a_create_landing_after_its_attempt_was_finished_elsewhere_is_reaped(
@@ -83,11 +77,13 @@ async def test_a_create_landing_after_its_attempt_was_finished_elsewhere_is_reap
         paused = start_replica(postgres_dsn, kubeconfig, tmp_path / "paused.log", config=config)
         other = None
         try:
-            await wait_until(lambda: _replica_id(conn, paused.pid) is not None, within=60, what="registered")
+            await wait_until(
+                lambda: live_replica_id(conn, paused.pid) is not None, within=60, what="registered"
+            )
             submit(conn, "late", pod_document("late"))
             await asyncio.wait_for(arrived.wait(), 60)  # its create is in the API server, not applied
             first_owner = rows(conn)["late"]["owner_id"]
-            assert first_owner == _replica_id(conn, paused.pid)
+            assert first_owner == live_replica_id(conn, paused.pid)
             os.kill(paused.pid, signal.SIGSTOP)
 
             # Past the lease the other replica sweeps it, claims the execution, creates the pod (its create

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from urllib.parse import urlsplit
 
-__all__ = ["Relay"]
+__all__ = ["Relay", "relay_to_postgres"]
 
 
 class Relay:
@@ -68,3 +69,13 @@ class Relay:
     def restore(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
         self._serve()
+
+
+def relay_to_postgres(dsn: str) -> tuple[Relay, str]:
+    """A relay to the PostgreSQL of ``dsn`` (a ``postgresql://`` URL, as the fixtures give), and the same URL
+    through it, with a short connect timeout so that a cut relay is noticed at once."""
+    parts = urlsplit(dsn)
+    relay = Relay((str(parts.hostname), parts.port or 5432))
+    user = f"{parts.username}@" if parts.username else ""
+    query = f"{parts.query}&connect_timeout=2" if parts.query else "connect_timeout=2"
+    return relay, parts._replace(netloc=f"{user}127.0.0.1:{relay.port}", query=query).geturl()

@@ -71,21 +71,18 @@ class _Server:
     """The few calls made to the API, with its errors turned into the CLI's.
 
     Once it has answered, a server that cannot be reached or answers 5xx or 429 (its database restarting, a
-    proxy between deployments) is asked again, with back-off, for up to ``patience`` seconds before the run
+    proxy between deployments) is asked again, with back-off, for up to :data:`PATIENCE` seconds before the run
     gives up: every call is safe to repeat (the submit is idempotent by the execution's key, the rest are
     reads and the abort, itself idempotent), and the execution goes on at the replicas meanwhile. A server
     never reached (a wrong URL) fails at once."""
 
-    def __init__(
-        self, url: str, *, patience: float = PATIENCE, on_retry: Callable[[str], None] | None = None
-    ) -> None:
+    def __init__(self, url: str, *, on_retry: Callable[[str], None] | None = None) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise SpecError("--server", f"{url!r} is not an http(s) URL of a `taskplug serve`")
         self.base = url.rstrip("/") + "/api/v1"
-        self.patience = patience
         self.on_retry = on_retry
-        self.sleep: Callable[[float], None] = time.sleep
+        """Told the reason each time a call is asked again."""
         self.answered = False
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
@@ -109,19 +106,19 @@ class _Server:
             raise _Unavailable("--server", f"cannot reach {self.base}: {reason}") from None
 
     def expect(self, method: str, path: str, body: object = None, *, ok: tuple[int, ...] = (200,)) -> Any:
-        deadline = time.monotonic() + self.patience
+        deadline = time.monotonic() + PATIENCE
         backoff = 0.5
         while True:
             try:
                 return self._expect_once(method, path, body, ok)
             except _Unavailable as e:
                 if not self.answered:
-                    raise SpecError(e.path, e.reason) from None
+                    raise
                 if time.monotonic() + backoff > deadline:
-                    raise SpecError(e.path, f"{e.reason} (still, after {self.patience:.0f} s)") from None
+                    raise SpecError(e.path, f"{e.reason} (still, after {PATIENCE:.0f} s)") from None
                 if self.on_retry is not None:
-                    self.on_retry(f"{e.reason}; asking again in {backoff:.1f} s")
-                self.sleep(backoff)
+                    self.on_retry(e.reason)
+                time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
     def _expect_once(self, method: str, path: str, body: object, ok: tuple[int, ...]) -> Any:
@@ -142,23 +139,20 @@ def _quote(key: str) -> str:
     return "/executions/" + urllib.parse.quote(key, safe="/")
 
 
-def run_remote(
-    spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5, patience: float = PATIENCE
-) -> ExecutionResult:
+def run_remote(spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5) -> ExecutionResult:
     """Submit ``spec`` to the server and follow it to a terminal phase; how it ended. Unless ``as_json``,
     the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements."""
     document, _ = remote_document(spec)
     console = plain_console(stderr=True)
     noted: set[str] = set()
 
-    def note_once(message: str) -> None:
-        # Said once per kind of answer, not at every retry: the live view stays readable.
-        kind = message.split(";", 1)[0]
-        if kind not in noted:
-            noted.add(kind)
-            console.print(Text(f"{kind}; asking again until it answers", style="yellow"))
+    def note_once(reason: str) -> None:
+        # Said once per reason, not at every retry: the live view stays readable.
+        if reason not in noted:
+            noted.add(reason)
+            console.print(Text(f"{reason}; asking again until it answers", style="yellow"))
 
-    server = _Server(server_url, patience=patience, on_retry=note_once)
+    server = _Server(server_url, on_retry=note_once)
     created = server.expect("POST", "/executions", {"spec": document}, ok=(200, 201))
     key = created["key"]
     if as_json:

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException
 
 from taskplug.core import SpecError
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
-from taskplug.service._api_submit import Submission, SubmitRequest, parse_submission, relaunch_submission
+from taskplug.service._api_submit import SubmitRequest, parse_submission, relaunch_submission
 from taskplug.service._web_render import PHASES, node_phase_name
 
 __all__ = [
@@ -470,7 +470,7 @@ async def relaunch(request: Request, key: str) -> Row:
     """Submit a relaunch of ``key``; the new execution's row (:class:`ApiError` 404/422 otherwise)."""
     original = await _execution(request, key, with_spec=True)
     try:
-        submission: Submission = relaunch_submission(original["spec"], original["labels"], of=key)
+        submission = relaunch_submission(original["spec"], original["labels"], of=key)
     except SpecError as e:
         raise ApiError(422, f"execution {key!r} cannot be relaunched: {e.reason}", field=e.path) from None
     row, _, _ = await _db(request).submit(
