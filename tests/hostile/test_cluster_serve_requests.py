@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import orjson
 import pytest
 
+from support.cluster_http import cluster_session
 from taskplug.core import FakeClock
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
@@ -23,7 +23,6 @@ from taskplug.localcluster import LocalCluster
 pytestmark = pytest.mark.integration
 
 PODS = "/api/v1/namespaces/default/pods"
-ATTACKER = {"Origin": "http://attacker.example"}
 
 
 def pod(name: str, marker: Path) -> dict[str, object]:
@@ -62,9 +61,9 @@ async def test_a_create_in_a_media_type_an_api_server_does_not_decode_is_refused
     cluster, url = served
     marker = tmp_path / "ran"
     payload = body if body is not None else orjson.dumps(pod("forged", marker))
-    headers = {**ATTACKER, **({"Content-Type": content_type} if content_type else {})}
+    headers = {"Content-Type": content_type} if content_type else {}
     async with (
-        aiohttp.ClientSession() as session,
+        cluster_session(cluster) as session,
         session.post(url + PODS, data=payload, headers=headers) as response,
     ):
         status = await response.json(content_type=None)
@@ -80,7 +79,7 @@ async def test_json_and_yaml_creates_are_accepted(served: tuple[LocalCluster, st
     import yaml
 
     cluster, url = served
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(cluster) as session:
         for name, content_type, dump in [
             ("as-json", "application/json", orjson.dumps),
             ("as-yaml", "application/yaml; charset=utf-8", lambda d: yaml.safe_dump(d).encode()),
@@ -96,7 +95,7 @@ async def test_a_patch_in_another_media_type_is_refused(
     served: tuple[LocalCluster, str], tmp_path: Path
 ) -> None:
     cluster, url = served
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(cluster) as session:
         headers = {"Content-Type": "application/json"}
         async with session.post(
             url + PODS, data=orjson.dumps(pod("p", tmp_path / "p")), headers=headers
@@ -113,7 +112,7 @@ async def test_a_body_over_the_api_servers_limit_is_a_413_status(served: tuple[L
     cluster, url = served
     big = b'{"metadata": {"name": "big", "annotations": {"a": "' + b"x" * (4 * 1024 * 1024) + b'"}}}'
     headers = {"Content-Type": "application/json"}
-    async with aiohttp.ClientSession() as session, session.post(url + PODS, data=big, headers=headers) as r:
+    async with cluster_session(cluster) as session, session.post(url + PODS, data=big, headers=headers) as r:
         assert r.status == 413
         status = await r.json(content_type=None)
     assert status["kind"] == "Status" and status["reason"] == "RequestEntityTooLarge"
@@ -127,7 +126,7 @@ async def test_a_yaml_alias_bomb_body_is_refused_at_once(served: tuple[LocalClus
     bomb = ("metadata: {name: bomb}\nspec:\n  " + "\n  ".join(lines) + "\n").encode()
     assert len(bomb) < 1000
     headers = {"Content-Type": "application/yaml"}
-    async with aiohttp.ClientSession() as session, session.post(url + PODS, data=bomb, headers=headers) as r:
+    async with cluster_session(cluster) as session, session.post(url + PODS, data=bomb, headers=headers) as r:
         assert r.status == 400
         status = await r.json(content_type=None)
     assert "more than" in status["message"]

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
+from support.cluster_http import cluster_session
 from taskplug.core import FakeClock
 from taskplug.k8s import POD, KubeApiError
 from taskplug.localcluster import ANNOTATION_DURATION, ANNOTATION_EXIT_CODE, LocalCluster
@@ -292,7 +292,7 @@ async def test_an_unexpected_error_in_a_handler_is_a_json_500_and_the_server_goe
     def broken_list(*args: object, **kwargs: object) -> object:
         raise RuntimeError("the store is on fire")
 
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(proc) as session:
         with monkeypatch.context() as patch:
             patch.setattr(proc.store, "list", broken_list)
             async with session.get(f"{url}/api/v1/namespaces/default/pods") as response:
@@ -335,6 +335,6 @@ async def test_a_controller_that_stops_all_the_same_makes_every_answer_a_500_nam
         assert caught.value.message == (
             "Internal error occurred: the embedded cluster's scheduler stopped: RuntimeError: out of luck"
         )
-        async with aiohttp.ClientSession() as session, session.get(f"{url}/api/v1/pods") as response:
+        async with cluster_session(cluster) as session, session.get(f"{url}/api/v1/pods") as response:
             assert response.status == 500
             assert "the embedded cluster's scheduler stopped" in (await response.json())["message"]

@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
+from support.cluster_http import cluster_session
 from taskplug.k8s import POD, KubeApiError, ResourceType
 from taskplug.localcluster import NAMESPACE, NODE, POD_TEMPLATE, RESOURCE_QUOTA, LocalCluster
 
@@ -420,7 +420,7 @@ async def test_an_invalid_pod_over_http_is_a_json_status_naming_the_field_and_th
     url = await cluster.serve_http()
     body = orjson.dumps(_pod_for(case))
     async with (
-        aiohttp.ClientSession() as session,
+        cluster_session(cluster) as session,
         session.post(
             f"{url}/api/v1/namespaces/default/pods", data=body, headers={"Content-Type": "application/json"}
         ) as response,
@@ -466,7 +466,7 @@ async def test_several_problems_are_one_422_listing_every_cause_in_order(cluster
 async def test_a_bad_namespace_in_the_url_is_422_on_metadata_namespace(cluster: LocalCluster) -> None:
     url = await cluster.serve_http()
     async with (
-        aiohttp.ClientSession() as session,
+        cluster_session(cluster) as session,
         session.post(
             f"{url}/api/v1/namespaces/Bad_NS/pods",
             data=orjson.dumps(good_pod("p")),
@@ -541,7 +541,7 @@ async def test_a_json_patch_that_breaks_the_spec_type_is_400_over_http(cluster: 
         ([{"op": "move", "path": "/x"}], 422, None),
         ([{"op": "add", "path": 5, "value": 1}], 422, None),
     ]
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(cluster) as session:
         for patch, code, field in patches:
             async with session.patch(
                 f"{url}/api/v1/namespaces/default/pods/p",
@@ -571,7 +571,7 @@ async def test_a_status_write_of_the_wrong_shape_is_400_and_the_scheduler_is_unh
     await cluster.client().create(
         POD, {**good_pod("p"), "spec": {**good_pod("p")["spec"], "nodeSelector": {"no": "such"}}}
     )
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(cluster) as session:
         async with session.patch(
             f"{url}/api/v1/namespaces/default/pods/p/status",
             data=orjson.dumps({"status": {"conditions": ["PodScheduled"]}}),

@@ -170,7 +170,7 @@ async def test_an_api_that_answers_500_spends_the_system_retry_budget_then_fails
         tmp_path,
         spec,
         "--kubeconfig",
-        _kubeconfig(tmp_path, url),
+        cluster.kubeconfig(tmp_path / "kubeconfig.yaml"),
         "--config",
         _config(tmp_path),
         "-o",
@@ -207,7 +207,7 @@ async def test_a_cluster_stopped_while_the_task_runs_ends_the_run_listing_the_po
         assert server.stdout is not None
         first = (await asyncio.wait_for(server.stdout.readline(), DEADLINE)).decode()
         url = first.rsplit(" ", 1)[-1].strip()
-        assert url.startswith("http://127.0.0.1:"), first
+        assert url.startswith("https://127.0.0.1:"), first
         await wait_until(kubeconfig.exists, within=DEADLINE, what="the kubeconfig")
         started = tmp_path / "started"
         spec = _spec(tmp_path, "stopped-1", f"import time; open({str(started)!r}, 'w'); time.sleep(300)")

@@ -145,8 +145,8 @@ async def kube_client_for(
     if access == "in-process":
         yield cluster.client()
         return
-    url = await cluster.serve_http()
-    kubeconfig = LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+    await cluster.serve_http()
+    kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig")
     client = LightkubeClient(kubeconfig, timeout=request_timeout)
     try:
         yield client

@@ -68,8 +68,8 @@ async def _run(tmp_path: Path, *args: str | Path) -> tuple[int, str, str]:
 async def served(tmp_path: Path) -> AsyncIterator[tuple[LocalCluster, Path]]:
     """A process-mode local cluster on 127.0.0.1 and a kubeconfig for it; stopped at the end."""
     async with LocalCluster(mode="process", kill_grace_seconds=1.0) as cluster:
-        url = await cluster.serve_http()
-        yield cluster, LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+        await cluster.serve_http()
+        yield cluster, cluster.kubeconfig(tmp_path / "kubeconfig")
 
 
 async def test_json_output_on_success_is_one_document_with_phase_attempts_error_outputs_and_events(

@@ -63,7 +63,7 @@ def cluster_kubeconfig(tmp_path: Path) -> Iterator[Path]:
             assert server.poll() is None, f"the cluster server exited with {server.returncode}"
             assert time.monotonic() < deadline, "the cluster server did not start"
             time.sleep(0.05)
-        assert re.search(r"server: http://127\.0\.0\.1:\d+", kubeconfig.read_text())
+        assert re.search(r"server: https://127\.0\.0\.1:\d+", kubeconfig.read_text())
         yield kubeconfig
     finally:
         server.send_signal(signal.SIGTERM)

@@ -73,8 +73,8 @@ def test_a_dataclass_input_given_as_a_mapping_comes_back_as_its_fields(tmp_path:
 async def served(tmp_path: Path) -> AsyncIterator[tuple[LocalCluster, Path]]:
     """A process-mode local cluster on 127.0.0.1 standing in for a real one, and a kubeconfig for it."""
     async with LocalCluster(mode="process", kill_grace_seconds=1.0) as cluster:
-        url = await cluster.serve_http()
-        yield cluster, LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+        await cluster.serve_http()
+        yield cluster, cluster.kubeconfig(tmp_path / "kubeconfig")
 
 
 async def test_with_kubeconfig_the_task_runs_on_that_cluster_in_the_image_named(

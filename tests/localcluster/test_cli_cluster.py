@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from taskplug.cli._cluster import cluster
@@ -49,7 +50,7 @@ async def test_serve_runs_until_sigterm_and_kubectl_can_use_it(tmp_path: Path) -
         assert proc.stdout is not None
         first = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
         second = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        assert "serving at http://127.0.0.1:" in first
+        assert "serving at https://127.0.0.1:" in first
         assert second.strip() == f"kubeconfig: {kubeconfig}"
         kubectl = await asyncio.create_subprocess_exec(
             str(Path(sys.executable).parent / "kubectl"),
@@ -65,6 +66,10 @@ async def test_serve_runs_until_sigterm_and_kubectl_can_use_it(tmp_path: Path) -
         out, _ = await asyncio.wait_for(kubectl.communicate(), 30)
         assert kubectl.returncode == 0
         assert b"local-node" in out
+        # The kubeconfig holds the token: its owner alone may read it, and the server never printed it.
+        assert kubeconfig.stat().st_mode & 0o777 == 0o600
+        token = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
+        assert len(token) >= 32 and token not in first + second
         os.kill(proc.pid, signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
         assert proc.returncode == 0

@@ -14,6 +14,7 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Pod
 
+from support.cluster_http import cluster_session
 from taskplug.core import FakeClock
 from taskplug.k8s import POD, ResourceType
 from taskplug.localcluster import LocalCluster
@@ -31,7 +32,7 @@ async def served(clock: FakeClock, tmp_path: Path) -> AsyncIterator[tuple[LocalC
     async with LocalCluster(mode="simulated", clock=clock) as cluster:
         cluster.register_resource(WIDGET)
         url = await cluster.serve_http()
-        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+        kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig")
         yield cluster, url, kubeconfig
 
 
@@ -45,7 +46,7 @@ async def lk(served: tuple[LocalCluster, str, Path]) -> AsyncIterator[AsyncClien
 
 
 async def test_the_server_binds_loopback_only(served: tuple[LocalCluster, str, Path]) -> None:
-    assert served[1].startswith("http://127.0.0.1:")
+    assert served[1].startswith("https://127.0.0.1:")
 
 
 async def test_lightkube_creates_gets_lists_and_deletes_pods(lk: AsyncClient) -> None:
@@ -146,7 +147,7 @@ async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, str, Any]
 
 async def test_discovery_lists_resources_with_verbs(served: tuple[LocalCluster, str, Path]) -> None:
     url = served[1]
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(served[0]) as session:
         status, _, api = await _get(session, f"{url}/api")
         assert (status, api["kind"], api["versions"]) == (200, "APIVersions", ["v1"])
         _, _, core = await _get(session, f"{url}/api/v1")
@@ -176,7 +177,7 @@ async def test_discovery_lists_resources_with_verbs(served: tuple[LocalCluster, 
 async def test_errors_are_status_objects_with_exactly_application_json(
     served: tuple[LocalCluster, str, Path],
 ) -> None:
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(served[0]) as session:
         status, content_type, body = await _get(session, f"{served[1]}/api/v1/namespaces/default/pods/nope")
     assert (status, content_type) == (404, "application/json")
     assert body == {
@@ -195,7 +196,7 @@ async def test_create_is_201_list_has_a_kind_and_delete_is_200_with_the_object(
     served: tuple[LocalCluster, str, Path],
 ) -> None:
     base = f"{served[1]}/api/v1/namespaces/default/pods"
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(served[0]) as session:
         async with session.post(base, json=pod_manifest("a")) as created:
             assert created.status == 201
         status, _, listing = await _get(session, base)
@@ -211,7 +212,7 @@ async def test_create_is_201_list_has_a_kind_and_delete_is_200_with_the_object(
 async def test_a_429_fault_carries_retry_after(served: tuple[LocalCluster, str, Path]) -> None:
     served[0].faults.fail("list", 429, retry_after=3)
     async with (
-        aiohttp.ClientSession() as session,
+        cluster_session(served[0]) as session,
         session.get(f"{served[1]}/api/v1/namespaces/default/pods") as response,
     ):
         assert response.status == 429
@@ -228,7 +229,7 @@ async def test_watch_streams_newline_delimited_events_and_ends_at_timeout(
     await client.create(POD, pod_manifest("a"))
     lines: list[dict[str, Any]] = []
     async with (
-        aiohttp.ClientSession() as session,
+        cluster_session(served[0]) as session,
         session.get(
             f"{url}/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}&timeoutSeconds=5"
         ) as response,
@@ -251,7 +252,7 @@ async def test_status_subresource_and_pod_logs(served: tuple[LocalCluster, str, 
     )
     await cluster.wait_for(POD, "default", "a", lambda o: o["status"]["phase"] == "Succeeded", within=5)
     base = f"{url}/api/v1/namespaces/default/pods/a"
-    async with aiohttp.ClientSession() as session:
+    async with cluster_session(served[0]) as session:
         async with session.get(f"{base}/log") as response:
             assert (response.status, await response.text()) == (200, "line1\nline2\n")
         async with session.get(f"{base}/log?tailLines=1") as response:

@@ -53,8 +53,8 @@ class Kubectl:
 @pytest.fixture
 async def kubectl(tmp_path: Path) -> AsyncIterator[tuple[LocalCluster, Kubectl]]:
     async with LocalCluster(mode="process") as cluster:
-        url = await cluster.serve_http()
-        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+        await cluster.serve_http()
+        kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig")
         yield cluster, Kubectl(kubeconfig, tmp_path / "cache")
 
 

@@ -153,8 +153,8 @@ async def test_resurrected_custom_resources_are_deleted_live_ones_kept_and_an_un
         # API server's 404 for an unknown resource, through the lightkube adapter a replica uses.
         cluster.register_resource(SPARK)
         cluster.register_resource(PYTORCH)
-        url = await cluster.serve_http()
-        client = connect(LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url))
+        await cluster.serve_http()
+        client = connect(cluster.kubeconfig(tmp_path / "kubeconfig"))
         try:
             for rtype, name, owner in [
                 (SPARK, "done-n0-0", "done"),  # a resurrected SparkApplication of a finished execution

@@ -50,7 +50,7 @@ async def test_a_create_landing_after_its_attempt_was_finished_elsewhere_is_reap
         "plugins:\n  k8s:\n    delete-resource-on-finalize: true\n"
     )
     async with LocalCluster(mode="simulated") as cluster:
-        kubeconfig = cluster.write_kubeconfig(tmp_path / "cluster.kubeconfig", await cluster.serve_http())
+        kubeconfig = (await cluster.serve_http(), cluster.kubeconfig(tmp_path / "cluster.kubeconfig"))[1]
 
         # The first create of a pod is held at the API server until the test lets it through.
         arrived, release = asyncio.Event(), asyncio.Event()

@@ -17,11 +17,12 @@ import asyncio
 import inspect
 import logging
 import shutil
+import ssl
 import tempfile
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from taskplug.core import Clock, SystemClock
 from taskplug.k8s import KubeApiError, Operator, ResourceType, WatchEvent
@@ -40,6 +41,9 @@ from taskplug.localcluster._scheduler import Scheduler
 from taskplug.localcluster._simulated import SimulatedKubelet
 from taskplug.localcluster._store import Store
 from taskplug.localcluster._timers import Timers
+
+if TYPE_CHECKING:
+    from taskplug.localcluster._tls import ServingCertificate
 
 __all__ = ["LocalCluster"]
 
@@ -88,6 +92,9 @@ class LocalCluster:
         self._runner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._http: Any = None  # the aiohttp runner, when serving
+        self._http_url: str | None = None
+        self._http_token: str | None = None
+        self._http_certificate: ServingCertificate | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     async def __aenter__(self) -> LocalCluster:
@@ -169,6 +176,8 @@ class LocalCluster:
         if self._http is not None:
             self.store.drop_watches()
             runner, self._http = self._http, None
+            self._http_url = self._http_token = None
+            self._http_certificate = None
             await runner.cleanup()
         runner_task, self._runner = self._runner, None
         if runner_task is not None:
@@ -273,19 +282,58 @@ class LocalCluster:
         raise TimeoutError(f"{rtype.plural} {namespace}/{name}: the cluster stopped while waiting")
 
     # -- HTTP ----------------------------------------------------------------------------------------
-    async def serve_http(self, port: int = 0, *, host: str = "127.0.0.1") -> str:
-        """Serve the API over HTTP on loopback; returns the base URL (``http://127.0.0.1:PORT``)."""
+    async def serve_http(self, port: int = 0, *, host: str = "127.0.0.1", token: str | None = None) -> str:
+        """Serve the API over HTTPS on loopback; returns the base URL (``https://127.0.0.1:PORT``).
+
+        The serving certificate is signed by a CA made for this start; every request but health and version
+        needs ``Authorization: Bearer <token>`` (``token``, or a random one: :attr:`http_token`).
+        :meth:`kubeconfig` writes a kubeconfig that carries both."""
         # aiohttp is loaded only by a cluster that is served over HTTP (an in-process run never needs it).
+        from taskplug.localcluster._access import new_token
         from taskplug.localcluster._http import start_server
+        from taskplug.localcluster._tls import ServingCertificate
 
         if self._runner is None:
             raise RuntimeError("start the cluster (async with LocalCluster(...)) before serving it")
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the local cluster only listens on loopback")
-        self._http, url = await start_server(self, host=host, port=port)
-        return url
+        if self._http is not None:
+            raise RuntimeError("the cluster is already served over HTTP")
+        self._http_token = token or new_token()
+        self._http_certificate = ServingCertificate.generate()
+        self._http, self._http_url = await start_server(
+            self, host=host, port=port, token=self._http_token, tls=self._http_certificate.server_context()
+        )
+        return self._http_url
+
+    @property
+    def http_token(self) -> str:
+        """The bearer token HTTP clients must send (set by :meth:`serve_http`)."""
+        if self._http_token is None:
+            raise RuntimeError("the cluster is not served over HTTP (await cluster.serve_http() first)")
+        return self._http_token
+
+    def http_client_ssl(self) -> ssl.SSLContext:
+        """A TLS context trusting this start's CA only, for raw HTTPS requests to :meth:`serve_http`'s URL."""
+        if self._http_certificate is None:
+            raise RuntimeError("the cluster is not served over HTTP (await cluster.serve_http() first)")
+        return self._http_certificate.client_context()
+
+    def kubeconfig(self, path: str | Path, *, namespace: str = "default") -> Path:
+        """Write a kubeconfig (context ``taskplug-local``, mode 0600) for the served URL: its CA and token."""
+        if self._http_url is None or self._http_certificate is None:
+            raise RuntimeError("the cluster is not served over HTTP (await cluster.serve_http() first)")
+        return write_kubeconfig(
+            Path(path),
+            self._http_url,
+            token=self.http_token,
+            ca_pem=self._http_certificate.ca_pem,
+            namespace=namespace,
+        )
 
     @staticmethod
-    def write_kubeconfig(path: str | Path, url: str, *, namespace: str = "default") -> Path:
-        """Write a kubeconfig (context ``taskplug-local``, plain http, no credentials) for ``url``."""
-        return write_kubeconfig(Path(path), url, namespace=namespace)
+    def write_kubeconfig(
+        path: str | Path, url: str, *, token: str | None = None, namespace: str = "default"
+    ) -> Path:
+        """Write a kubeconfig (context ``taskplug-local``, mode 0600, no CA) for any ``url``."""
+        return write_kubeconfig(Path(path), url, token=token, namespace=namespace)

@@ -1,4 +1,4 @@
-"""The HTTP façade: the REST paths kubectl and lightkube use, on 127.0.0.1, over the same store.
+"""The HTTPS façade: the REST paths kubectl and lightkube use, on 127.0.0.1, over the same store.
 
 Follows the API server's URL layout and wire behaviour (k8s.io/apiserver/pkg/endpoints): legacy discovery
 (``/api`` APIVersions, ``/apis`` APIGroupList, ``/api/v1`` and ``/apis/{g}/{v}`` APIResourceList with
@@ -14,14 +14,16 @@ field of the wrong type, 422 ``Invalid`` naming each field); an error a handler 
 ``InternalError`` Status in JSON naming it (genericapirequest's panic recovery), and the server goes on.
 
 Deviation: ``limit``/``continue`` are ignored (one page), ``dryRun`` is ignored, there are no OpenAPI
-documents (kubectl needs ``--validate=false``), no aggregated discovery, no Table rendering, no
-authentication, and no ``deletecollection``.
+documents (kubectl needs ``--validate=false``), no aggregated discovery, no Table rendering, and no
+``deletecollection``. Every request passes :class:`~taskplug.localcluster._access.AccessPolicy` first (a
+bearer token, a Host this server answers to, no cross-site request): a pod's command runs on this machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
@@ -29,6 +31,7 @@ from aiohttp import web
 
 from taskplug.core import DocumentError, load_document
 from taskplug.k8s import KubeApiError, ResourceType
+from taskplug.localcluster._access import AccessPolicy
 from taskplug.localcluster._errors import (
     bad_request,
     internal_error,
@@ -148,13 +151,18 @@ def _resource_entries(types: TypeRegistry, api_version: str) -> list[dict[str, A
 
 
 class _Api:
-    def __init__(self, cluster: ApiBackend, address: str) -> None:
+    def __init__(self, cluster: ApiBackend, address: str, access: AccessPolicy) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self.types = cluster.types
         self.address = address
+        self.access = access
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        head = next((p for p in request.path.split("/") if p), "")
+        refused = self.access.check(head, request.headers)
+        if refused is not None:
+            return _error(refused)
         try:
             return await self._dispatch(request)
         except KubeApiError as err:
@@ -430,7 +438,11 @@ class _Api:
         return response
 
 
-async def start_server(cluster: ApiBackend, *, host: str, port: int) -> tuple[web.AppRunner, str]:
+async def start_server(
+    cluster: ApiBackend, *, host: str, port: int, token: str, tls: ssl.SSLContext
+) -> tuple[web.AppRunner, str]:
+    """Serve ``cluster`` over TLS on ``host:port`` to clients holding ``token``; returns the runner and the
+    base URL."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     holder: dict[str, _Api] = {}
 
@@ -441,8 +453,9 @@ async def start_server(cluster: ApiBackend, *, host: str, port: int) -> tuple[we
     # handler_cancellation: a watch whose client hung up must end, not wait for its next event.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
-    holder["api"] = _Api(cluster, f"{bound_host}:{bound_port}")
-    return runner, f"http://{bound_host}:{bound_port}"
+    holder["api"] = _Api(cluster, f"{bound_host}:{bound_port}", AccessPolicy(token, bound_host=bound_host))
+    netloc = f"[{bound_host}]" if ":" in bound_host else bound_host
+    return runner, f"https://{netloc}:{bound_port}"

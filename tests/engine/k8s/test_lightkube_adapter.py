@@ -33,8 +33,8 @@ def template(name: str, **labels: str) -> dict[str, Any]:
 
 @pytest.fixture
 async def served(local_cluster: Any, tmp_path: Path) -> AsyncIterator[tuple[Any, LightkubeClient]]:
-    url = await local_cluster.serve_http(port=0)
-    kubeconfig = local_cluster.write_kubeconfig(tmp_path / "kubeconfig", url)
+    await local_cluster.serve_http(port=0)
+    kubeconfig = local_cluster.kubeconfig(tmp_path / "kubeconfig")
     client = LightkubeClient(kubeconfig, trust_env=False)
     try:
         yield local_cluster, client
