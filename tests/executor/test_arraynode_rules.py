@@ -16,11 +16,9 @@ from taskplug.executor._arraynode import (
     ArrayNodePhase,
     Counts,
     ErrorCollector,
-    NodePhase,
     ParallelismBehavior,
     array_size,
     count_phases,
-    decide_retry,
     delisted_template,
     element_generated_name,
     element_inputs,
@@ -34,10 +32,10 @@ from taskplug.executor._arraynode import (
     min_successes_for,
     next_array_phase,
     remaining_parallelism,
-    retries_exhausted,
     task_phase_for_node_phase,
     window,
 )
+from taskplug.executor.nodes import NodePhase, decide_retry, retries_exhausted
 
 
 def ints(*values: int) -> literals_pb2.Literal:

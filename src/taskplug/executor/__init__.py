@@ -27,7 +27,7 @@ from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, load_spec, par
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
-    from taskplug.executor._arrayrun import CLEANUP_FAILED, AsyncFlush
+    from taskplug.executor._arrayrun import AsyncFlush
     from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
     from taskplug.executor._executor import (
         ExecutionResult,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         StateStore,
         StateStoreError,
     )
+    from taskplug.executor.nodes import CLEANUP_FAILED
 
 
 __all__ = [
@@ -92,7 +93,7 @@ __getattr__ = lazy_exports(
     __name__,
     {
         "AsyncFlush": "taskplug.executor._arrayrun",
-        "CLEANUP_FAILED": "taskplug.executor._arrayrun",
+        "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",
         "LocalCoordinator": "taskplug.executor._coordination",

@@ -65,8 +65,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Protocol, runtime_checkable
 
-from flyteidl.core import dynamic_job_pb2
-from google.protobuf.message import DecodeError
+from flyteidl.core import literals_pb2
 
 from taskplug.core import (
     Clock,
@@ -84,14 +83,29 @@ from taskplug.core import (
     TaskExecutionContext,
     literal_map_to_plain,
 )
-from taskplug.executor._arraynode import ArrayNodeSettings, decide_retry, retries_exhausted
-from taskplug.executor._arrayrun import CLEANUP_FAILED, ArrayRun, ArrayRunSettings, AsyncFlush, flush_store
+from taskplug.executor._arraynode import ArrayNodeSettings
+from taskplug.executor._arrayrun import ArrayRun, ArrayRunSettings, AsyncFlush, flush_store
 from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor._tasks import task_context_for
+from taskplug.executor.nodes import (
+    CLEANUP_FAILED,
+    Closing,
+    GivenUp,
+    NodePhase,
+    NodeRuntime,
+    NodeSettings,
+    NodeState,
+    NodeStep,
+    TaskHandler,
+    error_json,
+    max_attempts_for,
+    needs_template_file,
+    retry_delay,
+)
 from taskplug.k8s import owner_key
 
 __all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins", "WritesCreateIntent"]
@@ -141,6 +155,16 @@ class ExecutorSettings:
     max_plugin_phase_versions: int = 100000
     array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
 
+    def node_settings(self) -> NodeSettings:
+        """What every node's rounds follow (the retry keys live under ``array`` for their Flyte names)."""
+        return NodeSettings(
+            resync_period=self.resync_period,
+            max_system_failures=self.max_system_failures,
+            max_round_errors=self.max_round_errors,
+            default_max_attempts=self.array.default_max_attempts,
+            ignore_retry_cause=self.array.ignore_retry_cause,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ExecutionResult:
@@ -181,13 +205,26 @@ class _Execution:
     record: ExecutionRecord
     plugin: Plugin
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    round_errors: int = 0  # consecutive rounds whose plugin could not decide
-    cleanup_errors: int = 0  # consecutive rounds whose cleanup (abort, finalize) failed
+    runtime: NodeRuntime = field(default_factory=NodeRuntime)  # the root node's in-memory counters
+    timeout: float | None = None  # the task's timeout: the root node's execution deadline
     unexpected_errors: int = 0  # consecutive rounds that failed for a reason nobody expected
     inputs_written: bool = False
     generated_name: str = ""
     array: ArrayRun | None = None  # set when the spec is an ArrayNode
     flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
+
+
+def _decided(record: ExecutionRecord) -> Closing | None:
+    return record.closing
+
+
+def task_timeout(template: Any) -> float | None:
+    """A task's timeout in seconds (its ``metadata.timeout``, which flytekit also copies into the node's
+    metadata: the node's execution deadline); None when unset or zero."""
+    seconds = (
+        float(template.metadata.timeout.ToTimedelta().total_seconds()) if template.HasField("metadata") else 0
+    )
+    return seconds if seconds > 0 else None
 
 
 def _element_of(array: ArrayRun, tctx: TaskExecutionContext) -> tuple[int, int]:
@@ -205,12 +242,6 @@ def _element_of(array: ArrayRun, tctx: TaskExecutionContext) -> tuple[int, int]:
             f"[{task.generated_name}] is no element of map task {array.key}: nothing is created",
         )
     return index, attempt
-
-
-def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
-    if err is None:
-        return None
-    return {"code": err.code, "message": err.message, "kind": str(err.kind)}
 
 
 class Executor:
@@ -238,6 +269,7 @@ class Executor:
         self.data = data_store or DataStore()
         self.settings = settings or ExecutorSettings()
         self.clock: Clock = clock or SystemClock()
+        self.step = NodeStep(self.settings.node_settings(), self.clock)
         self.resource_manager = resource_manager
         self.on_event = on_event
         self.on_unknown_create = on_unknown_create
@@ -366,8 +398,6 @@ class Executor:
         return ArrayRunSettings(
             data_root=s.data_root,
             resync_period=s.resync_period,
-            max_system_failures=s.max_system_failures,
-            max_round_errors=s.max_round_errors,
             max_plugin_phase_versions=s.max_plugin_phase_versions,
             array=s.array,
         )
@@ -417,7 +447,7 @@ class Executor:
         plugin = self.resolver.resolve(spec.template.type)
         if not record.terminal:
             self._check(plugin, spec)
-        execution = _Execution(spec, record, plugin)
+        execution = _Execution(spec, record, plugin, timeout=task_timeout(spec.template))
         if spec.array is not None:
             execution.array = ArrayRun(self, spec, record, plugin, self._array_settings())
         self._executions[key] = execution
@@ -539,11 +569,6 @@ class Executor:
                 self._timer_wake.clear()
                 await self._timer_wake.wait()
 
-    def _retry_delay(self, errors: int) -> float:
-        """How long to wait before the next round after ``errors`` consecutive failed ones: 0.1 s, doubling,
-        at most the resync period."""
-        return min(2.0 ** min(errors, 60) * 0.05, self.settings.resync_period)
-
     def _unexpected(self, execution: _Execution, error: Exception) -> None:
         key = execution.record.key
         execution.unexpected_errors += 1
@@ -553,7 +578,7 @@ class Executor:
         else:
             log.warning("round of %s failed (%d in a row): %s", key, count, error)
         if count < self.settings.max_round_errors or execution.record.terminal:
-            self._wake_after(key, self._retry_delay(count))
+            self._wake_after(key, retry_delay(count, self.settings.resync_period))
             return
         err = ExecutionError(
             str(ErrorCode.SYSTEM_ERROR),
@@ -567,7 +592,7 @@ class Executor:
         """End the execution now, PermanentFailure with ``err`` (no more rounds, no more cleanup)."""
         record = execution.record
         self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
-        error = _error_json(err)
+        error = error_json(err)
         assert error is not None
         if leftovers is not None:
             error["leftovers"] = leftovers
@@ -589,11 +614,12 @@ class Executor:
             generated_name_max_length=execution.plugin.get_properties().generated_name_max_length,
         )
 
-    async def _ensure_inputs(self, execution: _Execution, paths: ExecutionPaths) -> None:
+    async def _ensure_inputs(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
         if execution.inputs_written:
             return
+        paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
         await self.data.write(paths.input_path, execution.spec.inputs.SerializeToString())
-        if _mentions_task_template_path(execution.spec.template):
+        if needs_template_file(execution.spec.template):
             await self.data.write(
                 f"{paths.input_prefix}/task.pb", execution.spec.template.SerializeToString()
             )
@@ -604,60 +630,75 @@ class Executor:
         if execution.array is not None:
             await execution.array.round()
             return
-        record = execution.record
+        await self._task_round(execution)
+
+    def _task_handler(self, execution: _Execution) -> TaskHandler:
         tctx = self._context(execution)
         self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)
+
+        async def prepare(_: NodeState) -> None:
+            await self._ensure_inputs(execution, tctx)
+
+        return TaskHandler(
+            plugin=execution.plugin,
+            tctx=tctx,
+            data=self.data,
+            max_plugin_phase_versions=self.settings.max_plugin_phase_versions,
+            prepare=prepare,
+        )
+
+    async def _task_round(self, execution: _Execution) -> None:
+        """One round of a single task: the root task node through the node step."""
+        record = execution.record
+        handler = self._task_handler(execution)
         if record.closing is not None:
             # The attempt's end was decided and saved, its cleanup not finished (stopped in between, or
             # finalize failed): finish the cleanup, never decide again.
-            await self._finish_closing(execution, tctx)
+            await self._finish_closing(execution, handler)
             return
         if record.abort_requested:
-            await self._abort_and_finalize(execution, tctx, reason="aborted by request")
+            await self._abort_and_finalize(execution, handler, reason="aborted by request")
             return
-        paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-        try:
-            # Writing the inputs is part of the round: a data store that refuses it errors the round, as an
-            # API that cannot be reached does, within the same bound.
-            await self._ensure_inputs(execution, paths)
-            transition = await execution.plugin.handle(tctx)
-        except Exception as e:  # the plugin could not decide this round
-            execution.round_errors += 1
-            log.warning("%s: round error %d: %s", record.key, execution.round_errors, e)
-            if execution.round_errors >= self.settings.max_round_errors:
-                code = e.code if isinstance(e, PluginError) else ErrorCode.SYSTEM_ERROR
-                info = PhaseInfo.system_retryable_failure(
-                    str(code), f"the plugin failed {execution.round_errors} rounds in a row: {e}"
-                )
-                execution.round_errors = 0
-                self._record_phase(execution, info)
-                await self._failed(execution, tctx, info, paths)
+        evaluation = await self.step.evaluate(
+            record,
+            handler,
+            execution.runtime,
+            label=record.key,
+            max_attempts=self._max_attempts(execution),
+            time_limit=execution.timeout,
+        )
+        info = evaluation.info
+        if info is None or evaluation.observed is None:  # the plugin could not decide this round
+            if evaluation.changed:
                 self._save(record)
-                return
-            self._wake_after(record.key, self._retry_delay(execution.round_errors))
+            self._wake_after(record.key, evaluation.next_round_in or self.settings.resync_period)
             return
-        execution.round_errors = 0
-        info = transition.info
-
-        changed, version, state = tctx.plugin_state.written
-        if changed:
-            record.state_version, record.plugin_state = version, dict(state) if state is not None else None
-        if info.phase == Phase(record.phase) and info.version > self.settings.max_plugin_phase_versions:
-            info = PhaseInfo.system_failure(
-                ErrorCode.TOO_MANY_PLUGIN_PHASE_VERSIONS,
-                f"plugin phase version {info.version} exceeds tasks.max-plugin-phase-versions "
-                f"({self.settings.max_plugin_phase_versions})",
-            )
+        # The plugin's phase, then the node's decision when it differs (a retry budget spent:
+        # RetriesExhausted), each an event as they are for Flyte's task and node.
+        self._record_phase(execution, evaluation.observed)
         self._record_phase(execution, info)
-        record.cleanup_on_failure = record.cleanup_on_failure or info.cleanup_on_failure
-
-        if info.phase is Phase.SUCCESS:
-            await self._succeeded(execution, tctx, paths)
-        elif info.phase.is_failure or info.phase is Phase.ABORTED:
-            await self._failed(execution, tctx, info, paths)
+        closing = _decided(record)  # set by the step this round
+        if closing is None:
+            self._wake_after(record.key, evaluation.next_round_in or self.settings.resync_period)
+            self._save(record)
+            return
+        if closing.get("retry"):
+            record.error = None  # the execution's error is its end's; an attempt's is in its events
+        elif info.phase is Phase.SUCCESS:
+            record.outputs = self._plain_outputs(execution, evaluation.outputs)
+            record.outcome = str(Phase.SUCCESS)
         else:
-            self._wake_after(record.key, self.settings.resync_period)
+            record.outcome = str(info.phase)
+        await self._close(execution, handler)
         self._save(record)
+
+    def _plain_outputs(
+        self, execution: _Execution, outputs: literals_pb2.LiteralMap | None
+    ) -> dict[str, Any]:
+        # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
+        template = execution.spec.template
+        interface = template.interface.outputs if template.HasField("interface") else None
+        return literal_map_to_plain(outputs or literals_pb2.LiteralMap(), interface)
 
     def _index_generated_name(self, execution: _Execution, name: str) -> None:
         if execution.generated_name != name and execution.record.key in self._executions:
@@ -689,7 +730,7 @@ class Executor:
             version=info.version,
             reason=info.reason or (info.err.message if info.err else ""),
             occurred_at=(occurred.astimezone(UTC).isoformat().replace("+00:00", "Z") if occurred else None),
-            error=_error_json(info.err),
+            error=error_json(info.err),
             logs=[log.to_json() for log in info.info.logs]
             if info.info is not None and info.info.logs
             else None,
@@ -698,153 +739,35 @@ class Executor:
         if self.on_event is not None:
             self.on_event(record.key, event)
 
-    async def _read_outputs(
-        self, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
-    ) -> tuple[dict[str, Any] | None, ExecutionError | None]:
-        writer = tctx.output_writer
-        template = tctx.task_reader.read()
-        declared = execution_outputs_declared(template)
-        if writer.reader is not None:
-            literal_map = await writer.reader.read()
-        else:
-            try:
-                literal_map = await self.data.read_outputs(paths.outputs_path)
-            except ValueError as e:
-                return None, ExecutionError("OutputsNotFound", str(e), ErrorKind.USER)
-        if literal_map is None:
-            if declared:
-                return None, ExecutionError(
-                    "OutputsNotFound",
-                    f"Outputs not generated by task execution (expected {paths.outputs_path})",
-                    ErrorKind.USER,
-                )
-            return {}, None
-        # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
-        interface = template.interface.outputs if template.HasField("interface") else None
-        return literal_map_to_plain(literal_map, interface), None
-
-    async def _succeeded(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
-    ) -> None:
-        record = execution.record
-        # flytekit catches the task's own exception, writes error.pb and exits 0: as Flyte's output reader
-        # does, look for that document before the outputs; a pod that succeeded may be a task that failed.
-        found = await self._read_error(execution, paths)
-        if found is not None:
-            error, recoverable = found
-            phase = Phase.RETRYABLE_FAILURE if recoverable else Phase.PERMANENT_FAILURE
-            info = PhaseInfo(phase, 0, None, error)
-            self._record_phase(execution, info)
-            await self._failed(execution, tctx, info, paths)
-            return
-        futures_path = f"{paths.output_prefix}/{FUTURES_FILE}"
-        futures = await self.data.read(futures_path)
-        err: ExecutionError | None
-        if futures is not None:
-            outputs, err = None, dynamic_workflow_error(futures, futures_path)
-        else:
-            outputs, err = await self._read_outputs(tctx, paths)
-        if err is not None:
-            record.error = _error_json(err)
-            record.outcome = str(Phase.PERMANENT_FAILURE)
-            self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
-        else:
-            record.outputs = outputs
-            record.outcome = str(Phase.SUCCESS)
-        await self._close(execution, tctx, retry=False, cleanup=False)
-
-    async def _read_error(
-        self, execution: _Execution, paths: ExecutionPaths
-    ) -> tuple[ExecutionError, bool] | None:
-        """The task's error document, as the plugin's error aggregation strategy reads it: ``error.pb``, or
-        the earliest of ``error*.pb`` (propeller hands the plugin's strategy to the output reader)."""
-        if execution.plugin.get_properties().earliest_error_aggregation:
-            return await self.data.read_earliest_error_recoverable(paths.output_prefix)
-        return await self.data.read_error_recoverable(paths.error_path)
-
-    async def _failed(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, info: PhaseInfo, paths: ExecutionPaths
-    ) -> None:
-        record = execution.record
-        err = info.err or ExecutionError(
-            ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
-        )
-        try:
-            found = await self._read_error(execution, paths)
-        except Exception as e:  # the failure is decided; the document would only say more about it
-            log.warning("%s: cannot read the error document: %s", record.key, e)
-            found = None
-        document = found[0] if found is not None else None
-        if document is not None and err.kind is ErrorKind.USER:
-            # flytekit writes the user's exception here; it says more than the pod's exit code.
-            err = ExecutionError(document.code or err.code, document.message, document.kind)
-        retryable = info.phase is Phase.RETRYABLE_FAILURE
-        outcome = info.phase
-        if retryable:
-            decision = decide_retry(
-                kind=err.kind,
-                # A --rerun history numbers its attempts after the earlier ones; its budget starts afresh.
-                attempts=record.attempt - record.first_attempt,
-                system_failures=record.system_failures,
-                max_attempts=self._max_attempts(execution),
-                max_system_failures=self.settings.max_system_failures,
-                ignore_retry_cause=self.settings.array.ignore_retry_cause,
-            )
-            if err.kind is ErrorKind.SYSTEM:
-                record.system_failures += 1
-            else:
-                record.user_failures += 1
-            retryable = decision.retry
-            if not retryable:
-                # The attempt's own RetryableFailure stays in the events; the execution then fails for good,
-                # as propeller fails the node: RetriesExhausted|<code>, "[n/n] currentAttempt done. …".
-                err = retries_exhausted(err, decision)
-                outcome = Phase.PERMANENT_FAILURE
-                self._record_phase(execution, PhaseInfo(outcome, 0, info.info, err))
-        if not retryable:
-            record.error = _error_json(err)
-            record.outcome = str(outcome)
-        await self._close(execution, tctx, retry=retryable, cleanup=record.cleanup_on_failure)
-
     def _max_attempts(self, execution: _Execution) -> int:
         """The user-failure budget: the spec's (the template's retries + 1 unless ``maxAttempts`` is given),
         or ``default-max-attempts`` when that is 1, as propeller reads the node's retry strategy."""
-        attempts = execution.spec.metadata.max_attempts
-        return attempts if attempts != 1 else self.settings.array.default_max_attempts
+        return max_attempts_for(execution.spec.metadata.max_attempts, self.step.settings.default_max_attempts)
 
-    async def _close(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, retry: bool, cleanup: bool
-    ) -> None:
+    async def _close(self, execution: _Execution, handler: TaskHandler) -> None:
         """End the attempt: save the decision first, then abort (when cleanup is due) and finalize.
 
         The decision is on disk before anything is deleted, so a process stopped in between finishes the
-        cleanup on resume (see ``_round``) instead of finding the object gone, reading that as an external
-        deletion and charging a failure that did not happen.
+        cleanup on resume (see ``_task_round``) instead of finding the object gone, reading that as an
+        external deletion and charging a failure that did not happen.
         """
-        execution.record.closing = {"retry": retry, "cleanup": cleanup}
         self._save(execution.record)
         await flush_store(self.store)
-        await self._finish_closing(execution, tctx)
+        await self._finish_closing(execution, handler)
 
-    async def _finish_closing(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
+    async def _finish_closing(self, execution: _Execution, handler: TaskHandler) -> None:
         record = execution.record
-        closing = record.closing or {"retry": False, "cleanup": False}
-        if not await self._cleaned_up(execution, tctx, abort=bool(closing["cleanup"])):
-            return
-        record.closing = None
-        if closing["retry"]:
-            self._next_attempt(execution)
+        retry_due = bool((record.closing or {}).get("retry"))
+        cleanup = await self.step.close(record, handler, execution.runtime, label=record.key)
+        if cleanup.given_up is not None:
+            self._give_up_cleanup(execution, cleanup.given_up, retry_due=retry_due)
+        elif not cleanup.done:
+            self._wake_after(record.key, cleanup.next_round_in or self.settings.resync_period)
+        elif cleanup.retried:
+            self.store.save(record)
+            self.wake(record.key)
         else:
             self._terminal(execution)
-
-    def _next_attempt(self, execution: _Execution) -> None:
-        record = execution.record
-        record.attempt += 1
-        record.phase, record.phase_version, record.reason = int(Phase.UNDEFINED), 0, ""
-        record.state_version, record.plugin_state = 0, None
-        record.cleanup_on_failure = False
-        self.store.save(record)
-        self.wake(record.key)
 
     def _terminal(self, execution: _Execution) -> None:
         self._by_generated_name.pop(execution.generated_name, None)
@@ -867,101 +790,28 @@ class Executor:
         finally:
             execution.done.set()
 
-    async def _cleaned_up(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, abort: bool
-    ) -> bool:
-        """Abort (when ``abort``) and finalize; True once both succeeded. A failure is logged in one line
-        and retried in a later round (the round-error back-off); after ``max-round-errors`` failures in a row
-        the cleanup is given up and the execution ends ``CleanupFailed`` (see the module doc)."""
+    def _give_up_cleanup(self, execution: _Execution, given_up: GivenUp, *, retry_due: bool) -> None:
         record = execution.record
-        step = "abort" if abort else "finalize"
-        try:
-            if abort:
-                await execution.plugin.abort(tctx)
-            step = "finalize"
-            await execution.plugin.finalize(tctx)
-        except Exception as e:
-            execution.cleanup_errors += 1
-            count = execution.cleanup_errors
-            log.warning("%s: %s failed (%d in a row): %s", record.key, step, count, e)
-            if count < self.settings.max_round_errors:
-                self._wake_after(record.key, self._retry_delay(count))
-            else:
-                self._give_up_cleanup(execution, e, step)
-            return False
-        execution.cleanup_errors = 0
-        return True
-
-    def _give_up_cleanup(self, execution: _Execution, error: Exception, step: str) -> None:
-        record = execution.record
-        leftovers = [dict(o) for o in getattr(error, "leftovers", ()) if isinstance(o, dict)]
-        retry_due = bool((record.closing or {}).get("retry"))
         decided = record.outcome or (
             "Aborted"
             if record.abort_requested
             else ("RetryableFailure" if retry_due else str(Phase(record.phase)))
         )
-        listed = ", ".join(f"{o.get('kind')} {o.get('namespace')}/{o.get('name')}" for o in leftovers)
-        message = (
-            f"the attempt ended ({decided}) but its cleanup failed {execution.cleanup_errors} times in a "
-            f"row (executor.max-round-errors) and was given up; last {step} error: {error}"
-            + (f"; may be left behind: {listed}" if listed else "")
-        )
-        log.error("%s: cleanup given up: %s", record.key, error)
-        for o in leftovers:
-            log.error(
-                "%s: left behind: %s %s/%s", record.key, o.get("kind"), o.get("namespace"), o.get("name")
-            )
-        self._end(execution, ExecutionError(CLEANUP_FAILED, message, ErrorKind.SYSTEM), leftovers)
+        listed = GivenUp.listing(given_up.leftovers)
+        message = given_up.describe(decided) + (f"; may be left behind: {listed}" if listed else "")
+        self._end(execution, ExecutionError(CLEANUP_FAILED, message, ErrorKind.SYSTEM), given_up.leftovers)
 
-    async def _abort_and_finalize(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, reason: str
-    ) -> None:
+    async def _abort_and_finalize(self, execution: _Execution, handler: TaskHandler, *, reason: str) -> None:
         record = execution.record
-        if not await self._cleaned_up(execution, tctx, abort=True):
+        cleanup = await self.step.clean_up(handler, execution.runtime, label=record.key, abort=True)
+        if cleanup.given_up is not None:
+            self._give_up_cleanup(execution, cleanup.given_up, retry_due=False)
             return
+        if not cleanup.done:
+            self._wake_after(record.key, cleanup.next_round_in or self.settings.resync_period)
+            return
+        record.node_phase = int(NodePhase.ABORTED)
         self._record_phase(execution, PhaseInfo(Phase.ABORTED, 0, None, None, reason))
         record.outcome = str(Phase.ABORTED)
         record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
         self._terminal(execution)
-
-
-FUTURES_FILE = "futures.pb"
-"""What a flytekit ``@dynamic`` task writes in its output prefix instead of ``outputs.pb``: the sub-workflow
-(a ``flyteidl.core.DynamicJobSpec``) propeller's dynamic node handler would run next."""
-
-
-def dynamic_workflow_error(data: bytes, path: str) -> ExecutionError:
-    """The permanent failure of a task that produced a dynamic workflow, saying what it produced.
-
-    Deviation: Flyte runs the sub-workflow (nodes/dynamic/handler.go); taskplug does not run workflows yet,
-    so the execution ends here, with this message rather than a misleading OutputsNotFound.
-    """
-    spec = dynamic_job_pb2.DynamicJobSpec()
-    try:
-        spec.ParseFromString(data)
-    except DecodeError:
-        produced = "a file that is not a DynamicJobSpec"
-    else:
-        tasks = sorted({t.id.name for t in spec.tasks if t.id.name})
-        produced = (
-            f"a dynamic workflow of {len(spec.nodes)} node(s)"
-            + (f" running task(s) {', '.join(tasks)}" if tasks else "")
-            + (f" and {len(spec.subworkflows)} sub-workflow(s)" if spec.subworkflows else "")
-        )
-    return ExecutionError(
-        "DynamicWorkflowNotSupported",
-        f"the task is a dynamic workflow (flytekit @dynamic): it wrote {produced} to {path} instead of "
-        "outputs; taskplug runs single tasks and map tasks, and does not run dynamic workflows yet",
-        ErrorKind.SYSTEM,
-    )
-
-
-def _mentions_task_template_path(template: Any) -> bool:
-    """Only a task whose command line asks for ``{{.TaskTemplatePath}}`` needs the template in the store."""
-    text = str(template.container) + str(template.k8s_pod) if template.WhichOneof("target") else ""
-    return "tasktemplatepath" in text.lower()
-
-
-def execution_outputs_declared(template: Any) -> bool:
-    return bool(template.HasField("interface") and template.interface.outputs.variables)
