@@ -104,7 +104,7 @@ HEAVY = (
     "taskplug.executor._store",
     "taskplug.k8s._observed_model",
     "msgpack",
-    "taskplug.executor._arraytasks",
+    "taskplug.executor.nodes._array_context",
     "taskplug.executor._workflow",
     "flyteidl.admin",
 )

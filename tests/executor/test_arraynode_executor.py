@@ -26,9 +26,9 @@ from taskplug.core import (
     Transition,
 )
 from taskplug.executor import ExecutionSpec, parse_spec
-from taskplug.executor._arraynode import ArrayNodeSettings, ParallelismBehavior
 from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings
 from taskplug.executor._store import MemoryStateStore, SQLiteStateStore, StateStore
+from taskplug.executor.nodes._array_rules import ArrayNodeSettings, ParallelismBehavior
 
 Script = Callable[[int, int], Sequence[PhaseInfo]]
 

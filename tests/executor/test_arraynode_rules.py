@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
-from taskplug.executor._arraynode import (
+from taskplug.executor.nodes import NodePhase, decide_retry, retries_exhausted
+from taskplug.executor.nodes._array_rules import (
     ArrayNodePhase,
     Counts,
     ErrorCollector,
@@ -35,7 +36,6 @@ from taskplug.executor._arraynode import (
     task_phase_for_node_phase,
     window,
 )
-from taskplug.executor.nodes import NodePhase, decide_retry, retries_exhausted
 
 
 def ints(*values: int) -> literals_pb2.Literal:

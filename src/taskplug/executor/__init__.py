@@ -23,11 +23,10 @@ from taskplug.executor._platform import (
     Platform,
 )
 from taskplug.executor._render import observed_phase, render_object
-from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, load_spec, parse_spec
+from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, NodeKind, load_spec, parse_spec
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
-    from taskplug.executor._arrayrun import AsyncFlush
     from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
     from taskplug.executor._executor import (
         ExecutionResult,
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
         StateStoreError,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED
+    from taskplug.executor.nodes._host import AsyncFlush
 
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "Lease",
     "LocalCoordinator",
     "MemoryStateStore",
+    "NodeKind",
     "OpenPlugins",
     "Platform",
     "SQLiteStateStore",
@@ -92,7 +93,7 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "AsyncFlush": "taskplug.executor._arrayrun",
+        "AsyncFlush": "taskplug.executor.nodes._host",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",

@@ -62,10 +62,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC
 from typing import Any, Protocol, runtime_checkable
-
-from flyteidl.core import literals_pb2
 
 from taskplug.core import (
     Clock,
@@ -73,39 +70,22 @@ from taskplug.core import (
     ErrorKind,
     ExecutionError,
     Phase,
-    PhaseInfo,
     Plugin,
     PluginError,
     PluginResolver,
     ResourceManager,
-    StaticTaskExecutionContext,
     SystemClock,
     TaskExecutionContext,
-    literal_map_to_plain,
 )
-from taskplug.executor._arraynode import ArrayNodeSettings
-from taskplug.executor._arrayrun import ArrayRun, ArrayRunSettings, AsyncFlush, flush_store
-from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._datastore import DataStore
-from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
-from taskplug.executor._tasks import task_context_for
-from taskplug.executor.nodes import (
-    CLEANUP_FAILED,
-    Closing,
-    GivenUp,
-    NodePhase,
-    NodeRuntime,
-    NodeSettings,
-    NodeState,
-    NodeStep,
-    TaskHandler,
-    error_json,
-    max_attempts_for,
-    needs_template_file,
-    retry_delay,
-)
+from taskplug.executor.nodes._array_rules import ArrayNodeSettings
+from taskplug.executor.nodes._factory import first_context, root_node
+from taskplug.executor.nodes._host import AsyncFlush, RootNode, RunSettings, flush_store
+from taskplug.executor.nodes._retry import retry_delay
+from taskplug.executor.nodes._step import NodeSettings, NodeStep
+from taskplug.executor.nodes._task_node import end_record
 from taskplug.k8s import owner_key
 
 __all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins", "WritesCreateIntent"]
@@ -203,45 +183,10 @@ class ExecutionResult:
 class _Execution:
     spec: ExecutionSpec
     record: ExecutionRecord
-    plugin: Plugin
+    node: RootNode  # its root node's handler, by kind (nodes._factory)
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    runtime: NodeRuntime = field(default_factory=NodeRuntime)  # the root node's in-memory counters
-    timeout: float | None = None  # the task's timeout: the root node's execution deadline
     unexpected_errors: int = 0  # consecutive rounds that failed for a reason nobody expected
-    inputs_written: bool = False
-    generated_name: str = ""
-    array: ArrayRun | None = None  # set when the spec is an ArrayNode
     flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
-
-
-def _decided(record: ExecutionRecord) -> Closing | None:
-    return record.closing
-
-
-def task_timeout(template: Any) -> float | None:
-    """A task's timeout in seconds (its ``metadata.timeout``, which flytekit also copies into the node's
-    metadata: the node's execution deadline); None when unset or zero."""
-    seconds = (
-        float(template.metadata.timeout.ToTimedelta().total_seconds()) if template.HasField("metadata") else 0
-    )
-    return seconds if seconds > 0 else None
-
-
-def _element_of(array: ArrayRun, tctx: TaskExecutionContext) -> tuple[int, int]:
-    """(index, retry attempt) of the map element whose context ``tctx`` is: an element's context names its
-    node ``n<index>`` and carries its retry attempt (``element_parts``), checked against the generated name
-    the node gives that element's attempt, so a context of anything else is refused."""
-    task = tctx.metadata.task_execution_id
-    node_id = task.id.node_execution_id.node_id
-    attempt = task.id.retry_attempt
-    digits = node_id[1:]
-    index = int(digits) if node_id.startswith("n") and digits.isdigit() else -1
-    if not 0 <= index < array.size or array.generated_name(index, attempt) != task.generated_name:
-        raise PluginError(
-            ErrorCode.SYSTEM_ERROR,
-            f"[{task.generated_name}] is no element of map task {array.key}: nothing is created",
-        )
-    return index, attempt
 
 
 class Executor:
@@ -347,10 +292,7 @@ class Executor:
             raise PluginError(
                 ErrorCode.SYSTEM_ERROR, f"no execution is driven here for [{name}]: nothing is created"
             )
-        element: int | None = None
-        attempt = execution.record.attempt
-        if execution.array is not None:
-            element, attempt = _element_of(execution.array, tctx)
+        element, attempt = execution.node.creating(tctx)
         if self.store.write_create_intent(execution.record.key, attempt, name, element=element):
             self.unknown_creates += 1
             log.warning(
@@ -372,7 +314,7 @@ class Executor:
         self._queued.add(key)
         self._queue.put_nowait(key)
 
-    # -- what an ArrayRun asks of its executor (ArrayHost) -----------------------------------------------
+    # -- what a root node asks of its executor (NodeHost) -----------------------------------------------
     def emit(self, key: str, event: Event) -> None:
         self.store.append_event(key, event)
         if self.on_event is not None:
@@ -393,9 +335,9 @@ class Executor:
         if execution is not None:
             self._terminal(execution)
 
-    def _array_settings(self) -> ArrayRunSettings:
+    def _run_settings(self) -> RunSettings:
         s = self.settings
-        return ArrayRunSettings(
+        return RunSettings(
             data_root=s.data_root,
             resync_period=s.resync_period,
             max_plugin_phase_versions=s.max_plugin_phase_versions,
@@ -427,13 +369,7 @@ class Executor:
         if not isinstance(plugin, _ChecksTasks):
             return
         max_length = plugin.get_properties().generated_name_max_length
-        data_root = self.settings.data_root
-        tctx = (
-            element_task_context(spec, data_root, 0, generated_name_max_length=max_length)
-            if spec.array is not None
-            else task_context_for(spec, data_root, generated_name_max_length=max_length)
-        )
-        plugin.check_task(tctx)
+        plugin.check_task(first_context(spec, self.settings.data_root, generated_name_max_length=max_length))
 
     async def submit(self, spec: ExecutionSpec) -> str:
         """Start (or resume, when the store knows it) an execution; returns its key. A spec the plugin
@@ -447,9 +383,7 @@ class Executor:
         plugin = self.resolver.resolve(spec.template.type)
         if not record.terminal:
             self._check(plugin, spec)
-        execution = _Execution(spec, record, plugin, timeout=task_timeout(spec.template))
-        if spec.array is not None:
-            execution.array = ArrayRun(self, spec, record, plugin, self._array_settings())
+        execution = _Execution(spec, record, root_node(self, spec, record, plugin, self._run_settings()))
         self._executions[key] = execution
         self._owners.setdefault(owner_key(spec.metadata), set()).add(key)
         if record.terminal:
@@ -489,7 +423,7 @@ class Executor:
             error=error,
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
-            elements=execution.array.elements_json() if execution.array is not None else None,
+            elements=execution.node.elements_json(),
             leftovers=leftovers,
         )
 
@@ -510,10 +444,7 @@ class Executor:
             keys.discard(key)
             if not keys:
                 del self._owners[owner]
-        if self._by_generated_name.get(execution.generated_name) == key:
-            del self._by_generated_name[execution.generated_name]
-        if execution.array is not None:
-            execution.array.unindex_all()
+        execution.node.unindex_all()
         self._queued.discard(key)  # a queued wake-up finds no execution and is skipped
         self._dirty.discard(key)
         self._deadlines.pop(key, None)  # its timer entry is stale now, dropped when it comes due
@@ -588,189 +519,17 @@ class Executor:
         )
         self._end(execution, err)
 
-    def _end(self, execution: _Execution, err: ExecutionError, leftovers: list[Any] | None = None) -> None:
+    def _end(self, execution: _Execution, err: ExecutionError) -> None:
         """End the execution now, PermanentFailure with ``err`` (no more rounds, no more cleanup)."""
-        record = execution.record
-        self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
-        error = error_json(err)
-        assert error is not None
-        if leftovers is not None:
-            error["leftovers"] = leftovers
-        record.error = error
-        record.outcome = str(Phase.PERMANENT_FAILURE)
-        record.closing = None
-        self._terminal(execution)
+        end_record(self, execution.record, err)
 
     # -- one round of one execution -----------------------------------------------------------------------
-    def _context(self, execution: _Execution) -> StaticTaskExecutionContext:
-        record = execution.record
-        spec = execution.spec.for_attempt(record.attempt)
-        return task_context_for(
-            spec,
-            self.settings.data_root,
-            state_version=record.state_version,
-            state=record.plugin_state,
-            resource_manager=self.resource_manager,
-            generated_name_max_length=execution.plugin.get_properties().generated_name_max_length,
-        )
-
-    async def _ensure_inputs(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
-        if execution.inputs_written:
-            return
-        paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-        await self.data.write(paths.input_path, execution.spec.inputs.SerializeToString())
-        if needs_template_file(execution.spec.template):
-            await self.data.write(
-                f"{paths.input_prefix}/task.pb", execution.spec.template.SerializeToString()
-            )
-        execution.inputs_written = True
-
     async def _round(self, execution: _Execution) -> None:
         self.rounds += 1
-        if execution.array is not None:
-            await execution.array.round()
-            return
-        await self._task_round(execution)
-
-    def _task_handler(self, execution: _Execution) -> TaskHandler:
-        tctx = self._context(execution)
-        self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)
-
-        async def prepare(_: NodeState) -> None:
-            await self._ensure_inputs(execution, tctx)
-
-        return TaskHandler(
-            plugin=execution.plugin,
-            tctx=tctx,
-            data=self.data,
-            max_plugin_phase_versions=self.settings.max_plugin_phase_versions,
-            prepare=prepare,
-        )
-
-    async def _task_round(self, execution: _Execution) -> None:
-        """One round of a single task: the root task node through the node step."""
-        record = execution.record
-        handler = self._task_handler(execution)
-        if record.closing is not None:
-            # The attempt's end was decided and saved, its cleanup not finished (stopped in between, or
-            # finalize failed): finish the cleanup, never decide again.
-            await self._finish_closing(execution, handler)
-            return
-        if record.abort_requested:
-            await self._abort_and_finalize(execution, handler, reason="aborted by request")
-            return
-        evaluation = await self.step.evaluate(
-            record,
-            handler,
-            execution.runtime,
-            label=record.key,
-            max_attempts=self._max_attempts(execution),
-            time_limit=execution.timeout,
-        )
-        info = evaluation.info
-        if info is None or evaluation.observed is None:  # the plugin could not decide this round
-            if evaluation.changed:
-                self._save(record)
-            self._wake_after(record.key, evaluation.next_round_in or self.settings.resync_period)
-            return
-        # The plugin's phase, then the node's decision when it differs (a retry budget spent:
-        # RetriesExhausted), each an event as they are for Flyte's task and node.
-        self._record_phase(execution, evaluation.observed)
-        self._record_phase(execution, info)
-        closing = _decided(record)  # set by the step this round
-        if closing is None:
-            self._wake_after(record.key, evaluation.next_round_in or self.settings.resync_period)
-            self._save(record)
-            return
-        if closing.get("retry"):
-            record.error = None  # the execution's error is its end's; an attempt's is in its events
-        elif info.phase is Phase.SUCCESS:
-            record.outputs = self._plain_outputs(execution, evaluation.outputs)
-            record.outcome = str(Phase.SUCCESS)
-        else:
-            record.outcome = str(info.phase)
-        await self._close(execution, handler)
-        self._save(record)
-
-    def _plain_outputs(
-        self, execution: _Execution, outputs: literals_pb2.LiteralMap | None
-    ) -> dict[str, Any]:
-        # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
-        template = execution.spec.template
-        interface = template.interface.outputs if template.HasField("interface") else None
-        return literal_map_to_plain(outputs or literals_pb2.LiteralMap(), interface)
-
-    def _index_generated_name(self, execution: _Execution, name: str) -> None:
-        if execution.generated_name != name and execution.record.key in self._executions:
-            self._by_generated_name.pop(execution.generated_name, None)
-            execution.generated_name = name
-            self._by_generated_name[name] = execution.record.key
-
-    def _save(self, record: ExecutionRecord) -> None:
-        self.store.save(record)
-
-    def _record_phase(self, execution: _Execution, info: PhaseInfo) -> None:
-        record = execution.record
-        if (
-            info.phase == record.phase
-            and info.version <= record.phase_version
-            and info.reason == record.reason
-            and info.phase is not Phase.UNDEFINED
-        ):
-            # Nothing new: same phase, no newer version, same reason. (A plugin may report a lower version
-            # after a bump, as MaybeUpdatePhaseVersion allows; that alone is no news.) Deviation: FlyteAdmin
-            # also drops a same-phase event whose version is not newer even when its reason changed, which
-            # hides a connector's progress messages (they all come at version 0); they are kept here.
-            return
-        record.phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
-        occurred = info.info.occurred_at if info.info is not None else None
-        event = Event(
-            attempt=record.attempt,
-            phase=str(info.phase),
-            version=info.version,
-            reason=info.reason or (info.err.message if info.err else ""),
-            occurred_at=(occurred.astimezone(UTC).isoformat().replace("+00:00", "Z") if occurred else None),
-            error=error_json(info.err),
-            logs=[log.to_json() for log in info.info.logs]
-            if info.info is not None and info.info.logs
-            else None,
-        )
-        self.store.append_event(record.key, event)
-        if self.on_event is not None:
-            self.on_event(record.key, event)
-
-    def _max_attempts(self, execution: _Execution) -> int:
-        """The user-failure budget: the spec's (the template's retries + 1 unless ``maxAttempts`` is given),
-        or ``default-max-attempts`` when that is 1, as propeller reads the node's retry strategy."""
-        return max_attempts_for(execution.spec.metadata.max_attempts, self.step.settings.default_max_attempts)
-
-    async def _close(self, execution: _Execution, handler: TaskHandler) -> None:
-        """End the attempt: save the decision first, then abort (when cleanup is due) and finalize.
-
-        The decision is on disk before anything is deleted, so a process stopped in between finishes the
-        cleanup on resume (see ``_task_round``) instead of finding the object gone, reading that as an
-        external deletion and charging a failure that did not happen.
-        """
-        self._save(execution.record)
-        await flush_store(self.store)
-        await self._finish_closing(execution, handler)
-
-    async def _finish_closing(self, execution: _Execution, handler: TaskHandler) -> None:
-        record = execution.record
-        retry_due = bool((record.closing or {}).get("retry"))
-        cleanup = await self.step.close(record, handler, execution.runtime, label=record.key)
-        if cleanup.given_up is not None:
-            self._give_up_cleanup(execution, cleanup.given_up, retry_due=retry_due)
-        elif not cleanup.done:
-            self._wake_after(record.key, cleanup.next_round_in or self.settings.resync_period)
-        elif cleanup.retried:
-            self.store.save(record)
-            self.wake(record.key)
-        else:
-            self._terminal(execution)
+        await execution.node.round()
 
     def _terminal(self, execution: _Execution) -> None:
-        self._by_generated_name.pop(execution.generated_name, None)
+        execution.node.unindex_all()
         execution.record.terminal = True
         self.store.save(execution.record)
         if isinstance(self.store, AsyncFlush):
@@ -789,29 +548,3 @@ class Executor:
             log.warning("%s: its end is not stored yet: %s", execution.record.key, e)
         finally:
             execution.done.set()
-
-    def _give_up_cleanup(self, execution: _Execution, given_up: GivenUp, *, retry_due: bool) -> None:
-        record = execution.record
-        decided = record.outcome or (
-            "Aborted"
-            if record.abort_requested
-            else ("RetryableFailure" if retry_due else str(Phase(record.phase)))
-        )
-        listed = GivenUp.listing(given_up.leftovers)
-        message = given_up.describe(decided) + (f"; may be left behind: {listed}" if listed else "")
-        self._end(execution, ExecutionError(CLEANUP_FAILED, message, ErrorKind.SYSTEM), given_up.leftovers)
-
-    async def _abort_and_finalize(self, execution: _Execution, handler: TaskHandler, *, reason: str) -> None:
-        record = execution.record
-        cleanup = await self.step.clean_up(handler, execution.runtime, label=record.key, abort=True)
-        if cleanup.given_up is not None:
-            self._give_up_cleanup(execution, cleanup.given_up, retry_due=False)
-            return
-        if not cleanup.done:
-            self._wake_after(record.key, cleanup.next_round_in or self.settings.resync_period)
-            return
-        record.node_phase = int(NodePhase.ABORTED)
-        self._record_phase(execution, PhaseInfo(Phase.ABORTED, 0, None, None, reason))
-        record.outcome = str(Phase.ABORTED)
-        record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
-        self._terminal(execution)

@@ -57,6 +57,7 @@ from taskplug.executor import (
     ExecutorSettings,
     FencedError,
     GuardedKubeClient,
+    NodeKind,
     Platform,
     open_executor,
     parse_spec,
@@ -503,8 +504,8 @@ class Replica:
                     inc, conn, row_id, epoch, "DuplicateExecution", f"execution {key} is already driven here"
                 )
                 continue
-            record = ExecutionRecord(**record_json) if record_json else None
-            elements = await self._elements(inc, conn, row_id) if spec.array is not None else []
+            record = ExecutionRecord.from_json(record_json) if record_json else None
+            elements = await self._elements(inc, conn, row_id) if spec.kind is NodeKind.ARRAY else []
             inc.store.claim(
                 key,
                 Claim(
@@ -531,7 +532,7 @@ class Replica:
             "SELECT record FROM taskplug_elements WHERE execution_id = %s ORDER BY idx", (row_id,)
         )
         inc.claim_statements += 1
-        return [ElementRecord(**r[0]) for r in await cur.fetchall()]
+        return [ElementRecord.from_json(r[0]) for r in await cur.fetchall()]
 
     async def _fail_row(
         self,

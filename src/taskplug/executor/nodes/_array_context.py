@@ -23,7 +23,9 @@ from taskplug.core import (
     TaskExecutionID,
     TaskExecutionMetadata,
 )
-from taskplug.executor._arraynode import (
+from taskplug.executor._paths import normalize_root
+from taskplug.executor._spec import ExecutionSpec
+from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
     delisted_template,
     element_generated_name,
@@ -31,8 +33,6 @@ from taskplug.executor._arraynode import (
     element_unique_id,
     index_env,
 )
-from taskplug.executor._paths import normalize_root
-from taskplug.executor._spec import ExecutionSpec
 from taskplug.k8s import sanitize_label_value
 
 __all__ = ["ElementContext", "array_paths", "element_parts", "element_task_context"]

@@ -23,7 +23,7 @@ from typing import Final
 from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
-from taskplug.executor.nodes import NodePhase
+from taskplug.executor.nodes._phase import NodePhase
 from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [

@@ -2,7 +2,7 @@
 array handler drives its sub-nodes (flytepropeller/pkg/controller/nodes/array/handler.go, with the element
 side of nodes/executor.go and nodes/task/handler.go).
 
-The rules are :mod:`taskplug.executor._arraynode`'s; this module does the I/O around them, one round at a
+The rules are :mod:`taskplug.executor.nodes._array_rules`'s; this module does the I/O around them, one round at a
 time (the executor calls :meth:`ArrayRun.round` whenever the execution is woken):
 
 * **None** — validate the inputs and size the node (R1), write the node's ``inputs.pb`` (full lists), send the
@@ -47,25 +47,29 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from flyteidl.core import literals_pb2
 
 from taskplug.core import (
     Clock,
+    ErrorCode,
     ErrorKind,
     ExecutionError,
     Phase,
     PhaseInfo,
     Plugin,
-    ResourceManager,
+    PluginError,
     StaticTaskExecutionContext,
+    TaskExecutionContext,
     literal_map_to_plain,
 )
-from taskplug.executor._arraynode import (
+from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
+from taskplug.executor._store import ElementRecord, Event, ExecutionRecord
+from taskplug.executor.nodes._array_context import ElementContext, array_paths, element_parts
+from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
     ArrayNodePhase,
-    ArrayNodeSettings,
     ErrorCollector,
     array_size,
     count_phases,
@@ -81,80 +85,15 @@ from taskplug.executor._arraynode import (
     task_phase_for_node_phase,
     window,
 )
-from taskplug.executor._arraytasks import ElementContext, array_paths, element_parts
-from taskplug.executor._datastore import DataStore
-from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
-from taskplug.executor._store import ElementRecord, Event, ExecutionRecord, StateStore
-from taskplug.executor.nodes import (
-    CLEANUP_FAILED,
-    GivenUp,
-    NodePhase,
-    NodeRuntime,
-    NodeState,
-    NodeStep,
-    TaskHandler,
-    error_json,
-    max_attempts_for,
-)
+from taskplug.executor.nodes._host import NodeHost, RunSettings, flush_store
+from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._retry import max_attempts_for
+from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState, error_json
+from taskplug.executor.nodes._task import TaskHandler
 
-__all__ = ["ArrayHost", "ArrayRun", "ArrayRunSettings", "AsyncFlush", "flush_store"]
+__all__ = ["ArrayRun"]
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class AsyncFlush(Protocol):
-    """An optional capability of a state store: a flush that may wait, so that concurrent callers share one
-    commit (``PostgresStateStore`` groups them into one batch statement)."""
-
-    async def aflush(self) -> None: ...
-
-
-async def flush_store(store: StateStore) -> None:
-    """Put ``store``'s pending writes on disk before going on (before anything is deleted, before waiters
-    are released): through its ``aflush`` when it has one, else its ``flush``."""
-    if isinstance(store, AsyncFlush):
-        await store.aflush()
-    else:
-        store.flush()
-
-
-class ArrayHost(Protocol):
-    """What an ArrayNode needs of the executor running it."""
-
-    data: DataStore
-    store: StateStore
-    clock: Clock
-    resource_manager: ResourceManager | None
-    step: NodeStep  # the node step every element's rounds go through
-
-    def emit(self, key: str, event: Event) -> None:
-        """Store ``event`` for execution ``key`` and tell the listener."""
-        ...
-
-    def index_generated_name(self, name: str, key: str) -> None:
-        """Let ``enqueue_task_execution(name)`` wake execution ``key``."""
-        ...
-
-    def unindex_generated_name(self, name: str) -> None: ...
-
-    def wake(self, key: str) -> None: ...
-
-    def wake_after(self, key: str, seconds: float) -> None: ...
-
-    def finish(self, key: str) -> None:
-        """The execution reached its terminal phase (saved, flushed, waiters released)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayRunSettings:
-    """The executor settings an ArrayNode uses."""
-
-    data_root: str
-    resync_period: float
-    max_plugin_phase_versions: int
-    array: ArrayNodeSettings
 
 
 @dataclass(slots=True)
@@ -178,11 +117,11 @@ class ArrayRun:
 
     def __init__(
         self,
-        host: ArrayHost,
+        host: NodeHost,
         spec: ExecutionSpec,
         record: ExecutionRecord,
         plugin: Plugin,
-        settings: ArrayRunSettings,
+        settings: RunSettings,
     ) -> None:
         assert spec.array is not None
         self.host = host
@@ -289,6 +228,22 @@ class ArrayRun:
         """Stop routing any element's events to this node (the executor forgets it)."""
         for index in list(self._names):
             self._unindex(index)
+
+    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+        """(index, retry attempt) of the element whose context ``tctx`` is: an element's context names its
+        node ``n<index>`` and carries its retry attempt (``element_parts``), checked against the generated
+        name the node gives that element's attempt, so a context of anything else is refused."""
+        task = tctx.metadata.task_execution_id
+        node_id = task.id.node_execution_id.node_id
+        attempt = task.id.retry_attempt
+        digits = node_id[1:]
+        index = int(digits) if node_id.startswith("n") and digits.isdigit() else -1
+        if not 0 <= index < self.size or self.generated_name(index, attempt) != task.generated_name:
+            raise PluginError(
+                ErrorCode.SYSTEM_ERROR,
+                f"[{task.generated_name}] is no element of map task {self.key}: nothing is created",
+            )
+        return index, attempt
 
     def _unindex(self, index: int) -> None:
         old = self._names.pop(index, None)
