@@ -130,12 +130,15 @@ def resolver(plugin: MapPlugin) -> PluginResolver:
 
 
 def settings(tmp_path: Path, **array: Any) -> ExecutorSettings:
+    # The retry strategy is every node's (executor.node); the rest is the ArrayNode's.
+    node = {key: array.pop(key) for key in ("default_max_attempts", "ignore_retry_cause") if key in array}
     return ExecutorSettings(
         data_root=str(tmp_path / "data"),
         workers=4,
         resync_period=1.0,
         max_system_failures=3,
         array=ArrayNodeSettings(**array),
+        **node,
     )
 
 

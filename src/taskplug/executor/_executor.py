@@ -133,16 +133,18 @@ class ExecutorSettings:
     max_system_failures: int = 3  # flytepropeller's max-node-retries-system-failures
     max_round_errors: int = 10  # consecutive rounds a plugin may fail to decide before the attempt fails
     max_plugin_phase_versions: int = 100000
+    default_max_attempts: int = 1  # node-config.default-max-attempts: every node's, when its task sets none
+    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
     array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
 
     def node_settings(self) -> NodeSettings:
-        """What every node's rounds follow (the retry keys live under ``array`` for their Flyte names)."""
+        """What every node's rounds follow."""
         return NodeSettings(
             resync_period=self.resync_period,
             max_system_failures=self.max_system_failures,
             max_round_errors=self.max_round_errors,
-            default_max_attempts=self.array.default_max_attempts,
-            ignore_retry_cause=self.array.ignore_retry_cause,
+            default_max_attempts=self.default_max_attempts,
+            ignore_retry_cause=self.ignore_retry_cause,
         )
 
 

@@ -34,11 +34,11 @@ def executor_settings(platform: Platform) -> ExecutorSettings:
         max_system_failures=cfg.max_system_failures,
         max_round_errors=cfg.max_round_errors,
         max_plugin_phase_versions=platform.config.get(TASKS_SECTION).max_plugin_phase_versions,
+        default_max_attempts=cfg.node.default_max_attempts,
+        ignore_retry_cause=cfg.node.ignore_retry_cause,
         array=ArrayNodeSettings(
             parallelism_behavior=ParallelismBehavior(array.default_parallelism_behavior),
             max_parallelism=array.max_parallelism,
-            default_max_attempts=array.default_max_attempts,
-            ignore_retry_cause=array.ignore_retry_cause,
             workers=array.node_execution_worker_count,
         ),
     )

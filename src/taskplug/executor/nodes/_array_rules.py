@@ -86,8 +86,6 @@ class ArrayNodeSettings:
 
     parallelism_behavior: ParallelismBehavior = ParallelismBehavior.UNLIMITED
     max_parallelism: int = 25  # the workflow's (FlyteAdmin maxParallelism); 0 = no limit
-    default_max_attempts: int = 1  # node-config.default-max-attempts
-    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
     workers: int = 8  # node-execution-worker-count: element plugin calls at once within a round
 
 
