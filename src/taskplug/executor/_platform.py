@@ -78,8 +78,8 @@ __all__ = [
     "PLATFORM_DEFAULTS",
     "ArrayNodeConfig",
     "ExecutorConfig",
-    "NodeConfig",
     "KubeClientConfig",
+    "NodeConfig",
     "Platform",
 ]
 
