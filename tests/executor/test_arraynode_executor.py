@@ -430,7 +430,7 @@ async def test_without_a_ratio_one_failure_fails_the_node_and_aborts_what_still_
 
 
 async def test_below_the_ratio_the_error_lists_every_failed_element(tmp_path: Path) -> None:
-    # Deviation (§9.1): Flyte keeps only the messages of the round the node was decided in.
+    # Deviation: Flyte keeps only the messages of the round the node was decided in.
     def script(index: int, attempt: int) -> Sequence[PhaseInfo]:
         if index == 0:
             return [PhaseInfo.failure("Boom", "first")]

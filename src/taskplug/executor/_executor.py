@@ -45,7 +45,7 @@ that refuses (the execution is no longer this replica's) raises, and nothing is 
 save of that execution (or element) is the round that made the call, carrying its result, which such a store
 commits at once as the intent's outcome. A store that finds an earlier owner's intent of the same (element,
 attempt) with no outcome (its owner died between the intent and the commit of the create's result) says so:
-the create is sent again (at-least-once within one call's window, service notes §3.4, 6), counted by
+the create is sent again (at-least-once within one call's window: docs/service.md), counted by
 ``on_unknown_create``.
 
 An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`

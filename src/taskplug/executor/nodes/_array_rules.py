@@ -131,7 +131,7 @@ def external_resource_id(
     execution_name: str, array_node_id: str, array_attempt: int, index: int, retry: int
 ) -> str:
     """The id an element has in the node's events (``generateExternalResourceID``):
-    ``FLUIDP(50, [exec, A, a]) + "-n<i>-<retry>"``. Equal to the pod name while nothing is hashed (§9.9)."""
+    ``FLUIDP(50, [exec, A, a]) + "-n<i>-<retry>"``. Equal to the pod name while nothing is hashed."""
     prefix = fixed_length_unique_id_for_parts(
         DEFAULT_GENERATED_NAME_MAX_LENGTH, (execution_name, array_node_id, str(array_attempt))
     )
@@ -249,7 +249,7 @@ def remaining_parallelism(max_parallelism: int, current: int, size: int) -> int:
 
     Deviation: Flyte computes ``MaxParallelism - CurrentParallelism`` in uint32, so a workflow
     ``MaxParallelism`` of 0 ("no limit") leaves 0 when nothing else runs, and an ArrayNode relying on the
-    workflow's parallelism never evaluates an element and hangs (§9.13); here 0 means no limit.
+    workflow's parallelism never evaluates an element and hangs; here 0 means no limit.
     """
     if max_parallelism <= 0:
         return size
@@ -427,11 +427,11 @@ def none_literal() -> literals_pb2.Literal:
 def gather_outputs(
     output_names: Sequence[str], results: Sequence[literals_pb2.LiteralMap | None]
 ) -> literals_pb2.LiteralMap:
-    """§4.2: one collection per declared output, element ``i`` at position ``i``; an element that did not
+    """one collection per declared output, element ``i`` at position ``i``; an element that did not
     succeed (``None``) contributes a ``none`` literal to every output.
 
     Deviation: Flyte's gather swallows an element's unreadable outputs and appends only the literals it
-    found, so a later element's value lands at an earlier index (§9.2). Here a succeeded element that lacks
+    found, so a later element's value lands at an earlier index. Here a succeeded element that lacks
     a declared output is an error (ValueError naming it), never a shorter list.
     """
     collections: dict[str, list[literals_pb2.Literal]] = {name: [] for name in output_names}
