@@ -28,7 +28,7 @@ from taskplug.core import (
 from taskplug.executor import ExecutionSpec, parse_spec
 from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings
 from taskplug.executor._store import MemoryStateStore, SQLiteStateStore, StateStore
-from taskplug.executor.nodes._array_rules import ArrayNodeSettings, ParallelismBehavior
+from taskplug.executor.nodes._settings import ArrayNodeSettings, ParallelismBehavior
 
 Script = Callable[[int, int], Sequence[PhaseInfo]]
 

@@ -80,11 +80,11 @@ from taskplug.core import (
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
-from taskplug.executor.nodes._array_rules import ArrayNodeSettings
 from taskplug.executor.nodes._factory import first_context, root_node
-from taskplug.executor.nodes._host import AsyncFlush, RootNode, RunSettings, flush_store
+from taskplug.executor.nodes._host import AsyncFlush, RootNode, flush_store
 from taskplug.executor.nodes._retry import retry_delay
-from taskplug.executor.nodes._step import NodeSettings, NodeStep
+from taskplug.executor.nodes._settings import ArrayNodeSettings, NodeSettings, RunSettings
+from taskplug.executor.nodes._step import NodeStep
 from taskplug.executor.nodes._task_node import end_record
 from taskplug.k8s import owner_key
 

@@ -17,7 +17,7 @@ from taskplug.engine import open_plugins
 from taskplug.executor._executor import Executor, ExecutorSettings
 from taskplug.executor._platform import EXECUTOR_SECTION, Platform
 from taskplug.executor._store import Event, StateStore
-from taskplug.executor.nodes._array_rules import ArrayNodeSettings, ParallelismBehavior
+from taskplug.executor.nodes._settings import ArrayNodeSettings, ParallelismBehavior
 from taskplug.k8s import KubeClient
 
 __all__ = ["executor_settings", "open_executor"]

@@ -85,9 +85,10 @@ from taskplug.executor.nodes._array_rules import (
     task_phase_for_node_phase,
     window,
 )
-from taskplug.executor.nodes._host import NodeHost, RunSettings, flush_store
+from taskplug.executor.nodes._host import NodeHost, flush_store
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import max_attempts_for
+from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState, error_json
 from taskplug.executor.nodes._task import TaskHandler
 

@@ -24,6 +24,7 @@ from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
 from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._settings import ParallelismBehavior
 from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [
@@ -32,10 +33,8 @@ __all__ = [
     "DEFAULT_GENERATED_NAME_MAX_LENGTH",
     "MAX_ERROR_MESSAGE_LENGTH",
     "ArrayNodePhase",
-    "ArrayNodeSettings",
     "Counts",
     "ErrorCollector",
-    "ParallelismBehavior",
     "array_size",
     "count_phases",
     "delisted_template",
@@ -70,23 +69,6 @@ class ArrayNodePhase(enum.IntEnum):
     EXECUTING = 1
     FAILING = 2
     SUCCEEDING = 3
-
-
-class ParallelismBehavior(enum.StrEnum):
-    """``array-node-config.default-parallelism-behavior``."""
-
-    UNLIMITED = "unlimited"
-    WORKFLOW = "workflow"
-    HYBRID = "hybrid"
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayNodeSettings:
-    """The executor's ArrayNode knobs (config ``executor.array-node``; Flyte's keys named there)."""
-
-    parallelism_behavior: ParallelismBehavior = ParallelismBehavior.UNLIMITED
-    max_parallelism: int = 25  # the workflow's (FlyteAdmin maxParallelism); 0 = no limit
-    workers: int = 8  # node-execution-worker-count: element plugin calls at once within a round
 
 
 # -- names ----------------------------------------------------------------------------------------------

@@ -30,9 +30,11 @@ from typing import Any, Protocol
 from flyteidl.core import literals_pb2
 
 from taskplug.core import Clock, ErrorCode, ErrorKind, ExecutionError, Phase, PhaseInfo, PluginError
+from taskplug.executor._store import Closing
 from taskplug.executor.nodes._deadlines import deadline_passed, next_deadline
-from taskplug.executor.nodes._phase import Closing, NodePhase
+from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import decide_retry, retries_exhausted, retry_delay
+from taskplug.executor.nodes._settings import NodeSettings
 
 __all__ = [
     "CLEANUP_FAILED",
@@ -42,7 +44,6 @@ __all__ = [
     "HandlerResult",
     "NodeHandler",
     "NodeRuntime",
-    "NodeSettings",
     "NodeState",
     "NodeStep",
     "error_json",
@@ -106,18 +107,6 @@ class NodeHandler(Protocol):
     async def abort(self) -> None: ...
 
     async def finalize(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """The knobs every node's rounds follow (config ``executor`` and ``executor.array-node``; see
-    ``docs/config.md``)."""
-
-    resync_period: float = 10.0
-    max_system_failures: int = 3  # node-config.max-node-retries-system-failures
-    max_round_errors: int = 10  # rounds in a row a handler may fail to decide, or a cleanup fail
-    default_max_attempts: int = 1  # node-config.default-max-attempts
-    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
 
 
 @dataclass(slots=True)
