@@ -78,6 +78,7 @@ from taskplug.core import (
     TaskExecutionContext,
 )
 from taskplug.executor._datastore import DataStore
+from taskplug.executor._limits import SubmissionLimits, check_limits
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor.nodes._factory import first_context, root_node
@@ -135,6 +136,7 @@ class ExecutorSettings:
     max_plugin_phase_versions: int = 100000
     default_max_attempts: int = 1  # node-config.default-max-attempts: every node's, when its task sets none
     ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
+    limits: SubmissionLimits = field(default_factory=SubmissionLimits)  # the most one submission may ask
     array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
 
     def node_settings(self) -> NodeSettings:
@@ -361,13 +363,15 @@ class Executor:
 
     # -- submitting and waiting ------------------------------------------------------------------------------
     def check(self, spec: ExecutionSpec) -> None:
-        """Refuse, before anything is created, a spec this executor could not start: its task type has a
-        plugin, and a plugin that can check a task (the Kubernetes plugin manager builds the exact object it
-        would create) accepts its first attempt — for a map, element 0, whose template every element shares.
-        Raises the plugin's TaskplugError (``BadTaskSpecification``: ``taskplug run`` exits 2)."""
+        """Refuse, before anything is created, a spec this executor could not start: it asks for no more than
+        ``executor.limits`` allows (a SpecError naming the field), its task type has a plugin, and a plugin
+        that can check a task (the Kubernetes plugin manager builds the exact object it would create) accepts
+        its first attempt — for a map, element 0, whose template every element shares. Raises the
+        TaskplugError (``taskplug run`` exits 2)."""
         self._check(self.resolver.resolve(spec.template.type), spec)
 
     def _check(self, plugin: Plugin, spec: ExecutionSpec) -> None:
+        check_limits(spec, self.settings.limits)
         if not isinstance(plugin, _ChecksTasks):
             return
         max_length = plugin.get_properties().generated_name_max_length

@@ -79,6 +79,7 @@ __all__ = [
     "ArrayNodeConfig",
     "ExecutorConfig",
     "KubeClientConfig",
+    "LimitsConfig",
     "NodeConfig",
     "Platform",
 ]
@@ -127,6 +128,19 @@ class NodeConfig(StrictModel):
     (``node-config.ignore-retry-cause``); otherwise system failures spend ``executor.max-system-failures``."""
 
 
+class LimitsConfig(StrictModel):
+    """``executor.limits``: the most one submission may ask for; a spec above a ceiling is refused before
+    anything runs, naming the field (``taskplug run`` exits 2, the API answers 422)."""
+
+    max_attempts: int = Field(default=100, ge=1, le=INT32_MAX)
+    """Attempts one task or map element may be given (``execution.maxAttempts``, a task's retries + 1)."""
+    max_elements: int = Field(default=10_000, ge=1, le=INT32_MAX)
+    """Elements one map task may have (the length of its mapped inputs)."""
+    max_parallelism: int = Field(default=10_000, ge=1, le=INT32_MAX)
+    """The largest ``arrayNode.parallelism`` a map task may ask for (0, all at once, is bounded by
+    ``max-elements``)."""
+
+
 class ExecutorConfig(StrictModel):
     """``executor``: taskplug's own settings for running tasks, in the place of flytepropeller's
     (no Flyte section; the nearest is flytepropeller/pkg/controller/config/config.go)."""
@@ -156,6 +170,8 @@ class ExecutorConfig(StrictModel):
     pod_template_namespace: str = "flyte"
     """Namespace of pod templates loaded without one, and the namespace every pod template lookup falls
     back to (as propeller's own namespace does)."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    """Ceilings on the work one submission may start."""
     node: NodeConfig = Field(default_factory=NodeConfig)
     """The retry strategy of every node (single tasks and map elements). Its two keys are also read from
     ``array-node``, where earlier versions documented them."""

@@ -475,6 +475,9 @@ class ArrayRun:
         step = _Step(index)
         if element.closing is not None:
             return step  # decided, only its cleanup is left (below)
+        if self.record.abort_requested and NodePhase(element.node_phase) is NodePhase.NOT_YET_STARTED:
+            # An abort arrived while this round runs: start nothing more (the next round aborts what runs).
+            return step
         self._index(element)
         evaluation = await self.host.step.evaluate(
             element,
