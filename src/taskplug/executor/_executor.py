@@ -1,56 +1,37 @@
-"""The executor: drives many task executions at once, one round at a time, through their plugins.
+"""The executor: the scheduler that drives many executions at once, one round at a time.
 
-Follows the task-node part of flytepropeller (nodes/task/handler.go and the node executor): each round calls
-the plugin's ``handle``; the plugin state it writes is persisted; every new phase or version becomes an event;
-a success reads the outputs and finalizes; a retryable failure starts the next attempt while the budget lasts
-(user failures spend ``maxAttempts - 1`` retries — the template's retries by default —, system failures their
-own budget, as Flyte does), and an exhausted budget fails the execution for good with propeller's
-``RetriesExhausted|<code>``; a task that wrote a dynamic workflow (``futures.pb``) fails with a message
-saying so;
-``cleanupOnFailure`` makes a failed attempt abort its resource before finalizing; an abort request aborts
-and finalizes.
-
-Every kind of trouble is bounded, so that a session ends (issue 13): a plugin that cannot decide (an
-unreachable API) errors for at most ``executor.max-round-errors`` rounds in a row, then the attempt fails
-with a system error, which the system-retry budget may retry; a cleanup (abort, finalize) that keeps failing
-is retried as many rounds, then given up: the execution ends PermanentFailure ``CleanupFailed`` (kind
-SYSTEM), its error naming the cause (an API error names the API address) and listing, under ``leftovers``,
-the objects that may be left behind, which are also logged one line each. Deviation: propeller retries a
-failing finalize in every round until ``max-workflow-retries`` fails the workflow ("Workflow abort
-failed"), then stops cleaning up; taskplug keeps the same bound per execution. A round that fails for a
-reason nobody expected (a bug) is logged with its traceback once, retried as many rounds, then fails the
-execution the same way.
-
-At submit, a plugin that can (the Kubernetes plugin manager's ``check_task``) builds the object it would
-create without creating it, so a task that cannot be built (a bad quantity) is refused before anything runs
-— the refusal ``taskplug render`` gives, from the same ``build_object``; a map task checks its elements'
-shared template once, through element 0.
+Follows flytepropeller's workflow executor and work queue (pkg/controller/workqueue, workflow/executor.go): an
+execution is its root node (a single task's task node, a map task's array node: ``nodes._factory``), and
+this module decides *when* that node runs a round; the node machinery in :mod:`taskplug.executor.nodes`
+decides *what* a round does (attempts, retries, timeouts, cleanup, events: ``docs/executor.md``).
 
 Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
 executions at once, and ``enqueue_task_execution`` (web-API status caches) the execution whose current
-attempt has a given generated name; a resync timer runs every live execution at least every
-``executor.resync-period``, so plugins without events (back-off waits, quota waits) still progress. One
-execution is never in two rounds at once.
+attempt has a given generated name; a node's ``wake_after`` (its resync period, sooner for a deadline or a
+back-off) runs it again without an event. One execution is never in two rounds at once; a wake-up during a
+round runs another round after it.
+
+At submit a spec is checked before anything runs: ``executor.limits``, then a plugin that can (the Kubernetes
+plugin manager's ``check_task``) builds the object the first task would create without creating it, so a
+task that cannot be built (a bad quantity) is refused — the refusal ``taskplug render`` gives.
+
+A round that fails for a reason nobody expected (a bug) is logged with its traceback once, retried with a
+back-off for ``executor.max-round-errors`` rounds in a row, then fails the execution with a system error.
 
 A state store that can group concurrent flushes (``aflush``, :class:`AsyncFlush`; PostgreSQL's) is awaited
-where the executor must flush — before a cleanup deletes anything, before a terminal execution's waiters
-are released, on closing — so that rounds ending together share one commit. :meth:`Executor.forget` drops
-a finished (or no-longer-owned) execution from memory: a long-running replica holds only what it drives.
+where the executor must flush — before a terminal execution's waiters are released, on closing — so that
+rounds ending together share one commit. :meth:`Executor.forget` drops a finished (or no-longer-owned)
+execution from memory: a long-running replica holds only what it drives.
 
 Before a web-API create or a sync plugin's ``do`` (the adapters' ``before_create`` hook, wired by
 ``open_executor``), a state store that can record an intent to create (:class:`WritesCreateIntent`;
-PostgreSQL's) writes it at once, fenced by its claim — for a single task's attempt, and for a map task's
-element's retry attempt (read from the element's context, checked against its generated name) alike: a store
-that refuses (the execution is no longer this replica's) raises, and nothing is created. The executor's next
-save of that execution (or element) is the round that made the call, carrying its result, which such a store
-commits at once as the intent's outcome. A store that finds an earlier owner's intent of the same (element,
-attempt) with no outcome (its owner died between the intent and the commit of the create's result) says so:
-the create is sent again (at-least-once within one call's window: docs/service.md), counted by
-``on_unknown_create``.
-
-An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
-(``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
-the execution's owner key, so their events wake the node's round.
+PostgreSQL's) writes it at once, fenced by its claim, for the attempt the root node names
+(:meth:`RootNode.creating <taskplug.executor.nodes._host.RootNode.creating>`: a single task's attempt, a map
+element's retry attempt): a store that refuses (the execution is no longer this replica's) raises, and
+nothing is created. The executor's next save of that execution (or element) is the round that made the
+call, carrying its result, which such a store commits at once as the intent's outcome. A store that finds an
+earlier owner's intent of the same (element, attempt) with no outcome says so: the create is sent again
+(at-least-once within one call's window: docs/service.md), counted by ``on_unknown_create``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ the caller **saves it before** :meth:`NodeStep.close` cleans up (abort when the 
 finalize), so a process stopped in between finishes the cleanup on resume and never decides twice. A cleanup
 that keeps failing is retried for as many rounds, then given up (:class:`GivenUp`): what the caller does
 with that — end the execution ``CleanupFailed``, fail a map task — is the container's business.
+Deviation: propeller retries a failing finalize in every round until ``max-workflow-retries`` fails the
+workflow ("Workflow abort failed"), then stops cleaning up; taskplug keeps the same bound per node and says
+what may be left behind.
 
 The step does not report events and does not save: it changes the node and says what changed; the node's
 container (the executor for a root node, the array handler for an element) reports and persists, so an
