@@ -30,6 +30,7 @@ from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metri
 from taskplug.service._api import router as api_router
 from taskplug.service._api_queries import ServiceDB
 from taskplug.service._api_submit import MAX_BODY_BYTES
+from taskplug.service._api_tokens import router as tokens_router
 from taskplug.service._auth import Authenticator, AuthMiddleware, AuthSettings, api_description
 from taskplug.service._migrations import migrate
 from taskplug.service._tokens import TokenStore
@@ -118,6 +119,7 @@ def create_app(
     for exc_class, handler in api_error_handlers.items():
         app.add_exception_handler(exc_class, handler)
     app.add_exception_handler(psycopg.OperationalError, _on_database_down)
+    app.include_router(tokens_router)
     app.include_router(api_router)
     # Where probes and Prometheus look by default, beside their /api/v1 places.
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)

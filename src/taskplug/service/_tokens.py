@@ -218,6 +218,25 @@ class TokenStore:
         self._keep(key, principal, row["remaining"])
         return principal
 
+    async def listed(self) -> list[dict[str, Any]]:
+        """Every token as :class:`TokenInfo`'s fields, oldest first."""
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                "SELECT name, role, created_at, expires_at, last_used_at FROM taskplug_tokens"
+                " ORDER BY created_at, name"
+            )
+            return list(await cur.fetchall())
+
+    async def revoke(self, name: str) -> bool:
+        """Delete the token ``name`` and its sessions, and stop believing it here at once; whether it existed."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("DELETE FROM taskplug_tokens WHERE name = %s RETURNING id", (name,))
+            row = await cur.fetchone()
+        if row is None:
+            return False
+        self.forget(str(row[0]))
+        return True
+
     async def open_session(self, token: Principal) -> str:
         """A web session for the (verified) token's holder; the cookie's value."""
         assert token.token_id is not None
