@@ -104,8 +104,7 @@ def serve(
         )
     import psycopg
 
-    from taskplug.service import migrate, serve_http
-    from taskplug.service import OidcSettings, auth_settings, local_warning
+    from taskplug.service import OidcSettings, auth_settings, local_warning, migrate, serve_http
 
     # Reach the database and bring its schema up before serving, so that a wrong URL or a database this
     # version cannot use is exit 2 naming --store (the app's own start-up migration then finds nothing to do).
