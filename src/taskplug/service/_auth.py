@@ -449,7 +449,9 @@ class AuthMiddleware:
             await _refuse(scope, e.status, e.message)(scope, receive, send)
             return
         except psycopg.OperationalError as e:  # as the app answers it: 503, not a 500 from a middleware
-            message = f"the database does not answer: {type(e).__name__}"
+            message = (
+                f"the database does not answer: {type(e).__name__}"  # no libpq text: it may quote the URL
+            )
             await _refuse(scope, 503, message)(scope, receive, send)
             return
         if principal is None:
@@ -472,7 +474,10 @@ def _refuse(scope: Scope, status: int, message: str) -> Response:
             f"?{scope['query_string'].decode('latin-1')}" if scope["query_string"] else ""
         )
         return RedirectResponse(f"/signin?next={quote(here, safe='')}", status_code=303)
-    page = (
-        scope["app"].state.templates.get_template("signin.html").render(message=message, next="/executions")
-    )
+    templates = scope["app"].state.templates
+    if status == 503:
+        return HTMLResponse(
+            templates.get_template("unavailable.html").render(message=message), status_code=503
+        )
+    page = templates.get_template("signin.html").render(message=message, next="/executions")
     return HTMLResponse(page, status_code=status)
