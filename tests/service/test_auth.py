@@ -76,8 +76,14 @@ def test_a_request_without_good_credentials_is_401_in_the_apis_error_shape(
 def test_health_and_the_api_description_need_no_credentials(client: TestClient) -> None:
     assert client.get("/healthz").status_code == 200
     assert client.get("/api/v1/healthz").status_code == 200
-    assert client.get("/api/v1/openapi.json").status_code == 200
     assert client.get("/api/v1/executions").status_code == 401
+    document = client.get("/api/v1/openapi.json")
+    assert document.status_code == 200
+    # The document declares bearer authentication (Swagger UI's Authorize), and none for health.
+    assert document.json()["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert document.json()["security"] == [{"bearer": []}, {}]  # optional: a loopback server, until a token
+    assert document.json()["paths"]["/api/v1/healthz"]["get"]["security"] == []
+    assert "Bearer <token>" in document.json()["info"]["description"]
 
 
 def test_a_read_token_reads_but_may_not_submit_abort_or_relaunch(
@@ -292,5 +298,6 @@ def test_a_loopback_server_lets_its_user_in_as_local_until_a_token_exists(postgr
 def test_a_server_configured_for_credentials_lets_nobody_in_without(postgres_server: Any) -> None:
     dsn = postgres_server.create_database()
     with TestClient(create_app(dsn, auth=AuthSettings(anonymous=None))) as strict:
+        assert strict.get("/api/v1/openapi.json").json()["security"] == [{"bearer": []}]
         assert strict.get("/api/v1/executions").status_code == 401
         assert strict.get("/executions", follow_redirects=False).status_code == 303

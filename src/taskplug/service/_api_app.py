@@ -31,7 +31,13 @@ from taskplug.service._api import router as api_router
 from taskplug.service._api_queries import ServiceDB
 from taskplug.service._api_submit import MAX_BODY_BYTES
 from taskplug.service._api_tokens import router as tokens_router
-from taskplug.service._auth import Authenticator, AuthMiddleware, AuthSettings, api_description
+from taskplug.service._auth import (
+    Authenticator,
+    AuthMiddleware,
+    AuthSettings,
+    add_security_scheme,
+    api_description,
+)
 from taskplug.service._migrations import migrate
 from taskplug.service._tokens import TokenStore
 from taskplug.service._web import router as web_router
@@ -129,6 +135,7 @@ def create_app(
     app.mount("/static", StaticFiles(packages=[("taskplug.service", "web/static")]), name="static")
     favicon = resources.files("taskplug.service").joinpath("web/static/favicon.svg").read_bytes()
     _add_api_docs(app)
+    add_security_scheme(app, settings)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def _favicon() -> Response:

@@ -52,6 +52,7 @@ __all__ = [
     "Authenticator",
     "OidcSettings",
     "OidcVerifier",
+    "add_security_scheme",
     "api_description",
     "auth_settings",
     "is_loopback",
@@ -77,6 +78,7 @@ _ASYMMETRIC: Final = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
 )
 """The JWT algorithms an issuer's public key may sign with; ``none`` and HMAC (``HS*``) never."""
+_ERROR_CONTENT: Final = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,6 +166,43 @@ def api_description(settings: AuthSettings) -> str:
     if settings.anonymous is not None and not settings.configured:
         lines.append(local_warning())
     return "\n\n".join(lines)
+
+
+def add_security_scheme(app: Any, settings: AuthSettings) -> None:
+    """Declare bearer authentication in the app's OpenAPI document (Swagger UI's "Authorize" then sends the
+    token with every try): optional while a server may let its one user in without (until a token exists),
+    none on the public routes."""
+    build = app.openapi
+    required: list[dict[str, list[str]]] = [{"bearer": []}]
+    if settings.anonymous is not None and not settings.configured:
+        required.append({})
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "An API token or an OIDC JWT"}
+            }
+            schema["security"] = required
+            for path, operations in schema.get("paths", {}).items():
+                for method, operation in operations.items():
+                    if not isinstance(operation, dict):
+                        continue
+                    need = required_role(method.upper(), path)
+                    if need is None:
+                        operation["security"] = []
+                        continue
+                    responses = operation.setdefault("responses", {})
+                    for status, meaning in (
+                        ("401", "No credentials, or not good ones (`WWW-Authenticate: Bearer`)"),
+                        ("403", f"The credentials' role is below `{need}`"),
+                    ):
+                        responses.setdefault(status, {"description": meaning, "content": _ERROR_CONTENT})
+            app.openapi_schema = schema
+        result: dict[str, Any] = app.openapi_schema
+        return result
+
+    app.openapi = openapi
 
 
 def _user() -> str:
