@@ -4,6 +4,7 @@
 it on uvicorn, on 127.0.0.1 unless told otherwise. At start the app applies the schema's migrations (under
 their advisory lock, as every process that opens the database does), opens a small connection pool, and
 starts the live feed; at stop it ends the feed and closes the pool. The server never drives an execution.
+Every request passes :class:`~._auth.AuthMiddleware` (who it is from, and whether its role allows it).
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ __all__ = [
     "Authenticator",
     "OidcSettings",
     "OidcVerifier",
+    "Refused",
     "add_security_scheme",
     "api_description",
     "auth_settings",
