@@ -469,7 +469,8 @@ class AuthMiddleware:
     """Authenticate each HTTP request and check its role; the principal goes to ``scope["state"]``.
 
     Plain ASGI (the live pages' event streams pass through untouched). The :class:`Authenticator` is the
-    app's ``state.auth``, set when the app starts (it needs the database pool)."""
+    app's ``state.auth``, set when the app starts (it needs the database pool); before, only public paths
+    are answered."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -480,8 +481,11 @@ class AuthMiddleware:
             return
         need = required_role(scope["method"], scope["path"])
         authenticator: Authenticator | None = getattr(scope["app"].state, "auth", None)
-        if need is None or authenticator is None:  # public, or not started (no lifespan: nothing to check)
+        if need is None:
             await self.app(scope, receive, send)
+            return
+        if authenticator is None:  # not started (no lifespan ran): nothing to check against, so nobody
+            await _refuse(scope, 503, "the server has not started")(scope, receive, send)
             return
         try:
             principal = await authenticator.authenticate(scope)
