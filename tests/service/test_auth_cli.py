@@ -115,7 +115,7 @@ def test_a_token_file_is_for_a_server_only(tmp_path: Path) -> None:
     )
 
     assert result.exit_code == 2
-    assert "--token-file" in result.output
+    assert "--token-file: only with --server" in result.output
 
 
 # -- serve's options --------------------------------------------------------------------------------------
