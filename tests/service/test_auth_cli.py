@@ -215,6 +215,11 @@ def test_a_trusted_proxys_user_header_is_believed_with_its_role(postgres_server:
         assert status == 201, body
         assert body["submitted_by"] == "proxy:alice"
 
+        # The web view signs its user in through the proxy too: no form, the page says who.
+        page = urllib.request.Request(f"{url}/executions", headers={"X-Forwarded-User": "alice"})
+        with urllib.request.urlopen(page, timeout=10) as answer:
+            assert 'id="viewer">proxy:alice<' in answer.read().decode()
+
         reader = {"X-Forwarded-User": "bob"}
         assert _request(f"{url}/api/v1/executions", reader)[0] == 200
         assert _request(f"{url}/api/v1/executions", reader, {"spec": pod_spec("bob")})[0] == 403
