@@ -67,6 +67,7 @@ from taskplug.localcluster._errors import go_quote
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
+from taskplug.localcluster._runas import RunAs, RunAsError, current_identity, run_as
 from taskplug.localcluster._store import Store
 
 __all__ = [
@@ -321,6 +322,13 @@ class _PodWorker:
             c["name"]: c
             for c in (runtime.spec.get("initContainers") or []) + (runtime.spec.get("containers") or [])
         }
+        # Where each container sits in the spec, for the messages that name one of its fields.
+        self.paths = {
+            c["name"]: f"spec.{field}[{i}]"
+            for field in ("initContainers", "containers")
+            for i, c in enumerate(runtime.spec.get(field) or [])
+        }
+        self.shared = False  # the pod's folders are opened to the other users its containers run as
         # Native sidecars: restartable init containers.
         self.sidecars = [
             c["name"] for c in runtime.spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
@@ -497,6 +505,8 @@ class _PodWorker:
                     continue
                 folder = folder.joinpath(*parts)
                 folder.mkdir(parents=True, exist_ok=True)
+                if self.shared:
+                    folder.chmod(0o777)  # as the volume itself (an emptyDir is 0777)
             mounts.append((path, str(folder)))
         return mounts
 
@@ -562,15 +572,30 @@ class _PodWorker:
         container = self.containers[name]
         term_path = self.dir / "termination" / name
         term_path.unlink(missing_ok=True)
+        euid, egid, groups = current_identity()
+        try:
+            identity: RunAs | RunAsError = run_as(
+                rt.pod, container, self.paths[name], euid=euid, egid=egid, groups=groups
+            )
+        except RunAsError as err:
+            identity = err
+        if isinstance(identity, RunAs) and identity.switches:
+            self._share_folders()
         map_paths = mount_path_mapper(self._mounts(container))
         try:
             env = self._env(container, term_path, map_paths)
+            if isinstance(identity, RunAsError):  # the kubelet checks the user after the environment
+                raise _ConfigError(str(identity))
+            runas = identity
         except _ConfigError as err:
             rt.waiting(name, "CreateContainerConfigError", str(err))
             kubelet.publish(rt)
             kubelet.event(rt, "Failed", f"Error: {err}", warning=True, container=name)
             await self.stop_event.wait()
             return 1
+        if runas.uid is not None:
+            env["HOME"] = str(self.dir / "work")  # this machine's HOME is the kubelet user's
+        self._open_termination_file(term_path, runas)
         argv = [
             map_paths(expand_vars(str(a), env))
             for a in (container.get("command") or []) + (container.get("args") or [])
@@ -603,6 +628,11 @@ class _PodWorker:
                     start_new_session=True,
                     pass_fds=() if reaper_fd is None else (reaper_fd,),
                     preexec_fn=_preexec(block_sigterm=copilot is not None, reaper_fd=reaper_fd),
+                    # Switched between fork and exec, before the preexec function (which arms the
+                    # parent-death signal, cleared by a change of user).
+                    user=runas.uid,
+                    group=runas.gid,
+                    extra_groups=runas.groups,
                 )
             except (OSError, ValueError, subprocess.SubprocessError) as err:
                 # ValueError: a NUL in an argument or the environment, '=' in an env name (what no exec can
@@ -635,6 +665,36 @@ class _PodWorker:
         rt.terminated(name, code, reason="OOMKilled" if oom else None, message=message)
         kubelet.publish(rt)
         return code
+
+    def _share_folders(self) -> None:
+        """Let a container running as another user than the kubelet reach the pod's folders: the working
+        directory (shared, sticky) and the volumes (0777, as an emptyDir is) become writable by all, the
+        folders above them traversable but not listable; the logs stay the kubelet's."""
+        if self.shared:
+            return
+        self.shared = True
+        for folder in (self.kubelet.workdir, self.dir, self.dir / "termination", self.dir / "volumes"):
+            if folder.exists():
+                folder.chmod(0o711)
+        (self.dir / "logs").chmod(0o700)
+        (self.dir / "work").chmod(0o1777)
+        for folder in self.volumes.values():
+            folder.chmod(0o777)
+
+    @staticmethod
+    def _open_termination_file(term_path: Path, identity: RunAs) -> None:
+        """Create the termination message file for a container run as another user, owned by it (the
+        kubelet creates and mounts it; a process of another user could not create it in the folder)."""
+        if not identity.switches:
+            return
+        term_path.touch(mode=0o600)
+        os.chown(
+            term_path,
+            -1 if identity.uid is None else identity.uid,
+            -1 if identity.gid is None else identity.gid,
+        )
+        if identity.uid is None:
+            term_path.chmod(0o660)  # only the group is switched: the group writes it
 
     @staticmethod
     def _memory_limit(container: dict[str, Any]) -> int | None:
