@@ -3,6 +3,7 @@ flag that admits everything."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from taskplug.k8s import POD, KubeApiError
 from taskplug.localcluster import LocalCluster
 from taskplug.localcluster._podsecurity import baseline_violations
 
-from .conftest import pod_manifest
+from .conftest import phase_in, pod_manifest
 
 
 def _hostile() -> dict[str, Any]:
@@ -103,3 +104,18 @@ async def test_a_cluster_started_privileged_admits_what_baseline_refuses() -> No
 def test_an_unknown_pod_security_level_is_refused_at_construction() -> None:
     with pytest.raises(ValueError, match="pod_security must be one of"):
         LocalCluster(pod_security="restricted")  # type: ignore[arg-type]
+
+
+async def test_a_privileged_cluster_gives_a_host_path_volume_to_the_container(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("from the host\n")
+    pod = pod_manifest(
+        "host",
+        command=["cat", "/host/f"],
+        volumeMounts=[{"name": "v", "mountPath": "/host"}],
+        spec={"volumes": [{"name": "v", "hostPath": {"path": str(tmp_path)}}]},
+    )
+    async with LocalCluster(mode="process", pod_security="privileged", workdir=tmp_path / "work") as cluster:
+        await cluster.client().create(POD, pod)
+        done = await cluster.wait_for(POD, "default", "host", phase_in("Succeeded", "Failed"), within=30)
+        assert done["status"]["phase"] == "Succeeded", cluster.logs("default", "host")
+        assert cluster.logs("default", "host") == "from the host\n"

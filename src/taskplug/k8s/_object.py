@@ -2,8 +2,10 @@
 
 Follows flytepropeller/pkg/controller/nodes/task/k8s/plugin_manager.go (``launchResource``,
 ``addObjectMetadata``) and the labels of nodes/task/taskexec_context.go. :func:`build_object` is the one
-place the created object is assembled: the plugin manager sends what it returns, ``taskplug render`` prints
-it, and ``taskplug.testing.check_k8s_plugin`` checks it (in the manner of lightkube's ``prepare_request``).
+place the created object is assembled: the plugin manager sends what it returns (with
+:data:`ATTEMPT_ANNOTATION` added by :func:`stamp_attempt`, so that it adopts and deletes only its own
+attempt's objects), ``taskplug render`` prints it, and ``taskplug.testing.check_k8s_plugin`` checks it (in
+the manner of lightkube's ``prepare_request``).
 
 Every created object carries the ``execution-id`` label of its owner; when the informer sees the object
 change, :func:`owner_key_of` reads the key back and the engine wakes the executions that own it

@@ -36,12 +36,17 @@ Follows pkg/kubelet/kuberuntime at the level the API shows:
   the kubelet, even a SIGKILLed one: the first has a parent-death signal (``prctl(PR_SET_PDEATHSIG)``), and a
   small reaper process (one per kubelet, started with the first container) holds the list of groups and
   kills them when its pipe from the kubelet closes, which the kernel does when the kubelet's process dies;
+* a container runs as the user its security context asks for (:mod:`._runas`): switched to that uid and
+  those gids between fork and exec when the kubelet is root — its working directory and volumes opened to
+  it, its termination-message file made for it —, else not run at all (``CreateContainerConfigError``
+  naming the field), and refused with the kubelet's words when ``runAsNonRoot`` meets root;
 * an error while running one pod fails that pod alone (see :mod:`._kubeletbase`).
 
 Deviation: ``args`` without ``command`` is run as the command (there is no image entrypoint); a
 container's env ``valueFrom`` supports ``fieldRef`` and ``resourceFieldRef`` only (``secretKeyRef`` and
 ``configMapKeyRef`` give ``CreateContainerConfigError``); ``envFrom``, probes and volumes other than
-``emptyDir`` are not supported (``sizeLimit`` and ``medium`` are not enforced). A process has no mount
+``emptyDir`` and ``hostPath`` (admitted only by a cluster that allows privileged pods; its ``type`` is not
+checked) are not supported (``sizeLimit`` and ``medium`` are not enforced). A process has no mount
 namespace: a container sees a volume at its ``mountPath`` (``subPath`` included) through the text it is
 given — each mount path in its ``command``, ``args`` and ``env`` values, as a whole path or the start of
 one, is rewritten to the volume's folder — so a program that finds a mount path elsewhere (in a file it
@@ -341,6 +346,14 @@ class _PodWorker:
             for v in runtime.spec.get("volumes") or []
             if isinstance(v, dict) and "emptyDir" in v and _is_folder_name(v.get("name"))
         }
+        # Admitted only on a cluster that allows privileged pods: this machine's folder, as it is.
+        self.host_paths = {
+            str(v.get("name")): Path(str(v["hostPath"].get("path") or ""))
+            for v in runtime.spec.get("volumes") or []
+            if isinstance(v, dict)
+            and isinstance(v.get("hostPath"), dict)
+            and str(v["hostPath"].get("path") or "").startswith("/")
+        }
 
     def stop(self, how: str) -> None:
         if self.stopping is None:
@@ -489,12 +502,15 @@ class _PodWorker:
             await asyncio.gather(sleeper, *stoppers, return_exceptions=True)
 
     def _mounts(self, container: dict[str, Any]) -> list[tuple[str, str]]:
-        """``(mount path, host folder)`` of the container's mounts of the pod's emptyDir volumes."""
+        """``(mount path, host folder)`` of the container's mounts of the pod's emptyDir and hostPath
+        volumes."""
         mounts = []
         for mount in container.get("volumeMounts") or []:
             if not isinstance(mount, dict):
                 continue
-            folder = self.volumes.get(str(mount.get("name")))
+            volume = str(mount.get("name"))
+            host = self.host_paths.get(volume)
+            folder = self.volumes.get(volume, host)
             path = str(mount.get("mountPath") or "")
             if folder is None or not path.startswith("/"):
                 continue
@@ -504,6 +520,9 @@ class _PodWorker:
                 if sub.startswith("/") or ".." in parts:
                     continue
                 folder = folder.joinpath(*parts)
+                if host is not None:
+                    mounts.append((path, str(folder)))
+                    continue  # this machine's folder: used as it is, never created or opened up
                 folder.mkdir(parents=True, exist_ok=True)
                 if self.shared:
                     folder.chmod(0o777)  # as the volume itself (an emptyDir is 0777)

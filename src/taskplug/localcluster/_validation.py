@@ -17,7 +17,8 @@ Follows, in the order a create goes through them:
   size, finalizers); pods and pod templates (containers and init containers: names that are DNS-1123
   labels unique in the pod, an image, env var names — ``RelaxedEnvironmentVariableValidation``, GA since
   1.34 — and ``valueFrom``, resource names and quantities — non-negative, whole for extended resources,
-  requests within limits —, ``terminationMessagePolicy``, ``imagePullPolicy``; ``restartPolicy``,
+  requests within limits —, ``terminationMessagePolicy``, ``imagePullPolicy``, the security context's
+  user and group ids (``IsValidUserID``/``IsValidGroupID``, pod and container); ``restartPolicy``,
   ``nodeSelector``, ``serviceAccountName``, ``nodeName``, ``activeDeadlineSeconds``, tolerations, required
   node affinity); node taints; quota ``spec.hard``. Every problem is a cause of one 422 ``Invalid``, in
   Kubernetes' order and words (``Pod "x" is invalid: spec.containers[0].name: Invalid value: …``).
