@@ -580,14 +580,15 @@ class PluginManager:
         return False
 
     async def _is_own_or_cleanup_error(
-        self, tctx: TaskExecutionContext, resource: KubeObject, what: str
+        self, tctx: TaskExecutionContext, resource: KubeObject, failed_to: str
     ) -> bool:
+        """:meth:`_is_own`, its failure a :class:`CleanupError` worded as the cleanup it prevents."""
         try:
             return await self._is_own(tctx, resource)
         except Exception as e:
             ns, name = _name_of(resource)
             raise CleanupError(
-                f"{what}: failed to read resource with name [{ns}/{name}]. Error: {e}",
+                f"{failed_to} resource with name [{ns}/{name}]. Error: {e}",
                 leftovers=[_ref(resource, self.rtype)],
                 cause=e,
             ) from e
@@ -676,7 +677,7 @@ class PluginManager:
         except Exception:
             log.exception("abort: failed to build the resource to abort")
             return
-        if not await self._is_own_or_cleanup_error(tctx, resource, "abort"):
+        if not await self._is_own_or_cleanup_error(tctx, resource, "abort: failed to delete"):
             return  # another attempt's (a name taken before this attempt's create): not ours to abort
         target = resource
         delete = True
@@ -743,28 +744,41 @@ class PluginManager:
         except Exception:
             log.exception("finalize: failed to build the resource to finalize")
             return
-        if not await self._is_own_or_cleanup_error(tctx, resource, "finalize"):
-            return  # another attempt's: its finalizer and its life are not ours
         errors: list[str] = []
         first_error: Exception | None = None
         ns, name = _name_of(resource)
-        last_error = await self._remove_finalizer(resource)
-        if last_error is not None:
-            errors.append(
-                f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
-                f"Error: {last_error}"
-            )
-            first_error = last_error
-        if (
+        deleting = (
             self.config.delete_resource_on_finalize
             and not self.properties.disable_delete_resource_on_finalize
-        ):
-            try:
-                await self._delete(resource)
-            except Exception as e:
-                if not is_not_found(e):
-                    errors.append(f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}")
-                    first_error = first_error or e
+        )
+        try:
+            own = await self._is_own(tctx, resource)
+        except Exception as e:
+            # Whose it is cannot be told: neither step is taken, and both are reported as not done.
+            own, first_error = False, e
+            errors.append(
+                f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
+                f"Error: {e}"
+            )
+            if deleting:
+                errors.append(f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}")
+        if own:
+            last_error = await self._remove_finalizer(resource)
+            if last_error is not None:
+                errors.append(
+                    f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
+                    f"Error: {last_error}"
+                )
+                first_error = last_error
+            if deleting:
+                try:
+                    await self._delete(resource)
+                except Exception as e:
+                    if not is_not_found(e):
+                        errors.append(
+                            f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}"
+                        )
+                        first_error = first_error or e
         if errors:
             # Deviation: Flyte returns an untyped multi-error; here it is one error naming every part and the
             # object that may be left behind (with our finalizer, or undeleted).
