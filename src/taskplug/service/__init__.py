@@ -14,7 +14,10 @@ from taskplug.service._migrations import MIGRATIONS, SchemaError, migrate, schem
 
 if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extra), the web view the `web` one
     from taskplug.service._api_app import create_app, serve_http
+    from taskplug.service._api_submit import platform_task_types
     from taskplug.service._gc import GcReport, collect_garbage
+    from taskplug.service._hosts import HostPolicy, host_policy
+    from taskplug.service._limits import ServeLimits
     from taskplug.service._pgstore import PostgresStateStore
     from taskplug.service._reaper import reap_orphans
     from taskplug.service._replica import Replica, ReplicaSettings
@@ -22,13 +25,17 @@ if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extr
 __all__ = [
     "MIGRATIONS",
     "GcReport",
+    "HostPolicy",
     "PostgresStateStore",
     "Replica",
     "ReplicaSettings",
     "SchemaError",
+    "ServeLimits",
     "collect_garbage",
     "create_app",
+    "host_policy",
     "migrate",
+    "platform_task_types",
     "reap_orphans",
     "schema_version",
     "serve_http",
@@ -45,5 +52,9 @@ __getattr__ = lazy_exports(
         "collect_garbage": "taskplug.service._gc",
         "create_app": "taskplug.service._api_app",
         "serve_http": "taskplug.service._api_app",
+        "ServeLimits": "taskplug.service._limits",
+        "HostPolicy": "taskplug.service._hosts",
+        "host_policy": "taskplug.service._hosts",
+        "platform_task_types": "taskplug.service._api_submit",
     },
 )
