@@ -94,7 +94,17 @@ class HostPolicy:
             return False
         if host in self.names:
             return True
-        return self.local_address and reached is not None and host == canonical_host(reached)
+        # Only an IP literal: a rebinding page names a host name, and the client that typed the literal
+        # reached this very address.
+        return self.local_address and reached is not None and _is_ip(host) and host == canonical_host(reached)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def host_policy(bind: str, *, extra: Iterable[str] = ()) -> HostPolicy:
