@@ -481,7 +481,15 @@ async def start_server(
 
     app.router.add_route("*", "/{tail:.*}", handle)
     # handler_cancellation: a watch whose client hung up must end, not wait for its next event.
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, keepalive_timeout=read_timeout)
+    # keepalive_timeout runs from a connection's start and between requests (aiohttp's idle timer), so it
+    # bounds a request's headers too; lingering_time bounds reading what is left of a refused body.
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handler_cancellation=True,
+        keepalive_timeout=read_timeout,
+        lingering_time=min(10.0, read_timeout),
+    )
     await runner.setup()
     # asyncio bounds the TLS handshake itself (60 s); aiohttp's keep-alive timer runs once it is done.
     site = web.TCPSite(runner, host, port, ssl_context=tls)
