@@ -249,8 +249,12 @@ def test_relaunch_appears_when_the_execution_ends_and_opens_the_new_one(
     expect(page.locator("#relaunch")).to_be_visible(timeout=LIVE)
     expect(page.locator("#abort")).to_have_count(0)
 
+    # Relaunch asks first, as Abort does: a page whose form confirms.
     page.click("#relaunch")
-    expect(page).not_to_have_url(re.compile(re.escape(key) + "$"))
+    expect(page.locator("#confirm-relaunch")).to_be_visible()
+    screenshot(page, tmp_path, "execution-relaunch-confirm")
+    page.click("#confirm-relaunch")
+    expect(page).not_to_have_url(re.compile(re.escape(key) + "(/relaunch)?$"))
     expect(page.locator("#phase")).to_have_text("Queued")
     expect(page.locator("#relaunch-of")).to_have_text(key)
     new_key = page.locator("#key").inner_text()
@@ -327,3 +331,27 @@ def test_the_api_docs_page_renders_every_route_from_this_server_alone(
     }
     assert hosts == {urlsplit(server).netloc}, hosts
     screenshot(page, tmp_path, "api-docs")
+
+
+def test_a_page_of_another_origin_cannot_frame_the_view(
+    browser: Any, server: str, replica: ReplicaDouble
+) -> None:
+    """``frame-ancestors 'none'`` (and ``X-Frame-Options: DENY``): a decoy page cannot put Abort or Relaunch
+    under the user's click. The refusal is the browser's console error, so this page is not watched."""
+    key = "p/d/br-framed/n0"
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.request.post(f"{server}/api/v1/executions", data={"spec": pod_spec("br-framed")})
+        page.set_content(
+            f'<iframe id="decoy" src="{server}/executions/{key}" width="800" height="600"></iframe>'
+        )
+        frame = page.frame_locator("#decoy")
+        page.wait_for_load_state("load")
+        assert frame.locator("#key").count() == 0
+        assert frame.locator("#abort").count() == 0
+        # The same page opened directly (not framed) shows it.
+        page.goto(f"{server}/executions/{key}")
+        expect(page.locator("#key")).to_have_text(key)
+    finally:
+        context.close()
