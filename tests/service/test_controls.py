@@ -21,19 +21,17 @@ def client(postgres_dsn: str) -> Iterator[TestClient]:
         yield c
 
 
+# Where a control character reached the database (a 500) or was ignored; a phase, a cursor or a number holding
+# one was already refused by the parameter's own check.
 QUERIES = [
     ("/api/v1/executions", "q"),
     ("/api/v1/executions", "task_type"),
-    ("/api/v1/executions", "phase"),
-    ("/api/v1/executions", "cursor"),
     ("/executions", "q"),
     ("/executions", "task_type"),
     ("/executions", "window"),
     ("/executions", "cursor"),
     ("/executions/stream", "q"),
     ("/executions/stream", "task_type"),
-    ("/api/v1/executions/p/d/x/n0/events", "after_seq"),
-    ("/replicas", "fragment"),
 ]
 
 
