@@ -255,9 +255,7 @@ def test_a_relaunch_this_version_cannot_run_is_refused_on_a_page_naming_the_fiel
         )
         before = conn.execute("SELECT count(*) FROM taskplug_executions").fetchone()
 
-        response = client.post(
-            f"/executions/{key}/relaunch", data={"confirm": "yes"}, follow_redirects=False
-        )
+        response = client.post(f"/executions/{key}/relaunch", data={"confirm": "yes"}, follow_redirects=False)
 
         assert response.status_code == 422
         assert 'id="refused"' in response.text

@@ -228,6 +228,7 @@ class ErrorBody(_Out):
 _ERROR_MEANING: Final = {
     400: "The body is not JSON",
     404: "No execution has this key",
+    408: "The body did not arrive within the server's body deadline",
     409: "Conflicts with the execution's state",
     413: "The body is larger than the server takes",
     415: "The body is not application/json",
@@ -311,7 +312,7 @@ _SUBMIT_BODY: Final = {
     openapi_extra=_SUBMIT_BODY,
     responses={
         200: {"description": "The key existed: the execution it names"},
-        **_errors(400, 409, 413, 415, 422),
+        **_errors(400, 408, 409, 413, 415, 422),
     },
 )
 async def submit_execution(request: Request, response: Response) -> dict[str, Any]:

@@ -184,7 +184,8 @@ def _add_api_docs(app: FastAPI) -> None:
 
 
 class _SameOrigin:
-    """Refuse a state-changing request a page of another origin sent (``Origin`` / ``Sec-Fetch-Site``).
+    """Refuse a state-changing request a page of another origin sent (``Origin`` / ``Sec-Fetch-Site``, or
+    ``Referer`` when a browser sent no ``Origin``).
     Plain ASGI, not ``BaseHTTPMiddleware``: the live pages' event streams pass through untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
