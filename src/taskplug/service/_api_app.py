@@ -90,6 +90,8 @@ def create_app(
         feed = Feed(dsn, pool, poll_interval=poll_interval)
         app.state.db = ServiceDB(pool)
         app.state.feed = feed
+        # Live streams read through at most half the pool: the API always finds a connection.
+        app.state.stream_reads = asyncio.Semaphore(max(1, pool_size // 2))
         await feed.start_position()
         task = asyncio.create_task(feed.run(), name="taskplug-live-feed")
         try:
@@ -122,8 +124,6 @@ def create_app(
         )
         app.add_middleware(HostCheck, policy=policy)
     app.add_middleware(SecurityHeaders)
-    # Live streams read through at most half the pool: the API always finds a connection.
-    app.state.stream_reads = asyncio.Semaphore(max(1, pool_size // 2))
     app.state.task_types = task_types
     app.state.replica_ttl = replica_ttl
     app.state.max_body_bytes = max_body_bytes

@@ -4,8 +4,7 @@
 restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
 an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
 execution: header (phase, reason, times, owner replica, Abort with a confirmation, Relaunch once it ended
-(with a confirmation page),
-a link to the execution it was relaunched from), phase history, a card per
+with a confirmation page, a link to the execution it was relaunched from), phase history, a card per
 attempt (error, log links, the object it created), a timeline, inputs and outputs, and the spec as
 submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution changes.
 ``/replicas`` shows the replica rows. What changed comes from the process's :class:`~._web_feed.Feed`.
