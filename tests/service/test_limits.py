@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 
 from service.test_api_replica_double import pod_spec
-from support.net import free_port
+from support.net import free_port, stop_process, wait_until_ready
 from taskplug.service import ServeLimits
 from taskplug.service._api_app import create_app, uvicorn_config
 
@@ -222,3 +225,37 @@ def test_a_live_stream_outlives_the_deadlines(fast_port: int) -> None:
                 received += chunk
         except TimeoutError:
             pass  # still open three deadlines later: as it must be
+
+
+def test_serve_takes_the_limits_from_its_options(postgres_dsn: str, tmp_path: Path) -> None:
+    """``taskplug serve --header-timeout 1 --max-streams-per-client 1``: the options reach the server."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    command = "import sys; from taskplug.cli._serve import serve; sys.argv[0] = 'taskplug serve'; serve()"
+    options = ["--header-timeout", "1", "--max-streams-per-client", "1", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", command, "--store", postgres_dsn, *options],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def healthy() -> bool:
+            try:
+                return get(port, "/healthz") == 200
+            except OSError:
+                return False
+
+        wait_until_ready(healthy, process, log, what="taskplug serve")
+        with connect(port) as first:
+            request(first, "GET", "/executions/stream")
+            assert head(first)[0] == 200
+            with connect(port) as second:
+                request(second, "GET", "/executions/stream")
+                assert head(second)[0] == 503
+        with connect(port) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            assert read_to_close(slow).startswith(b"HTTP/1.1 408 ")
+    finally:
+        stop_process(process)
