@@ -259,3 +259,12 @@ def test_serve_takes_the_limits_from_its_options(postgres_dsn: str, tmp_path: Pa
             assert read_to_close(slow).startswith(b"HTTP/1.1 408 ")
     finally:
         stop_process(process)
+
+
+def test_serves_option_defaults_are_the_limits_defaults() -> None:
+    from taskplug.cli._serve import serve
+
+    defaults = {p.name: p.default for p in serve.params}
+    limits = ServeLimits()
+    for name in ("max_streams", "max_streams_per_client", "header_timeout", "body_timeout", "idle_timeout"):
+        assert defaults[name] == getattr(limits, name), name
