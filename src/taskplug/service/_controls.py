@@ -11,7 +11,7 @@ traceback, then a reset connection), and a key, a filter or a label is one line 
   (``spec.template.container.env[0].value``), which the API answers with 422.
 
 Newlines and tabs stay allowed inside a spec's strings (a script argument has them). Follows no Flyte
-file: flyteadmin's gRPC gateway refuses invalid UTF-8 but passes NUL on to PostgreSQL likewise.
+file.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 
 A route that needs more (the API docs page runs one inline script to start Swagger UI) sets its own
 ``Content-Security-Policy``, which is kept; the other headers are set on every answer. Follows no Flyte
-file: flyteconsole is served by a web server (nginx, an ingress) that adds these headers.
+file (the web view is taskplug's own).
 """
 
 from __future__ import annotations

@@ -16,8 +16,7 @@ from how ``--host`` was typed (``127.000.000.001``, ``127.1``, ``0x7f.0.0.1``, `
 
 An IP literal in a ``Host`` header is compared in its canonical form too (``Host: 127.1`` is 127.0.0.1, as a
 browser's URL parser reads it). Starlette's ``TrustedHostMiddleware`` compares strings and cannot read an
-IPv6 ``Host`` (``[::1]:8080``), hence this module. Follows no Flyte file: flyteadmin leaves Host checks to
-the ingress in front of it.
+IPv6 ``Host`` (``[::1]:8080``), hence this module. Follows no Flyte file.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ connection. Behind a proxy every client has the proxy's address: raise the per-c
 complete ``header_timeout`` seconds after its first byte (or after the connection opened) is answered 408
 and closed; a body not complete ``body_timeout`` seconds after its headers is answered 408 (when no answer
 has started) and closed. uvicorn's ``timeout_keep_alive`` closes an idle connection between requests.
-Follows no Flyte file: flyteadmin's HTTP server is Go's ``net/http`` with ``ReadHeaderTimeout`` and
-``ReadTimeout``, which these mirror.
+Follows no Flyte file; the deadlines are those of Go's ``net/http`` server (``ReadHeaderTimeout``,
+``ReadTimeout``, ``IdleTimeout``), which Go services such as flyteadmin are built on.
 """
 
 from __future__ import annotations
