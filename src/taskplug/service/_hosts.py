@@ -15,8 +15,9 @@ from how ``--host`` was typed (``127.000.000.001``, ``127.1``, ``0x7f.0.0.1``, `
 - in every case the names given with ``--allowed-host`` (a DNS name or a proxy's name for this server).
 
 An IP literal in a ``Host`` header is compared in its canonical form too (``Host: 127.1`` is 127.0.0.1, as a
-browser's URL parser reads it). Starlette's ``TrustedHostMiddleware`` compares strings and cannot read an
-IPv6 ``Host`` (``[::1]:8080``), hence this module. Follows no Flyte file.
+browser's URL parser reads it). Starlette's ``TrustedHostMiddleware`` compares names as strings (``127.1``
+is not ``127.0.0.1`` to it) and knows nothing of the address a connection reached, hence this module.
+Follows no Flyte file.
 """
 
 from __future__ import annotations
