@@ -121,7 +121,7 @@ def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
         parsed = parse_spec(spec, source="api", fresh_name=False)
     except SpecError as e:
         raise SpecError(f"spec.{e.path}" if e.path else "spec", e.reason) from None
-    _refuse_machinery_fields(spec, request.labels)
+    _refuse_machinery_fields(spec)
     execution_key = parsed.execution_key
     if (
         request.key is not None
@@ -170,10 +170,10 @@ def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, o
     )
 
 
-def _refuse_machinery_fields(spec: Mapping[str, Any], labels: Mapping[str, str]) -> None:
+def _refuse_machinery_fields(spec: Mapping[str, Any]) -> None:
     """What the machinery sets itself cannot come from a submitter: the name of an attempt's objects
     (``execution.generatedName``), the labels that route an object to its execution and the annotation that
-    says which attempt made it, and the relaunch label. With them a submitter could name another
+    says which attempt made it (the relaunch label is refused above). With them a submitter could name another
     execution's pod and have it adopted, then deleted by its own abort (a spec run by ``taskplug run`` on
     one's own machine may still set them)."""
     execution = spec.get("execution")
@@ -192,10 +192,6 @@ def _refuse_machinery_fields(spec: Mapping[str, Any], labels: Mapping[str, str])
                     f"spec.execution.{section}.{key}",
                     f"{key!r} is set by taskplug itself on every object it creates; a submission cannot set it",
                 )
-    if RELAUNCH_LABEL in labels:
-        raise SpecError(
-            f"labels.{RELAUNCH_LABEL}", f"{RELAUNCH_LABEL!r} is set by the server on a relaunched execution"
-        )
 
 
 def _given_name(spec: Mapping[str, Any]) -> str | None:
