@@ -1,10 +1,12 @@
 """What a submitter cannot do through the API: submit a task type no enabled plugin runs when the server knows
-the platform config (``serve --config``), or set the ``relaunch-of`` label the server keeps for relaunches."""
+the platform config (``serve --config``), ask for more than ``executor.limits`` allows, or set the
+``relaunch-of`` label the server keeps for relaunches."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,7 +14,7 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from service.test_api_replica_double import pod_spec
-from taskplug.executor import Platform
+from taskplug.executor import Platform, submission_limits
 from taskplug.service import platform_task_types
 from taskplug.service._api_app import create_app
 
@@ -76,3 +78,60 @@ def test_serve_refuses_a_config_it_cannot_load_naming_it(tmp_path: Path, postgre
 
     assert result.exit_code == 2, result.output
     assert "no-such-plugin" in result.output
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        pytest.param(
+            lambda spec: spec.setdefault("execution", {}).update(maxAttempts=4294967295),
+            "spec.execution.maxAttempts",
+            id="attempts",
+        ),
+    ],
+)
+def test_a_submission_above_the_default_limits_is_422_naming_the_field(
+    postgres_dsn: str, change: Any, field: str
+) -> None:
+    # No --config: the limits are executor.limits' defaults, never none at all.
+    with TestClient(create_app(postgres_dsn)) as client:
+        spec = pod_spec("too-many-attempts")
+        change(spec)
+        response = client.post("/api/v1/executions", json={"spec": spec})
+        assert response.status_code == 422, response.text
+        error = response.json()["error"]
+        assert error["field"] == field and "executor.limits" in error["message"]
+        assert client.get("/api/v1/executions/p/d/too-many-attempts/n0").status_code == 404
+
+
+def test_a_map_above_the_configured_limits_is_422_naming_the_field(postgres_dsn: str, tmp_path: Path) -> None:
+    config = tmp_path / "limits.yaml"
+    config.write_text(yaml.safe_dump({"executor": {"limits": {"max-elements": 3, "max-parallelism": 2}}}))
+    platform = Platform.load(config)
+    with TestClient(create_app(postgres_dsn, submission_limits=submission_limits(platform))) as client:
+        for name, xs, array, field in [
+            ("wide-map", [1, 2, 3, 4], {}, "spec.inputs"),
+            ("eager-map", [1, 2], {"parallelism": 5}, "spec.arrayNode.parallelism"),
+        ]:
+            spec = {
+                "template": {
+                    "id": {
+                        "resourceType": "TASK",
+                        "project": "p",
+                        "domain": "d",
+                        "name": "sq",
+                        "version": "v1",
+                    },
+                    "type": "container",
+                    "container": {"image": "busybox", "command": ["true"]},
+                    "interface": {
+                        "inputs": {"variables": {"x": {"type": {"collectionType": {"simple": "INTEGER"}}}}}
+                    },
+                },
+                "arrayNode": array,
+                "execution": {"id": {"project": "p", "domain": "d", "name": name}},
+                "inputs": {"x": xs},
+            }
+            response = client.post("/api/v1/executions", json={"spec": spec})
+            assert response.status_code == 422, response.text
+            assert response.json()["error"]["field"] == field

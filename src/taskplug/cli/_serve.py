@@ -43,8 +43,8 @@ __all__ = ["serve"]
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The platform config the replicas run with: a submission whose task type no enabled plugin runs "
-    "is refused (422).",
+    help="The platform config the replicas run with: a submission whose task type no enabled plugin runs, "
+    "or that asks for more than its executor.limits, is refused (422).",
 )
 @click.option(
     "--replica-ttl",
@@ -184,10 +184,14 @@ def serve(
     except ValueError as e:
         raise SpecError("--host", str(e)) from None
     task_types = None
+    submission_limits = None
     if config_path is not None:
         from taskplug.executor import Platform
+        from taskplug.executor import submission_limits as limits_of
 
-        task_types = platform_task_types(Platform.load(config_path))
+        platform = Platform.load(config_path)
+        task_types = platform_task_types(platform)
+        submission_limits = limits_of(platform)
     limits = ServeLimits(
         max_streams=max_streams,
         max_streams_per_client=max_streams_per_client,
@@ -229,4 +233,5 @@ def serve(
         limits=limits,
         task_types=task_types,
         auth=settings,
+        submission_limits=submission_limits,
     )

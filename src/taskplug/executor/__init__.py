@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
+from taskplug.executor._limits import SubmissionLimits, check_limits, submission_limits
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
     EXECUTOR_SECTION,
@@ -80,13 +81,16 @@ __all__ = [
     "SQLiteStateStore",
     "StateStore",
     "StateStoreError",
+    "SubmissionLimits",
     "WritesCreateIntent",
+    "check_limits",
     "executor_settings",
     "load_spec",
     "observed_phase",
     "open_executor",
     "parse_spec",
     "render_object",
+    "submission_limits",
     "task_context_for",
 ]
 

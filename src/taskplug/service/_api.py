@@ -327,7 +327,7 @@ async def submit_execution(request: Request, response: Response) -> dict[str, An
         raise ApiError(415, f"the body must be application/json, not {media_type or 'untyped'}")
     body = await _read_bounded(request, limit)
     try:
-        submission = parse_submission(body, max_bytes=limit)
+        submission = parse_submission(body, max_bytes=limit, limits=request.app.state.submission_limits)
     except SpecError as e:
         status = 400 if e.path == "request body" else 422
         raise ApiError(status, e.reason, field=None if status == 400 else e.path) from None

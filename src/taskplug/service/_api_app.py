@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from taskplug.executor import SubmissionLimits
 from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
 from taskplug.service._api import router as api_router
 from taskplug.service._api_queries import ServiceDB
@@ -72,6 +73,7 @@ def create_app(
     auth: AuthSettings | None = None,
     limits: ServeLimits = DEFAULT_LIMITS,
     task_types: TaskTypeCheck | None = None,
+    submission_limits: SubmissionLimits | None = None,
 ) -> FastAPI:
     """The API (``/api/v1``) and the web view over the database at ``dsn``.
 
@@ -85,7 +87,8 @@ def create_app(
     127.0.0.1; ``auth``: who may do what (:mod:`._auth`; the default is a loopback server's: its one user is
     let in as ``local`` until a token exists); ``limits``: the caps on live streams
     (:class:`~._limits.ServeLimits`); ``task_types``: when given, a submission whose task type no enabled
-    plugin runs is 422 (the platform config's plugins).
+    plugin runs is 422 (the platform config's plugins); ``submission_limits``: what one submission may ask for
+    (``executor.limits``; its defaults when None).
 
     Every answer carries the security headers (:mod:`._headers`); a path or query parameter holding a
     control character is 422 naming it (:mod:`._controls`).
@@ -144,6 +147,7 @@ def create_app(
         app.add_middleware(HostCheck, policy=policy)
     app.add_middleware(SecurityHeaders)
     app.state.task_types = task_types
+    app.state.submission_limits = submission_limits or SubmissionLimits()
     app.state.replica_ttl = replica_ttl
     app.state.max_body_bytes = max_body_bytes
     app.state.templates = environment()
@@ -261,6 +265,7 @@ def serve_http(
     limits: ServeLimits = DEFAULT_LIMITS,
     task_types: TaskTypeCheck | None = None,
     auth: AuthSettings | None = None,
+    submission_limits: SubmissionLimits | None = None,
 ) -> None:
     """Run the server until SIGINT/SIGTERM (uvicorn). It answers the ``Host`` names of its canonical bind
     address (:func:`~._hosts.host_policy`) and ``allowed_hosts``; ``auth`` says who may do what."""
@@ -268,6 +273,12 @@ def serve_http(
 
     policy = host_policy(host, extra=allowed_hosts)
     app = create_app(
-        dsn, replica_ttl=replica_ttl, allowed_hosts=policy, auth=auth, limits=limits, task_types=task_types
+        dsn,
+        replica_ttl=replica_ttl,
+        allowed_hosts=policy,
+        auth=auth,
+        limits=limits,
+        task_types=task_types,
+        submission_limits=submission_limits,
     )
     uvicorn.Server(uvicorn_config(app, host=host, port=port, limits=limits)).run()

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskplug.core import PluginError, SpecError, load_document
-from taskplug.executor import Platform, parse_spec
+from taskplug.executor import Platform, SubmissionLimits, check_limits, parse_spec
 from taskplug.k8s import MACHINERY_ANNOTATIONS, MACHINERY_LABELS
 from taskplug.service._controls import control_character_field
 
@@ -52,6 +52,9 @@ RESERVED_KEY_SUFFIXES: Final = frozenset(
     {"events", "attempts", "elements", "outputs", "abort", "relaunch", "stream"}
 )
 """Last segments a key cannot end with: ``/executions/{key}/events`` would be ambiguous."""
+
+DEFAULT_SUBMISSION_LIMITS: Final = SubmissionLimits()
+"""What a submission may ask for when ``taskplug serve`` is given no ``--config`` (``executor.limits``'s defaults)."""
 
 RELAUNCH_LABEL: Final = "relaunch-of"
 """The label a relaunched execution carries: the key of the execution it was relaunched from."""
@@ -89,8 +92,11 @@ class Submission:
     labels: dict[str, str]
 
 
-def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
-    """The submission in a request body; :class:`SpecError` naming the field when anything is wrong."""
+def parse_submission(
+    body: bytes, *, max_bytes: int, limits: SubmissionLimits = DEFAULT_SUBMISSION_LIMITS
+) -> Submission:
+    """The submission in a request body; :class:`SpecError` naming the field when anything is wrong,
+    including a spec asking for more than ``limits`` (attempts, map elements, parallelism)."""
     document = load_document(
         body, "request body", what="request body", yaml_allowed=False, max_bytes=max_bytes
     )
@@ -119,6 +125,7 @@ def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
     spec = _named(request.spec, request.key)
     try:
         parsed = parse_spec(spec, source="api", fresh_name=False)
+        check_limits(parsed, limits)
     except SpecError as e:
         raise SpecError(f"spec.{e.path}" if e.path else "spec", e.reason) from None
     _refuse_machinery_fields(spec)
