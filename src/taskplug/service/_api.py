@@ -130,6 +130,7 @@ class Execution(_Out):
     finished_at: datetime | None
     abort_requested_at: datetime | None
     duration_seconds: float | None
+    node: str | None  # the root node's path (``n0``) once a replica drove it
 
 
 class ExecutionPage(_Out):
@@ -169,6 +170,7 @@ class AttemptOut(_Out):
 
 class Element(_Out):
     index: int
+    node: str  # the element's node path, ``<root>/<index>``
     phase: str
     attempts: int
     reason: str | None
@@ -264,6 +266,7 @@ def execution_view(row: Row) -> dict[str, Any]:
         "finished_at": finished,
         "abort_requested_at": row["abort_requested_at"],
         "duration_seconds": duration,
+        "node": row.get("node"),
     }
 
 
@@ -416,6 +419,7 @@ def elements_view(counts: dict[int, int], rows: list[Row]) -> dict[str, Any]:
         "items": [
             {
                 "index": r["index"],
+                "node": r["node"],
                 "phase": node_phase_name(r["phase"] or 0),
                 "attempts": r["attempts"] or 0,
                 "reason": r["reason"],
