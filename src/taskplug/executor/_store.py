@@ -211,7 +211,10 @@ def root_path(key: str) -> str:
 def _current_keys(data: dict[str, Any], fields: frozenset[str], parent: str) -> dict[str, Any]:
     """A stored record's JSON with the key names of the release before node paths (``phase``: an execution's
     task phase; ``attempts``, ``index``: an element's attempt and position) read as today's, keys no longer
-    kept (``user_failures``) dropped."""
+    kept (``user_failures``) dropped. Anything else that is not a field is refused (TypeError): the row was
+    not written by taskplug."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
     if "path" not in data and ("phase" in data or "attempts" in data or "index" in data):
         data = dict(data)
         if "phase" in data:
@@ -221,7 +224,13 @@ def _current_keys(data: dict[str, Any], fields: frozenset[str], parent: str) -> 
         if "index" in data:
             index = data.pop("index")
             data["path"] = f"{parent}/{index}" if parent else str(index)
+    unknown = data.keys() - fields - _DROPPED_KEYS
+    if unknown:
+        raise TypeError(f"unknown record field(s): {', '.join(sorted(unknown))}")
     return {name: value for name, value in data.items() if name in fields}
+
+
+_DROPPED_KEYS = frozenset({"user_failures"})
 
 
 _NODE_FIELDS = tuple(NodeRecord.__dataclass_fields__)
