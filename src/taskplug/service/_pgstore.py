@@ -386,7 +386,8 @@ class PostgresStateStore:
         for node in nodes:
             rows[node.path] = node.to_row()
         # A create intent names a map element by its index (the last segment of the element's path).
-        if self._carry_outcomes(key, (node.index for node in nodes)):
+        indices = (node.index for node in nodes if node.path.rpartition("/")[2].isdigit())
+        if self._carry_outcomes(key, indices):
             self.flush()  # an element's create answered: its result is committed now (see save)
             return
         self._maybe_commit()
