@@ -110,8 +110,9 @@ class NodeRecord:
     being cleaned up, the last error and log links.
 
     The stored JSON's keys are these field names, and the API's SQL reads some of them out of it
-    (``record->>'node_phase'``, ``'attempt'``, ``'reason'``, ``'error'``, ``'logs'``: ``service/_api_queries.py``)
-    — renaming a field is a schema change (a SQLite upgrade in this module, a PostgreSQL migration).
+    (``record->>'node_phase'``, ``'attempt'``, ``'reason'``, ``'error'``, ``'logs'``, and a root's ``'path'``:
+    ``service/_api_queries.py``) — renaming a field is a schema change (a SQLite upgrade in this module, a
+    PostgreSQL migration in ``service/migrations``).
 
     Deviation: for a map element, propeller keeps only small numbers (``SubNodePhases``, ``SubNodeTaskPhases``,
     ``SubNodeRetryAttempts``, ``SubNodeSystemFailures``) and fakes the plugin state every round; taskplug keeps
