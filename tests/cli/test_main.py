@@ -37,6 +37,7 @@ def test_help_lists_every_command_with_its_summary(runner: CliRunner) -> None:
         "executor",
         "serve",
         "gc",
+        "token",
     ]
     assert rows == {name: summary for name, (_, summary) in COMMANDS.items()}
 
@@ -81,6 +82,7 @@ def test_each_summary_in_the_table_is_the_start_of_its_commands_docstring(name: 
         (("config", "validate", "--help"), "Check a config file strictly"),
         (("cluster", "--help"), "serve"),
         (("cluster", "serve", "--help"), "--kubeconfig-out"),
+        (("token", "create", "--help"), "--role"),
     ],
 )
 def test_every_command_has_its_own_help(runner: CliRunner, args: tuple[str, ...], command_help: str) -> None:

@@ -41,7 +41,7 @@ async def test_a_version_4_database_is_migrated_and_a_replica_resumes_its_execut
 ) -> None:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         _load_version_4(conn)
-        assert migrate(conn) == 5
+        assert migrate(conn) == len(MIGRATIONS)
         assert conn.execute("SELECT to_regclass('taskplug_elements')").fetchone() == (None,)
         nodes = conn.execute(
             "SELECT e.key, n.path, n.record FROM taskplug_nodes n JOIN taskplug_executions e ON e.id = n.execution_id"

@@ -354,6 +354,11 @@ def _check_remote(
     metavar="URL",
     help="Submit to a `taskplug serve` at URL and follow the execution there, instead of running it here.",
 )
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --server: a file holding the API token to send (else $TASKPLUG_TOKEN, if set).",
+)
 @module_options
 @handles_bad_input
 def run(
@@ -366,6 +371,7 @@ def run(
     rerun: bool,
     fmt: str,
     server: str | None,
+    token_file: Path | None,
     images: tuple[str, ...],
     project: str | None,
     domain: str | None,
@@ -382,8 +388,10 @@ def run(
         _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
         from taskplug.cli._remote_run import run_remote
 
-        _print_result(run_remote(spec, server, as_json=fmt == "json"), fmt)
+        _print_result(run_remote(spec, server, as_json=fmt == "json", token_file=token_file), fmt)
         return
+    if token_file is not None:
+        raise SpecError("--token-file", "only with --server: a local run talks to no server")
     if is_module(spec):
         if kubeconfig is not None and not images:
             raise SpecError(

@@ -1,56 +1,37 @@
-"""The executor: drives many task executions at once, one round at a time, through their plugins.
+"""The executor: the scheduler that drives many executions at once, one round at a time.
 
-Follows the task-node part of flytepropeller (nodes/task/handler.go and the node executor): each round calls
-the plugin's ``handle``; the plugin state it writes is persisted; every new phase or version becomes an event;
-a success reads the outputs and finalizes; a retryable failure starts the next attempt while the budget lasts
-(user failures spend ``maxAttempts - 1`` retries — the template's retries by default —, system failures their
-own budget, as Flyte does), and an exhausted budget fails the execution for good with propeller's
-``RetriesExhausted|<code>``; a task that wrote a dynamic workflow (``futures.pb``) fails with a message
-saying so;
-``cleanupOnFailure`` makes a failed attempt abort its resource before finalizing; an abort request aborts
-and finalizes.
-
-Every kind of trouble is bounded, so that a session ends (issue 13): a plugin that cannot decide (an
-unreachable API) errors for at most ``executor.max-round-errors`` rounds in a row, then the attempt fails
-with a system error, which the system-retry budget may retry; a cleanup (abort, finalize) that keeps failing
-is retried as many rounds, then given up: the execution ends PermanentFailure ``CleanupFailed`` (kind
-SYSTEM), its error naming the cause (an API error names the API address) and listing, under ``leftovers``,
-the objects that may be left behind, which are also logged one line each. Deviation: propeller retries a
-failing finalize in every round until ``max-workflow-retries`` fails the workflow ("Workflow abort
-failed"), then stops cleaning up; taskplug keeps the same bound per execution. A round that fails for a
-reason nobody expected (a bug) is logged with its traceback once, retried as many rounds, then fails the
-execution the same way.
-
-At submit, a plugin that can (the Kubernetes plugin manager's ``check_task``) builds the object it would
-create without creating it, so a task that cannot be built (a bad quantity) is refused before anything runs
-— the refusal ``taskplug render`` gives, from the same ``build_object``; a map task checks its elements'
-shared template once, through element 0.
+Follows flytepropeller's workflow executor and work queue (pkg/controller/workqueue, workflow/executor.go): an
+execution is its root node (a single task's task node, a map task's array node: ``nodes._factory``), and
+this module decides *when* that node runs a round; the node machinery in :mod:`taskplug.executor.nodes`
+decides *what* a round does (attempts, retries, timeouts, cleanup, events: ``docs/executor.md``).
 
 Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
 executions at once, and ``enqueue_task_execution`` (web-API status caches) the execution whose current
-attempt has a given generated name; a resync timer runs every live execution at least every
-``executor.resync-period``, so plugins without events (back-off waits, quota waits) still progress. One
-execution is never in two rounds at once.
+attempt has a given generated name; a node's ``wake_after`` (its resync period, sooner for a deadline or a
+back-off) runs it again without an event. One execution is never in two rounds at once; a wake-up during a
+round runs another round after it.
+
+At submit a spec is checked before anything runs: ``executor.limits``, then a plugin that can (the Kubernetes
+plugin manager's ``check_task``) builds the object the first task would create without creating it, so a
+task that cannot be built (a bad quantity) is refused — the refusal ``taskplug render`` gives.
+
+A round that fails for a reason nobody expected (a bug) is logged with its traceback once, retried with a
+back-off for ``executor.max-round-errors`` rounds in a row, then fails the execution with a system error.
 
 A state store that can group concurrent flushes (``aflush``, :class:`AsyncFlush`; PostgreSQL's) is awaited
-where the executor must flush — before a cleanup deletes anything, before a terminal execution's waiters
-are released, on closing — so that rounds ending together share one commit. :meth:`Executor.forget` drops
-a finished (or no-longer-owned) execution from memory: a long-running replica holds only what it drives.
+where the executor must flush — before a terminal execution's waiters are released, on closing — so that
+rounds ending together share one commit. :meth:`Executor.forget` drops a finished (or no-longer-owned)
+execution from memory: a long-running replica holds only what it drives.
 
 Before a web-API create or a sync plugin's ``do`` (the adapters' ``before_create`` hook, wired by
 ``open_executor``), a state store that can record an intent to create (:class:`WritesCreateIntent`;
-PostgreSQL's) writes it at once, fenced by its claim — for a single task's attempt, and for a map task's
-element's retry attempt (read from the element's context, checked against its generated name) alike: a store
-that refuses (the execution is no longer this replica's) raises, and nothing is created. The executor's next
-save of that execution (or element) is the round that made the call, carrying its result, which such a store
-commits at once as the intent's outcome. A store that finds an earlier owner's intent of the same (element,
-attempt) with no outcome (its owner died between the intent and the commit of the create's result) says so:
-the create is sent again (at-least-once within one call's window, service notes §3.4, 6), counted by
-``on_unknown_create``.
-
-An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
-(``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
-the execution's owner key, so their events wake the node's round.
+PostgreSQL's) writes it at once, fenced by its claim, for the attempt the root node names
+(:meth:`RootNode.creating <taskplug.executor.nodes._host.RootNode.creating>`: a single task's attempt, a map
+element's retry attempt): a store that refuses (the execution is no longer this replica's) raises, and
+nothing is created. The executor's next save of that execution (or element) is the round that made the
+call, carrying its result, which such a store commits at once as the intent's outcome. A store that finds an
+earlier owner's intent of the same (element, attempt) with no outcome says so: the create is sent again
+(at-least-once within one call's window: docs/service.md), counted by ``on_unknown_create``.
 """
 
 from __future__ import annotations
@@ -78,13 +59,14 @@ from taskplug.core import (
     TaskExecutionContext,
 )
 from taskplug.executor._datastore import DataStore
+from taskplug.executor._limits import SubmissionLimits, check_limits
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
-from taskplug.executor.nodes._array_rules import ArrayNodeSettings
 from taskplug.executor.nodes._factory import first_context, root_node
-from taskplug.executor.nodes._host import AsyncFlush, RootNode, RunSettings, flush_store
+from taskplug.executor.nodes._host import AsyncFlush, RootNode, flush_store
 from taskplug.executor.nodes._retry import retry_delay
-from taskplug.executor.nodes._step import NodeSettings, NodeStep
+from taskplug.executor.nodes._settings import ArrayNodeSettings, NodeSettings, RunSettings
+from taskplug.executor.nodes._step import NodeStep
 from taskplug.executor.nodes._task_node import end_record
 from taskplug.k8s import owner_key
 
@@ -133,16 +115,19 @@ class ExecutorSettings:
     max_system_failures: int = 3  # flytepropeller's max-node-retries-system-failures
     max_round_errors: int = 10  # consecutive rounds a plugin may fail to decide before the attempt fails
     max_plugin_phase_versions: int = 100000
+    default_max_attempts: int = 1  # node-config.default-max-attempts: every node's, when its task sets none
+    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
+    limits: SubmissionLimits = field(default_factory=SubmissionLimits)  # the most one submission may ask
     array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
 
     def node_settings(self) -> NodeSettings:
-        """What every node's rounds follow (the retry keys live under ``array`` for their Flyte names)."""
+        """What every node's rounds follow."""
         return NodeSettings(
             resync_period=self.resync_period,
             max_system_failures=self.max_system_failures,
             max_round_errors=self.max_round_errors,
-            default_max_attempts=self.array.default_max_attempts,
-            ignore_retry_cause=self.array.ignore_retry_cause,
+            default_max_attempts=self.default_max_attempts,
+            ignore_retry_cause=self.ignore_retry_cause,
         )
 
 
@@ -362,13 +347,15 @@ class Executor:
 
     # -- submitting and waiting ------------------------------------------------------------------------------
     def check(self, spec: ExecutionSpec) -> None:
-        """Refuse, before anything is created, a spec this executor could not start: its task type has a
-        plugin, and a plugin that can check a task (the Kubernetes plugin manager builds the exact object it
-        would create) accepts its first attempt — for a map, element 0, whose template every element shares.
-        Raises the plugin's TaskplugError (``BadTaskSpecification``: ``taskplug run`` exits 2)."""
+        """Refuse, before anything is created, a spec this executor could not start: it asks for no more than
+        ``executor.limits`` allows (a SpecError naming the field), its task type has a plugin, and a plugin
+        that can check a task (the Kubernetes plugin manager builds the exact object it would create) accepts
+        its first attempt — for a map, element 0, whose template every element shares. Raises the
+        TaskplugError (``taskplug run`` exits 2)."""
         self._check(self.resolver.resolve(spec.template.type), spec)
 
     def _check(self, plugin: Plugin, spec: ExecutionSpec) -> None:
+        check_limits(spec, self.settings.limits)
         if not isinstance(plugin, _ChecksTasks):
             return
         max_length = plugin.get_properties().generated_name_max_length

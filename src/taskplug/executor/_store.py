@@ -35,14 +35,14 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import orjson
 
 from taskplug.core import TaskplugError
-from taskplug.executor.nodes._phase import Closing
 
 __all__ = [
+    "Closing",
     "Event",
     "ExecutionRecord",
     "Lease",
@@ -52,6 +52,16 @@ __all__ = [
     "StateStore",
     "StateStoreError",
 ]
+
+
+class Closing(TypedDict, total=False):
+    """An attempt's end, decided and saved before its object is cleaned up (stored as JSON in the record).
+
+    A process stopped while cleaning up finishes the cleanup on resume instead of deciding again."""
+
+    retry: bool  # a next attempt follows the cleanup
+    cleanup: bool  # abort the object before finalizing it (the plugin asked: ``cleanup_on_failure``)
+    phase: int  # the NodePhase the node ends in when no retry follows (absent in records of 0.x: derived)
 
 
 class StateStoreError(TaskplugError):

@@ -21,7 +21,7 @@ from taskplug.executor.nodes._deadlines import (
     deadline_passed,
     next_deadline,
 )
-from taskplug.executor.nodes._phase import Closing, NodePhase
+from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import (
     RetryDecision,
     decide_retry,
@@ -29,8 +29,15 @@ from taskplug.executor.nodes._retry import (
     retries_exhausted,
     retry_delay,
 )
+from taskplug.executor.nodes._settings import (
+    ArrayNodeSettings,
+    NodeSettings,
+    ParallelismBehavior,
+    RunSettings,
+)
 
 if TYPE_CHECKING:
+    from taskplug.executor._store import Closing
     from taskplug.executor.nodes._step import (
         CLEANUP_FAILED,
         Cleanup,
@@ -39,7 +46,6 @@ if TYPE_CHECKING:
         HandlerResult,
         NodeHandler,
         NodeRuntime,
-        NodeSettings,
         NodeState,
         NodeStep,
         error_json,
@@ -57,6 +63,7 @@ __all__ = [
     "CLEANUP_FAILED",
     "EXECUTION_DEADLINE_CODE",
     "FUTURES_FILE",
+    "ArrayNodeSettings",
     "Cleanup",
     "Closing",
     "Evaluation",
@@ -68,7 +75,9 @@ __all__ = [
     "NodeSettings",
     "NodeState",
     "NodeStep",
+    "ParallelismBehavior",
     "RetryDecision",
+    "RunSettings",
     "TaskHandler",
     "deadline_passed",
     "decide_retry",
@@ -85,6 +94,7 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "Closing": "taskplug.executor._store",
         **dict.fromkeys(
             [
                 "CLEANUP_FAILED",
@@ -94,7 +104,6 @@ __getattr__ = lazy_exports(
                 "HandlerResult",
                 "NodeHandler",
                 "NodeRuntime",
-                "NodeSettings",
                 "NodeState",
                 "NodeStep",
                 "error_json",

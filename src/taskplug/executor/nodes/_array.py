@@ -9,13 +9,13 @@ time (the executor calls :meth:`ArrayRun.round` whenever the execution is woken)
   Queued event listing every element, move to Executing.
 * **Executing** — choose the window (R4), evaluate its elements concurrently (bounded by
   ``node-execution-worker-count``): each element's plugin ``handle`` with a context built as propeller
-  builds an element's (its generated name §3.2, paths §3.3, index variables §3.4, its slice of the inputs
-  §3.5, the de-listed template §3.6); decide each element's end (success after its outputs are checked, a
-  retry under separate user and system budgets §3.8, or a failure); save those decisions and flush them
+  builds an element's (its generated name, paths, index variables, its slice of the inputs, the
+  de-listed template); decide each element's end (success after its outputs are checked, a
+  retry under separate user and system budgets, or a failure); save those decisions and flush them
   *before* any object is aborted or finalized, then clean up; count, and move on (R7–R10); send one event
-  for the round listing the elements that changed (§6.1).
+  for the round listing the elements that changed.
 * **Failing** — abort and finalize every element still running, fail with the elements' errors (R13).
-* **Succeeding** — gather the outputs in element order, ``none`` where an element did not succeed (§4.2).
+* **Succeeding** — gather the outputs in element order, ``none`` where an element did not succeed.
 
 Deviations from propeller, each for a reason:
 
@@ -27,7 +27,7 @@ Deviations from propeller, each for a reason:
   fails its attempt after ``max-round-errors`` rounds in a row.
 * Deviation: The node's error lists every failed element's error, each kept from the round it failed;
   propeller overwrites its message each round while an element is Failing and keeps only that round's
-  messages, so the first error can be lost (§9.1).
+  messages, so the first error can be lost.
 * Deviation: An element's cleanup (abort, finalize) that keeps failing is retried for
   ``executor.max-round-errors`` rounds in a row, then given up, as a single task's is: the node aborts what
   still runs (within the same bound) and ends PermanentFailure ``CleanupFailed`` (kind SYSTEM), naming every
@@ -35,7 +35,7 @@ Deviations from propeller, each for a reason:
   failing cleanup every round until the workflow's own retries run out).
 * Deviation: A succeeded element's outputs are checked when it succeeds (error.pb first, then every
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
-  than shifting later outputs down a place (§9.2).
+  than shifting later outputs down a place.
 
 (The element's kept plugin state is ``NodeRecord``'s deviation.)
 """
@@ -86,9 +86,10 @@ from taskplug.executor.nodes._array_rules import (
     task_phase_for_node_phase,
     window,
 )
-from taskplug.executor.nodes._host import NodeHost, RunSettings, flush_store
+from taskplug.executor.nodes._host import NodeHost, flush_store
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import max_attempts_for
+from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState, error_json
 from taskplug.executor.nodes._task import TaskHandler
 
@@ -481,6 +482,9 @@ class ArrayRun:
         step = _Step(index)
         if element.closing is not None:
             return step  # decided, only its cleanup is left (below)
+        if self.record.abort_requested and NodePhase(element.node_phase) is NodePhase.NOT_YET_STARTED:
+            # An abort arrived while this round runs: start nothing more (the next round aborts what runs).
+            return step
         self._index(element)
         evaluation = await self.host.step.evaluate(
             element,

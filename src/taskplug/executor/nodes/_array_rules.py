@@ -24,6 +24,7 @@ from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
 from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._settings import ParallelismBehavior
 from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [
@@ -32,10 +33,8 @@ __all__ = [
     "DEFAULT_GENERATED_NAME_MAX_LENGTH",
     "MAX_ERROR_MESSAGE_LENGTH",
     "ArrayNodePhase",
-    "ArrayNodeSettings",
     "Counts",
     "ErrorCollector",
-    "ParallelismBehavior",
     "array_size",
     "count_phases",
     "delisted_template",
@@ -70,25 +69,6 @@ class ArrayNodePhase(enum.IntEnum):
     EXECUTING = 1
     FAILING = 2
     SUCCEEDING = 3
-
-
-class ParallelismBehavior(enum.StrEnum):
-    """``array-node-config.default-parallelism-behavior``."""
-
-    UNLIMITED = "unlimited"
-    WORKFLOW = "workflow"
-    HYBRID = "hybrid"
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayNodeSettings:
-    """The executor's ArrayNode knobs (config ``executor.array-node``; Flyte's keys named there)."""
-
-    parallelism_behavior: ParallelismBehavior = ParallelismBehavior.UNLIMITED
-    max_parallelism: int = 25  # the workflow's (FlyteAdmin maxParallelism); 0 = no limit
-    default_max_attempts: int = 1  # node-config.default-max-attempts
-    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
-    workers: int = 8  # node-execution-worker-count: element plugin calls at once within a round
 
 
 # -- names ----------------------------------------------------------------------------------------------
@@ -133,7 +113,7 @@ def external_resource_id(
     execution_name: str, array_node_id: str, array_attempt: int, index: int, retry: int
 ) -> str:
     """The id an element has in the node's events (``generateExternalResourceID``):
-    ``FLUIDP(50, [exec, A, a]) + "-n<i>-<retry>"``. Equal to the pod name while nothing is hashed (§9.9)."""
+    ``FLUIDP(50, [exec, A, a]) + "-n<i>-<retry>"``. Equal to the pod name while nothing is hashed."""
     prefix = fixed_length_unique_id_for_parts(
         DEFAULT_GENERATED_NAME_MAX_LENGTH, (execution_name, array_node_id, str(array_attempt))
     )
@@ -251,7 +231,7 @@ def remaining_parallelism(max_parallelism: int, current: int, size: int) -> int:
 
     Deviation: Flyte computes ``MaxParallelism - CurrentParallelism`` in uint32, so a workflow
     ``MaxParallelism`` of 0 ("no limit") leaves 0 when nothing else runs, and an ArrayNode relying on the
-    workflow's parallelism never evaluates an element and hangs (§9.13); here 0 means no limit.
+    workflow's parallelism never evaluates an element and hangs; here 0 means no limit.
     """
     if max_parallelism <= 0:
         return size
@@ -429,11 +409,11 @@ def none_literal() -> literals_pb2.Literal:
 def gather_outputs(
     output_names: Sequence[str], results: Sequence[literals_pb2.LiteralMap | None]
 ) -> literals_pb2.LiteralMap:
-    """§4.2: one collection per declared output, element ``i`` at position ``i``; an element that did not
+    """one collection per declared output, element ``i`` at position ``i``; an element that did not
     succeed (``None``) contributes a ``none`` literal to every output.
 
     Deviation: Flyte's gather swallows an element's unreadable outputs and appends only the literals it
-    found, so a later element's value lands at an earlier index (§9.2). Here a succeeded element that lacks
+    found, so a later element's value lands at an earlier index. Here a succeeded element that lacks
     a declared output is an error (ValueError naming it), never a shorter list.
     """
     collections: dict[str, list[literals_pb2.Literal]] = {name: [] for name in output_names}

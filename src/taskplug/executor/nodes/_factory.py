@@ -15,7 +15,8 @@ from taskplug.executor._store import ExecutionRecord
 from taskplug.executor._tasks import task_context_for
 from taskplug.executor.nodes._array import ArrayRun
 from taskplug.executor.nodes._array_context import element_task_context
-from taskplug.executor.nodes._host import NodeHost, RootNode, RunSettings
+from taskplug.executor.nodes._host import NodeHost, RootNode
+from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._task_node import TaskNode
 
 __all__ = ["first_context", "root_node"]

@@ -10,17 +10,15 @@ nodes/executor.go), reduced to one root node per execution.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Protocol, runtime_checkable
 
 from taskplug.core import Clock, Phase, PhaseInfo, ResourceManager, TaskExecutionContext
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
-from taskplug.executor.nodes._array_rules import ArrayNodeSettings
 from taskplug.executor.nodes._step import NodeStep, error_json
 
-__all__ = ["AsyncFlush", "NodeHost", "RootNode", "RunSettings", "flush_store", "phase_event"]
+__all__ = ["AsyncFlush", "NodeHost", "RootNode", "flush_store", "phase_event"]
 
 
 @runtime_checkable
@@ -38,16 +36,6 @@ async def flush_store(store: StateStore) -> None:
         await store.aflush()
     else:
         store.flush()
-
-
-@dataclass(frozen=True, slots=True)
-class RunSettings:
-    """The executor settings a root node's rounds use beyond the node step's."""
-
-    data_root: str
-    resync_period: float
-    max_plugin_phase_versions: int
-    array: ArrayNodeSettings
 
 
 class NodeHost(Protocol):

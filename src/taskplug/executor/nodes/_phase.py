@@ -7,9 +7,9 @@ the task phase the plugin reports is a separate, inner phase (:class:`taskplug.c
 from __future__ import annotations
 
 import enum
-from typing import Final, TypedDict
+from typing import Final
 
-__all__ = ["Closing", "NodePhase"]
+__all__ = ["NodePhase"]
 
 
 class NodePhase(enum.IntEnum):
@@ -51,13 +51,3 @@ _TERMINAL: Final = frozenset(
         NodePhase.ABORTED,
     }
 )
-
-
-class Closing(TypedDict, total=False):
-    """An attempt's end, decided and saved before its object is cleaned up (stored as JSON in the record).
-
-    A process stopped while cleaning up finishes the cleanup on resume instead of deciding again."""
-
-    retry: bool  # a next attempt follows the cleanup
-    cleanup: bool  # abort the object before finalizing it (the plugin asked: ``cleanup_on_failure``)
-    phase: int  # the NodePhase the node ends in when no retry follows (absent in records of 0.x: derived)

@@ -15,6 +15,9 @@ the caller **saves it before** :meth:`NodeStep.close` cleans up (abort when the 
 finalize), so a process stopped in between finishes the cleanup on resume and never decides twice. A cleanup
 that keeps failing is retried for as many rounds, then given up (:class:`GivenUp`): what the caller does
 with that — end the execution ``CleanupFailed``, fail a map task — is the container's business.
+Deviation: propeller retries a failing finalize in every round until ``max-workflow-retries`` fails the
+workflow ("Workflow abort failed"), then stops cleaning up; taskplug keeps the same bound per node and says
+what may be left behind.
 
 The step does not report events and does not save: it changes the node and says what changed; the node's
 container (the executor for a root node, the array handler for an element) reports and persists, so an
@@ -30,9 +33,11 @@ from typing import Any, Protocol
 from flyteidl.core import literals_pb2
 
 from taskplug.core import Clock, ErrorCode, ErrorKind, ExecutionError, Phase, PhaseInfo, PluginError
+from taskplug.executor._store import Closing
 from taskplug.executor.nodes._deadlines import deadline_passed, next_deadline
-from taskplug.executor.nodes._phase import Closing, NodePhase
+from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import decide_retry, retries_exhausted, retry_delay
+from taskplug.executor.nodes._settings import NodeSettings
 
 __all__ = [
     "CLEANUP_FAILED",
@@ -42,7 +47,6 @@ __all__ = [
     "HandlerResult",
     "NodeHandler",
     "NodeRuntime",
-    "NodeSettings",
     "NodeState",
     "NodeStep",
     "error_json",
@@ -106,18 +110,6 @@ class NodeHandler(Protocol):
     async def abort(self) -> None: ...
 
     async def finalize(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    """The knobs every node's rounds follow (config ``executor`` and ``executor.array-node``; see
-    ``docs/config.md``)."""
-
-    resync_period: float = 10.0
-    max_system_failures: int = 3  # node-config.max-node-retries-system-failures
-    max_round_errors: int = 10  # rounds in a row a handler may fail to decide, or a cleanup fail
-    default_max_attempts: int = 1  # node-config.default-max-attempts
-    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
 
 
 @dataclass(slots=True)

@@ -31,11 +31,12 @@ from taskplug.core import (
 )
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
-from taskplug.executor._store import ExecutionRecord
+from taskplug.executor._store import Closing, ExecutionRecord
 from taskplug.executor._tasks import task_context_for
-from taskplug.executor.nodes._host import NodeHost, RunSettings, flush_store, phase_event
-from taskplug.executor.nodes._phase import Closing, NodePhase
+from taskplug.executor.nodes._host import NodeHost, flush_store, phase_event
+from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import max_attempts_for
+from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState
 from taskplug.executor.nodes._task import TaskHandler, needs_template_file
 
