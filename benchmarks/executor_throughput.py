@@ -157,7 +157,7 @@ async def measure_memory(platform: Platform, specs: list[Any], workdir: Path, sq
             for spec in running:
                 await ex.submit(spec)
             # Wait until every execution has seen its pod running: all N are in flight.
-            while sum(1 for k in ex.keys if ex.status(k).phase == 5) < n:  # Phase.RUNNING
+            while sum(1 for k in ex.keys if ex.status(k).task_phase == 5) < n:  # Phase.RUNNING
                 await asyncio.sleep(0.05)
             snapshot = tracemalloc.take_snapshot()
             for key in list(ex.keys):

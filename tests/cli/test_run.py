@@ -40,7 +40,7 @@ def test_run_hello_as_json_succeeds_with_its_output_and_a_timeline_of_events(tmp
     assert proc.returncode == 0, proc.stderr
 
     document = json.loads(proc.stdout)
-    assert list(document) == ["phase", "attempts", "error", "outputs", "events"]
+    assert list(document) == ["phase", "attempts", "error", "outputs", "events", "node"]
     assert (document["phase"], document["attempts"], document["error"]) == ("Success", 1, None)
     assert document["outputs"] == {"greeting": "hello, world"}
 

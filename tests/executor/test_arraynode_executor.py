@@ -668,10 +668,10 @@ class CrashableStore(MemoryStateStore):
             row = record.to_row()
             self._pending.append(lambda: MemoryStateStore.save(self, type(record).from_row(row)))
 
-    def save_elements(self, key: str, elements: list[Any]) -> None:
+    def save_nodes(self, key: str, nodes: list[Any]) -> None:
         if not self.crashed:
-            rows = [type(e).from_row(e.to_row()) for e in elements]
-            self._pending.append(lambda: MemoryStateStore.save_elements(self, key, rows))
+            rows = [type(n).from_row(n.to_row()) for n in nodes]
+            self._pending.append(lambda: MemoryStateStore.save_nodes(self, key, rows))
 
     def append_event(self, key: str, event: Any) -> None:
         if not self.crashed:

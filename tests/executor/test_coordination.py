@@ -19,13 +19,13 @@ from executor.test_executor import ScriptedPlugin, _resolver, _spec
 from support.waiting import wait_until
 from taskplug.core import PhaseInfo
 from taskplug.executor import (
-    ElementRecord,
     Event,
     ExecutionRecord,
     FencedError,
     FencedStateStore,
     Lease,
     LocalCoordinator,
+    NodeRecord,
     SQLiteStateStore,
     StateStoreError,
 )
@@ -69,7 +69,7 @@ def test_a_write_under_a_superseded_lease_is_refused_reported_and_never_applied(
         assert second.acquire_lease(KEY, "second") == Lease("second", 2)
         first.save(ExecutionRecord(key=KEY, reason="first, after the takeover"))
         first.append_event(KEY, _event("Running"))
-        first.save_elements(KEY, [ElementRecord(index=0, reason="stale")])
+        first.save_nodes(KEY, [NodeRecord(path="n0/0", reason="stale")])
         first.flush()
 
         assert lost == [{KEY}]  # reported once, at the first refused write
@@ -77,7 +77,7 @@ def test_a_write_under_a_superseded_lease_is_refused_reported_and_never_applied(
         assert first.lease_of(KEY) is None
         stored = _stored(path)
         assert stored is not None and stored.reason == "first wrote this"
-        assert second.events(KEY) == [] and second.load_elements(KEY) == []
+        assert second.events(KEY) == [] and second.load_nodes(KEY) == []
 
         second.save(ExecutionRecord(key=KEY, reason="second wrote this"))
         second.append_event(KEY, _event("Running"))
@@ -142,7 +142,7 @@ def test_a_version_1_state_db_is_upgraded_and_keeps_its_records(tmp_path: Path) 
         store.close()
     db = sqlite3.connect(path)
     try:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     finally:
         db.close()
 

@@ -186,7 +186,7 @@ def pods_in(cluster: LocalCluster, namespace: str = NAMESPACE) -> dict[str, dict
 
 
 def phase_of(ex: Executor, key: str) -> Phase:
-    return Phase(ex.status(key).phase)
+    return Phase(ex.status(key).task_phase)
 
 
 async def advance_until(

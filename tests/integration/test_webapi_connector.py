@@ -100,11 +100,11 @@ async def test_the_file_sensor_runs_until_the_file_appears_then_succeeds(
 ) -> None:
     flag = tmp_path / "flagfile"
     key = await ex.submit(spec(file_sensor_document(unique("sensor"), flag)))
-    await wait_until(lambda: Phase(ex.status(key).phase) is Phase.RUNNING, what="the sensor is running")
+    await wait_until(lambda: Phase(ex.status(key).task_phase) is Phase.RUNNING, what="the sensor is running")
     # Several status-cache passes (0.5 s each on this clock) find no file: still running.
     rounds = ex.rounds
     await wait_until(lambda: ex.rounds >= rounds + 3, what="three more executor rounds")
-    assert Phase(ex.status(key).phase) is Phase.RUNNING
+    assert Phase(ex.status(key).task_phase) is Phase.RUNNING
     assert not ex.status(key).terminal
 
     flag.touch()
@@ -120,7 +120,9 @@ async def test_aborting_a_running_job_reaches_the_connectors_delete(
     key = await ex.submit(spec(scripted_document(unique("abort"), hold=group, group=group)))
     await wait_until(lambda: len(connector_server.running(group)) == 1, what="the job runs on the connector")
     (job_id,) = connector_server.running(group)
-    await wait_until(lambda: Phase(ex.status(key).phase) is Phase.RUNNING, what="the task reports Running")
+    await wait_until(
+        lambda: Phase(ex.status(key).task_phase) is Phase.RUNNING, what="the task reports Running"
+    )
 
     ex.abort(key)
     (result,) = await finished(ex, [key])

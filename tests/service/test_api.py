@@ -306,10 +306,10 @@ def test_a_map_tasks_elements_are_counted_by_phase_failed_first(
     replica.elements(
         key,
         [
-            {"index": 0, "node_phase": 5, "attempts": 0},
-            {"index": 1, "node_phase": 2, "attempts": 1, "logs": [{"name": "l", "uri": "http://x/1"}]},
-            {"index": 2, "node_phase": 6, "attempts": 1, "error": oom},
-            {"index": 3, "node_phase": 5, "attempts": 0, "error": None},
+            {"index": 0, "node_phase": 5, "attempt": 0},
+            {"index": 1, "node_phase": 2, "attempt": 1, "logs": [{"name": "l", "uri": "http://x/1"}]},
+            {"index": 2, "node_phase": 6, "attempt": 1, "error": oom},
+            {"index": 3, "node_phase": 5, "attempt": 0, "error": None},
         ],
     )
 
@@ -324,6 +324,13 @@ def test_a_map_tasks_elements_are_counted_by_phase_failed_first(
         (3, "Succeeded"),
     ]
     assert body["items"][0]["error"] == oom
+    # Each element is its root node's child, and the API reads NodeRecord's keys (attempt, not attempts).
+    assert [(e["node"], e["attempts"]) for e in body["items"]] == [
+        ("n0/2", 1),
+        ("n0/0", 0),
+        ("n0/1", 1),
+        ("n0/3", 0),
+    ]
     assert (
         client.get(f"/api/v1/executions/{key}/elements", params={"limit": 1}).json()["items"][0]["index"] == 2
     )

@@ -149,8 +149,9 @@ class ReplicaDouble:
         return int(seq_row[0])
 
     def elements(self, key: str, elements: list[dict[str, Any]]) -> None:
-        """A map task's element records (``ElementRecord`` fields: index, node_phase, attempts, error, logs),
-        fenced by the claim's epoch, then an event as a replica's round writes one."""
+        """A map task's element records (``NodeRecord`` fields: path, node_phase, attempt, error, logs; given
+        with the ``index`` of the element under root node ``n0``), fenced by the claim's epoch, then an event as
+        a replica's round writes one."""
         epoch = self.epochs[key]
         with self.conn.transaction():
             row = self.conn.execute(
@@ -159,10 +160,12 @@ class ReplicaDouble:
             ).fetchone()
             assert row is not None, f"fenced out of {key}"
             for element in elements:
+                path = f"n0/{element['index']}"
+                record = {k: v for k, v in element.items() if k != "index"} | {"path": path}
                 self.conn.execute(
-                    "INSERT INTO taskplug_elements (execution_id, idx, record, epoch) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (execution_id, idx) DO UPDATE SET record = excluded.record, epoch = excluded.epoch",
-                    (row[0], element["index"], Jsonb(element), epoch),
+                    "INSERT INTO taskplug_nodes (execution_id, path, record, epoch) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (execution_id, path) DO UPDATE SET record = excluded.record, epoch = excluded.epoch",
+                    (row[0], path, Jsonb(record), epoch),
                 )
         self.phase(key, "Running", reason=f"{len(elements)} element(s) changed")
 

@@ -25,7 +25,7 @@ from service.replica_helpers import (
 )
 from support.waiting import wait_until
 from taskplug.core import PhaseInfo, PluginRegistry, ResourceConstraintsSpec, TaskExecutionContext
-from taskplug.executor import ElementRecord, Event, ExecutionRecord, FencedError, Platform
+from taskplug.executor import Event, ExecutionRecord, FencedError, NodeRecord, Platform
 from taskplug.localcluster import LocalCluster
 from taskplug.service import PostgresStateStore, Replica, ReplicaSettings
 from taskplug.service._pgstore import Claim
@@ -66,7 +66,7 @@ def test_an_attempt_row_without_an_intent_is_not_an_unknown_create(
     a, b = replica_row(conn), replica_row(conn)
     old = _store(postgres_dsn, a)
     old.claim("x", claim_row(conn, a, "t1"))
-    old.save(ExecutionRecord(key="x", phase=1, plugin_state={"phase": 1}))
+    old.save(ExecutionRecord(key="x", task_phase=1, plugin_state={"phase": 1}))
     old.append_event(
         "x", Event(attempt=0, phase="Queued", version=0, reason="Allocation token required", occurred_at=None)
     )
@@ -117,9 +117,9 @@ def test_the_save_after_an_intent_commits_its_outcome_at_once_meta_or_not(
     assert [o for *_, o in _intents(conn)] == [False, False]
 
     # The async create answered with a job: its meta and the outcome land without waiting for the batch.
-    store.save(ExecutionRecord(key="async", phase=3, plugin_state=_created("j-3")))
+    store.save(ExecutionRecord(key="async", task_phase=3, plugin_state=_created("j-3")))
     # A sync plugin's ``do`` answered a terminal phase and no meta: its result is the outcome just the same.
-    store.save(ExecutionRecord(key="sync", phase=6, plugin_state={"phase": 3, "resourceMeta": None}))
+    store.save(ExecutionRecord(key="sync", task_phase=6, plugin_state={"phase": 3, "resourceMeta": None}))
     found = conn.execute(
         "SELECT e.key, i.outcome_at IS NOT NULL, a.resource_meta FROM taskplug_create_intents i "
         "JOIN taskplug_executions e ON e.id = i.execution_id "
@@ -130,7 +130,7 @@ def test_the_save_after_an_intent_commits_its_outcome_at_once_meta_or_not(
 
     # Later saves carry no outcome: they wait for the batch's interval again.
     statements = store.statements
-    store.save(ExecutionRecord(key="sync", phase=6, plugin_state={"phase": 3, "resourceMeta": None}))
+    store.save(ExecutionRecord(key="sync", task_phase=6, plugin_state={"phase": 3, "resourceMeta": None}))
     assert store.statements == statements
     store.close()
 
@@ -144,7 +144,7 @@ def test_a_known_outcome_is_not_an_unknown_create_for_the_next_owner(
     old.claim("x", claim_row(conn, a, "t5"))
     old.write_create_intent("x", 0, "t5-n0-0")
     # The create failed and said so: the attempt failed, an answer the next owner reads from the row.
-    old.save(ExecutionRecord(key="x", phase=6, plugin_state={"phase": 0}))
+    old.save(ExecutionRecord(key="x", task_phase=6, plugin_state={"phase": 0}))
     old.close()
     new = _store(postgres_dsn, b)
     new.claim("x", claim_row(conn, b, "t5"))
@@ -171,17 +171,17 @@ def test_each_map_element_has_its_own_intent_and_outcome_per_retry_attempt(
     # An element's intent is not an attempt of the execution: no attempt row is written for it.
     assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)
     # Element 0's create answered: the round saves it, and its result and outcome are committed at once.
-    done = ElementRecord(index=0, node_phase=2, task_phase=3, plugin_state=_created("e0"))
-    old.save_elements("m", [done])
+    done = NodeRecord(path="n0/0", node_phase=2, task_phase=3, plugin_state=_created("e0"))
+    old.save_nodes("m", [done])
     assert _intents(conn) == [
         (0, 0, "m1-e0", 1, True),
         (1, 0, "m1-e1", 1, False),
         (2, 2, "m1-e2-2", 1, False),
     ]
     stored = conn.execute(
-        "SELECT idx, record->'plugin_state'->'resourceMeta' FROM taskplug_elements"
+        "SELECT path, record->'plugin_state'->'resourceMeta' FROM taskplug_nodes"
     ).fetchall()
-    assert stored == [(0, {"job": "e0"})]
+    assert stored == [("n0/0", {"job": "e0"})]
     old.close()  # killed before elements 1 and 2 were answered
 
     new = _store(postgres_dsn, b)

@@ -44,7 +44,7 @@ def finished(double: ReplicaDouble, conn: psycopg.Connection[Any], key: str, *, 
 
 
 def counts(conn: psycopg.Connection[Any], execution_id: int) -> dict[str, int]:
-    tables = ["taskplug_events", "taskplug_attempts", "taskplug_elements", "taskplug_create_intents"]
+    tables = ["taskplug_events", "taskplug_attempts", "taskplug_nodes", "taskplug_create_intents"]
     found = {}
     for table in tables:
         row = conn.execute(

@@ -10,12 +10,12 @@ import pytest
 
 from service.replica_helpers import claim_row, pod_document, replica_row, rows, stale_epoch_writes, submit
 from taskplug.executor import (
-    ElementRecord,
     Event,
     ExecutionRecord,
     FencedError,
     FencedStateStore,
     Lease,
+    NodeRecord,
     StateStoreError,
 )
 from taskplug.service import PostgresStateStore
@@ -32,12 +32,12 @@ def test_the_owner_s_writes_land_with_their_events_attempt_and_elements(
     rid = replica_row(conn)
     store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
     store.claim("p/d/k1/n0", claim_row(conn, rid, "k1"))
-    record = ExecutionRecord(key="p/d/k1/n0", phase=5)
+    record = ExecutionRecord(key="p/d/k1/n0", task_phase=5)
     store.save(record)
     running = _event(0, "Running")
     running.logs = [{"name": "log", "uri": "http://logs/k1"}]
     store.append_event("p/d/k1/n0", running)
-    store.save_elements("p/d/k1/n0", [ElementRecord(index=3, node_phase=2)])
+    store.save_nodes("p/d/k1/n0", [NodeRecord(path="n0/3", node_phase=2)])
     record.terminal, record.outcome, record.outputs = True, "Success", {"o": 1}
     store.save(record)
     store.append_event("p/d/k1/n0", _event(0, "Success"))
@@ -57,7 +57,9 @@ def test_the_owner_s_writes_land_with_their_events_attempt_and_elements(
         "SELECT resource_name, phase, finished_at IS NOT NULL, logs FROM taskplug_attempts"
     ).fetchone()
     assert attempt == ("k1-n0-0", "Success", True, [{"name": "log", "uri": "http://logs/k1"}])
-    assert conn.execute("SELECT idx, record->>'node_phase' FROM taskplug_elements").fetchall() == [(3, "2")]
+    assert conn.execute("SELECT path, record->>'node_phase' FROM taskplug_nodes").fetchall() == [
+        ("n0/3", "2")
+    ]
     owner = conn.execute("SELECT object_owner, finished_at IS NOT NULL FROM taskplug_executions").fetchone()
     assert owner == ("default/k1", True)
 
@@ -72,15 +74,15 @@ def test_an_ex_owner_s_writes_are_refused_and_reported_lost(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=a, on_lost=lost.append
     )
     old.claim("x", claim_row(conn, a, "k2"))
-    old.save(ExecutionRecord(key="x", phase=5))
+    old.save(ExecutionRecord(key="x", task_phase=5))
     old.flush()
     new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b)
     new.claim("x", claim_row(conn, b, "k2"))  # b took it over: epoch 2
-    new.save(ExecutionRecord(key="x", phase=3, attempt=1))
+    new.save(ExecutionRecord(key="x", task_phase=3, attempt=1))
     new.append_event("x", _event(1, "Queued"))
     new.flush()
 
-    old.save(ExecutionRecord(key="x", phase=8, terminal=True, outcome="PermanentFailure"))
+    old.save(ExecutionRecord(key="x", task_phase=8, terminal=True, outcome="PermanentFailure"))
     old.append_event("x", _event(0, "PermanentFailure"))
     old.flush()
 
@@ -124,9 +126,9 @@ def test_a_fenced_store_writes_nothing(conn: psycopg.Connection[Any], postgres_d
     rid = replica_row(conn)
     store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
     store.claim("x", claim_row(conn, rid, "k4"))
-    store.save(ExecutionRecord(key="x", phase=5))
+    store.save(ExecutionRecord(key="x", task_phase=5))
     store.fence()
-    store.save(ExecutionRecord(key="x", phase=6))
+    store.save(ExecutionRecord(key="x", task_phase=6))
     store.close()
     assert rows(conn)["k4"]["phase"] == "Queued"
     assert conn.execute("SELECT count(*) FROM taskplug_events").fetchone() == (0,)
@@ -141,10 +143,12 @@ def test_a_web_api_resource_meta_is_committed_at_once_outside_the_batch(
         psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid, commit_interval=3600
     )
     store.claim("x", claim_row(conn, rid, "k5"))
-    store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 1, "resourceMeta": None}))
+    store.save(ExecutionRecord(key="x", task_phase=3, plugin_state={"phase": 1, "resourceMeta": None}))
     assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)  # batched, not yet
     store.append_event("x", _event(0, "Queued"))
-    store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j-1"}}))
+    store.save(
+        ExecutionRecord(key="x", task_phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j-1"}})
+    )
     # No flush called: the create's answer is in the database already.
     meta = conn.execute("SELECT attempt, resource_meta FROM taskplug_attempts").fetchall()
     assert meta == [(0, {"job": "j-1"})]
@@ -167,7 +171,7 @@ async def test_concurrent_async_flushes_share_one_batch_statement_and_each_retur
 
     async def round_that_ends(key: str) -> str:
         await asyncio.sleep(0)  # rounds reach their flush at different steps
-        record = ExecutionRecord(key=f"p/d/{key}/n0", phase=5, terminal=True, outcome="Success")
+        record = ExecutionRecord(key=f"p/d/{key}/n0", task_phase=5, terminal=True, outcome="Success")
         store.save(record)
         store.append_event(record.key, _event(0, "Success"))
         await store.aflush()
@@ -192,7 +196,7 @@ async def test_a_failed_group_flush_is_raised_to_every_caller_and_the_batch_is_k
     db = psycopg.connect(postgres_dsn, autocommit=True)
     store = PostgresStateStore(db, replica_id=rid, commit_interval=3600)
     store.claim("p/d/f1/n0", claim_row(conn, rid, "f1"))
-    store.save(ExecutionRecord(key="p/d/f1/n0", phase=5, terminal=True, outcome="Success"))
+    store.save(ExecutionRecord(key="p/d/f1/n0", task_phase=5, terminal=True, outcome="Success"))
     db.close()  # the database cannot be reached
     outcomes = await asyncio.gather(store.aflush(), store.aflush(), return_exceptions=True)
     assert all(isinstance(o, StateStoreError) for o in outcomes)
@@ -218,7 +222,9 @@ def test_the_intent_to_create_is_an_attempt_row_without_meta_written_at_once(
     ).fetchall()
     assert intent == [(0, "i1-n0-0", None, 1)]
     # The create answered: its meta fills the same row, the intent stays one row.
-    store.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j-1"}}))
+    store.save(
+        ExecutionRecord(key="x", task_phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j-1"}})
+    )
     after = conn.execute("SELECT attempt, resource_meta FROM taskplug_attempts").fetchall()
     assert after == [(0, {"job": "j-1"})]
     store.close()
@@ -261,6 +267,6 @@ def test_a_new_owner_finding_an_earlier_intent_without_meta_is_told_the_create_o
     # The same owner asking again (a round that errored after its intent) is not a takeover.
     assert new.write_create_intent("x", 0, "i3-n0-0") is False
     # An earlier intent whose create answered is known: the next attempt's intent is a fresh row.
-    new.save(ExecutionRecord(key="x", phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j"}}))
+    new.save(ExecutionRecord(key="x", task_phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j"}}))
     assert new.write_create_intent("x", 1, "i3-n0-1") is False
     new.close()

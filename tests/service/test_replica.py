@@ -88,7 +88,7 @@ async def test_a_replica_runs_single_and_map_tasks_retries_and_aborts_to_the_end
         (1, "fails-n0-1", "PermanentFailure"),
     ]
     elements = conn.execute(
-        "SELECT count(*) FROM taskplug_elements el JOIN taskplug_executions e ON e.id = el.execution_id "
+        "SELECT count(*) FROM taskplug_nodes el JOIN taskplug_executions e ON e.id = el.execution_id "
         "WHERE e.key = 'map'"
     ).fetchone()
     assert elements == (4,)

@@ -202,7 +202,7 @@ async def test_a_map_task_whose_replica_is_killed_is_finished_by_the_other_eleme
     await wait_until(
         lambda: (
             conn.execute(
-                "SELECT count(*) FROM taskplug_elements el JOIN taskplug_executions e ON e.id = el.execution_id "
+                "SELECT count(*) FROM taskplug_nodes el JOIN taskplug_executions e ON e.id = el.execution_id "
                 "WHERE e.key = 'map'"
             ).fetchone()
             == (6,)
@@ -220,8 +220,8 @@ async def test_a_map_task_whose_replica_is_killed_is_finished_by_the_other_eleme
     row = rows(conn)["map"]
     assert (row["phase"], row["attempt"], row["lease_epoch"]) == ("Success", 0, 2)
     elements = conn.execute(
-        "SELECT el.record->>'attempts', el.record->>'system_failures', el.epoch FROM taskplug_elements el "
-        "JOIN taskplug_executions e ON e.id = el.execution_id WHERE e.key = 'map' ORDER BY el.idx"
+        "SELECT el.record->>'attempt', el.record->>'system_failures', el.epoch FROM taskplug_nodes el "
+        "JOIN taskplug_executions e ON e.id = el.execution_id WHERE e.key = 'map' ORDER BY el.path"
     ).fetchall()
     # Every element ran once: the new owner adopted the running pods (no retry, no failure charged).
     assert [(a, f) for a, f, _ in elements] == [("0", "0")] * 6

@@ -146,12 +146,12 @@ def test_a_map_tasks_page_shows_its_elements_by_phase(client: TestClient, replic
     replica.claim(key)
     replica.elements(
         key,
-        [{"index": i, "node_phase": 5, "attempts": 0} for i in range(3)]
+        [{"index": i, "node_phase": 5, "attempt": 0} for i in range(3)]
         + [
             {
                 "index": 3,
                 "node_phase": 6,
-                "attempts": 2,
+                "attempt": 2,
                 "error": {"kind": "USER", "code": "", "message": "boom"},
             }
         ],

@@ -177,7 +177,7 @@ def _prepare(
     digest = _spec_digest(spec)
     record = store.load(key)
     events = store.events(key)  # read now so that a damaged row is an error here, not in the executor
-    store.load_elements(key)
+    store.load_nodes(key)
     if record is None:
         check()
         record = ExecutionRecord(key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt)

@@ -84,7 +84,7 @@ class WritesCreateIntent(Protocol):
     """An optional capability of a state store: record, durably and at once, that the web-API create of
     ``key``'s ``attempt`` — of map element ``element``, or of the execution's own task when None — is about
     to be sent as ``resource_name``; the next save of that execution (``save``) or element
-    (``save_elements``) carries the create's result, the intent's outcome. Raises when the execution may no
+    (``save_nodes``) carries the create's result, the intent's outcome. Raises when the execution may no
     longer be written by this process (nothing may be created then). Returns True when an earlier owner's
     intent of the same (element, attempt) has no outcome recorded: an earlier create's outcome is unknown
     and this one may duplicate it."""
@@ -134,7 +134,8 @@ class ExecutorSettings:
 @dataclass(frozen=True, slots=True)
 class ExecutionResult:
     """How an execution ended, as ``Executor.run`` / ``wait`` return it and ``taskplug run -o json`` prints
-    it: the final phase, the attempts made, the error, the outputs as plain values and every phase event."""
+    it: the final phase, the attempts made, the error, the outputs as plain values and every phase event, and
+    the path of the execution's root node (``node``: ``n0``; a map element's is ``n0/<index>``)."""
 
     key: str
     phase: str
@@ -144,6 +145,7 @@ class ExecutionResult:
     events: list[dict[str, Any]]
     elements: list[dict[str, Any]] | None = None  # an ArrayNode's elements: phase, attempts, error, logs
     leftovers: list[dict[str, str]] | None = None  # objects a given-up cleanup may have left: kind, ns, name
+    node: str = ""  # the root node's path
 
     @property
     def succeeded(self) -> bool:
@@ -156,6 +158,7 @@ class ExecutionResult:
             "error": self.error,
             "outputs": self.outputs,
             "events": self.events,
+            "node": self.node,
         }
         if self.elements is not None:
             out["elements"] = self.elements
@@ -405,13 +408,14 @@ class Executor:
         leftovers = error.pop("leftovers", None) if error is not None else None
         return ExecutionResult(
             key=key,
-            phase=record.outcome or str(Phase(record.phase)),
+            phase=record.outcome or str(Phase(record.task_phase)),
             attempts=record.attempt + 1 - record.first_attempt,
             error=error,
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
             elements=execution.node.elements_json(),
             leftovers=leftovers,
+            node=record.path,
         )
 
     def status(self, key: str) -> ExecutionRecord:

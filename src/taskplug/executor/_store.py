@@ -3,7 +3,7 @@ the phase events it went through.
 
 Follows what flytepropeller keeps in the FlyteWorkflow CR's node status for a task node: the plugin state
 (versioned bytes), the last phase and version, the attempt counters and the cleanup flag; for an ArrayNode,
-its ``ArrayNodeState`` in the record and one :class:`ElementRecord` per element that has started (propeller's
+its ``ArrayNodeState`` in the record and one :class:`NodeRecord` per element that has started (propeller's
 ``SubNode*`` arrays). SQLite is the default store; writes are committed in small batches (a killed executor
 loses at most the last batch, and every plugin call is idempotent, so replaying it creates nothing twice).
 
@@ -43,11 +43,11 @@ from taskplug.core import TaskplugError
 
 __all__ = [
     "Closing",
-    "ElementRecord",
     "Event",
     "ExecutionRecord",
     "Lease",
     "MemoryStateStore",
+    "NodeRecord",
     "SQLiteStateStore",
     "StateStore",
     "StateStoreError",
@@ -110,34 +110,83 @@ class Event:
         return out
 
 
-@dataclass(slots=True)
-class ExecutionRecord:
-    """Everything the executor must remember about one execution to resume it after a restart: the
-    execution's own end (terminal, outcome, error, outputs, abort request, spec digest), and the status of its
-    root node (what flytepropeller keeps in a node's status, read and written by the node step through
-    :class:`~taskplug.executor.nodes.NodeState`): the node phase, the attempt, the phase last reported, the
-    plugin state, the system failures counted, the attempt's and node's start times (the deadlines'
-    origins), the cleanup flag and the decided end being cleaned up."""
+@dataclass(slots=True, kw_only=True)
+class NodeRecord:
+    """One node's status, as far as it got (what flytepropeller keeps in a node's status, read and written by the
+    node step through :class:`~taskplug.executor.nodes.NodeState`), keyed within its execution by ``path``: the
+    root node's id (``n0``), a map element ``<root>/<index>`` (``n0/3``), later a workflow's nested nodes
+    (``n2/n0-n1``). The node phase, the attempt, the phase last reported, the plugin state, the system failures
+    counted, the attempt's and node's start times (the deadlines' origins), the cleanup flag, the decided end
+    being cleaned up, the last error and log links.
 
-    key: str
-    attempt: int = 0
-    phase: int = 0  # the Phase last reported this attempt (the node step's ``task_phase``)
+    The stored JSON's keys are these field names, and the API's SQL reads some of them out of it
+    (``record->>'node_phase'``, ``'attempt'``, ``'reason'``, ``'error'``, ``'logs'``, and a root's ``'path'``:
+    ``service/_api_queries.py``) — renaming a field is a schema change (a SQLite upgrade in this module, a
+    PostgreSQL migration in ``service/migrations``).
+
+    Deviation: for a map element, propeller keeps only small numbers (``SubNodePhases``, ``SubNodeTaskPhases``,
+    ``SubNodeRetryAttempts``, ``SubNodeSystemFailures``) and fakes the plugin state every round; taskplug keeps
+    the element's real plugin state, phase version, start time and last error, so a resumed executor continues
+    each element where it was instead of rediscovering it.
+    """
+
+    path: str
+    node_phase: int = 0  # NodePhase
+    attempt: int = 0  # the current retry attempt (0-based)
+    task_phase: int = 0  # the Phase the handler last reported for the current attempt
     phase_version: int = 0
     reason: str = ""
     state_version: int = 0
     plugin_state: dict[str, Any] | None = None
     system_failures: int = 0
+    started_at: float | None = None  # the current attempt's start (epoch seconds): its execution deadline
+    queued_at: float | None = None  # the node's first start: its active deadline
     cleanup_on_failure: bool = False
-    terminal: bool = False
-    outcome: str = ""  # the final phase name once terminal
-    error: dict[str, Any] | None = None
-    outputs: dict[str, Any] | None = None
-    abort_requested: bool = False
     # The attempt's end, decided and saved before its resource is cleaned up. A process stopped while cleaning
     # up finishes the cleanup on resume instead of deciding again.
     closing: Closing | None = None
-    # An ArrayNode's own state (propeller's ArrayNodeState less the per-element arrays, which are
-    # ElementRecords): {"phase": ArrayNodePhase, "size": n, "version": task phase version, "error": ...}.
+    error: dict[str, Any] | None = None  # why the node (or its last attempt) failed
+    logs: list[dict[str, Any]] | None = None  # the log links last reported for the current attempt
+
+    @property
+    def index(self) -> int:
+        """A child node's last path segment as a number (a map element's index)."""
+        return int(self.path.rpartition("/")[2])
+
+    @property
+    def first_attempt(self) -> int:
+        return 0
+
+    def to_row(self) -> bytes:
+        # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.
+        return orjson.dumps({name: getattr(self, name) for name in _NODE_FIELDS})
+
+    @classmethod
+    def from_row(cls, data: bytes | str, *, parent: str = "") -> NodeRecord:
+        return cls.from_json(orjson.loads(data), parent=parent)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], *, parent: str = "") -> NodeRecord:
+        """A record from its stored JSON, also as the release before node paths wrote it (an element's
+        ``index`` becomes the path ``<parent>/<index>``); see :func:`_current_keys`."""
+        return cls(**_current_keys(data, _NODE_FIELD_SET, parent))
+
+
+@dataclass(slots=True, kw_only=True)
+class ExecutionRecord(NodeRecord):
+    """Everything the executor must remember about one execution to resume it after a restart: its root node's
+    status (the :class:`NodeRecord` fields, ``path`` the root node's id, taken from the key when not given) and
+    the execution's own end (terminal, outcome, outputs, abort request, spec digest), in one row, so a round
+    of a single task is one write."""
+
+    path: str = ""
+    key: str
+    terminal: bool = False
+    outcome: str = ""  # the final phase name once terminal
+    outputs: dict[str, Any] | None = None
+    abort_requested: bool = False
+    # An ArrayNode's own state (propeller's ArrayNodeState less the per-element arrays, which are the child
+    # NodeRecords): {"phase": ArrayNodePhase, "size": n, "version": task phase version, "error": ...}.
     array: dict[str, Any] | None = None
     # A digest of the spec the execution started with (template, inputs, execution fields): a resume with
     # another spec is refused. Empty in records written before it was kept.
@@ -145,90 +194,60 @@ class ExecutionRecord:
     # Where ``taskplug run --rerun`` started this history: the attempt after the earlier history's last, so
     # its objects and outputs never collide with theirs (0 otherwise). What an attempt budget or an attempt
     # count should be measured from.
-    first_attempt: int = 0
-    node_phase: int = 0  # the root node's NodePhase
-    started_at: float | None = None  # the current attempt's start (epoch seconds): its execution deadline
-    queued_at: float | None = None  # the node's first start: its active deadline
+    first_attempt: int = 0  # a root node's own; a child's is always 0
 
-    @property
-    def task_phase(self) -> int:
-        return self.phase
-
-    @task_phase.setter
-    def task_phase(self, value: int) -> None:
-        self.phase = value
+    def __post_init__(self) -> None:
+        if not self.path:
+            self.path = root_path(self.key)
 
     def to_row(self) -> bytes:
-        # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.
         return orjson.dumps({name: getattr(self, name) for name in _RECORD_FIELDS})
 
     @classmethod
-    def from_row(cls, data: bytes | str) -> ExecutionRecord:
+    def from_row(cls, data: bytes | str, *, parent: str = "") -> ExecutionRecord:
         return cls.from_json(orjson.loads(data))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ExecutionRecord:
-        """A record from its stored JSON; keys an earlier version wrote and this one no longer keeps
-        (``user_failures``) are dropped."""
-        return cls(**{name: value for name, value in data.items() if name in _RECORD_FIELD_SET})
+    def from_json(cls, data: dict[str, Any], *, parent: str = "") -> ExecutionRecord:
+        """A record from its stored JSON, also as the release before node paths wrote it (``phase`` for
+        ``task_phase``; ``user_failures``, written and never read, is dropped)."""
+        return cls(**_current_keys(data, _RECORD_FIELD_SET, parent))
 
 
-@dataclass(slots=True)
-class ElementRecord:
-    """One element of an ArrayNode, as far as it got (propeller's ``SubNodePhases``, ``SubNodeTaskPhases``,
-    ``SubNodeRetryAttempts``, ``SubNodeSystemFailures`` and delta timestamps for index ``index``): the node
-    status the node step reads and writes for a child task node.
-
-    Deviation: propeller keeps only those small numbers and fakes the plugin state every round;
-    taskplug keeps the element's real plugin state, phase version, start time and last error, so a resumed
-    executor continues each element where it was instead of rediscovering it.
-    """
-
-    index: int
-    node_phase: int = 0  # NodePhase
-    task_phase: int = 0  # the Phase the plugin last reported for the current attempt
-    phase_version: int = 0
-    reason: str = ""
-    attempts: int = 0  # the current retry attempt (0-based), as SubNodeRetryAttempts (the step's ``attempt``)
-    system_failures: int = 0
-    state_version: int = 0
-    plugin_state: dict[str, Any] | None = None
-    started_at: float | None = None  # when the current attempt started (epoch seconds), for its timeout
-    cleanup_on_failure: bool = False
-    # The attempt's end, decided and saved before its object is cleaned up.
-    closing: Closing | None = None
-    error: dict[str, Any] | None = None  # why the element (or its last attempt) failed
-    logs: list[dict[str, Any]] | None = None  # the log links last reported for the current attempt
-    queued_at: float | None = None  # when the element first started: its active deadline
-
-    @property
-    def attempt(self) -> int:
-        return self.attempts
-
-    @attempt.setter
-    def attempt(self, value: int) -> None:
-        self.attempts = value
-
-    @property
-    def first_attempt(self) -> int:
-        return 0
-
-    def to_row(self) -> bytes:
-        return orjson.dumps({name: getattr(self, name) for name in _ELEMENT_FIELDS})
-
-    @classmethod
-    def from_row(cls, data: bytes | str) -> ElementRecord:
-        return cls.from_json(orjson.loads(data))
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ElementRecord:
-        return cls(**{name: value for name, value in data.items() if name in _ELEMENT_FIELD_SET})
+def root_path(key: str) -> str:
+    """The root node's path of execution ``key`` (``project/domain/name/node``): its node id."""
+    return key.rpartition("/")[2]
 
 
+def _current_keys(data: dict[str, Any], fields: frozenset[str], parent: str) -> dict[str, Any]:
+    """A stored record's JSON with the key names of the release before node paths (``phase``: an execution's
+    task phase; ``attempts``, ``index``: an element's attempt and position) read as today's, keys no longer
+    kept (``user_failures``) dropped. Anything else that is not a field is refused (TypeError): the row was
+    not written by taskplug."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
+    if "path" not in data and ("phase" in data or "attempts" in data or "index" in data):
+        data = dict(data)
+        if "phase" in data:
+            data.setdefault("task_phase", data.pop("phase"))
+        if "attempts" in data:
+            data.setdefault("attempt", data.pop("attempts"))
+        if "index" in data:
+            index = data.pop("index")
+            data["path"] = f"{parent}/{index}" if parent else str(index)
+    unknown = data.keys() - fields - _DROPPED_KEYS
+    if unknown:
+        raise TypeError(f"unknown record field(s): {', '.join(sorted(unknown))}")
+    return {name: value for name, value in data.items() if name in fields}
+
+
+_DROPPED_KEYS = frozenset({"user_failures"})
+
+
+_NODE_FIELDS = tuple(NodeRecord.__dataclass_fields__)
+_NODE_FIELD_SET = frozenset(_NODE_FIELDS)
 _RECORD_FIELDS = tuple(ExecutionRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
-_ELEMENT_FIELDS = tuple(ElementRecord.__dataclass_fields__)
-_ELEMENT_FIELD_SET = frozenset(_ELEMENT_FIELDS)
 _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 
@@ -245,12 +264,12 @@ class StateStore(Protocol):
 
     def events(self, key: str) -> list[Event]: ...
 
-    def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
-        """Store the elements of ArrayNode execution ``key`` that changed."""
+    def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
+        """Store the child nodes of execution ``key`` that changed (its root node is the record itself)."""
         ...
 
-    def load_elements(self, key: str) -> list[ElementRecord]:
-        """Every element of ``key`` ever saved (elements never saved have not started)."""
+    def load_nodes(self, key: str) -> list[NodeRecord]:
+        """Every child node of ``key`` ever saved (nodes never saved have not started)."""
         ...
 
     def flush(self) -> None: ...
@@ -264,7 +283,7 @@ class MemoryStateStore:
     def __init__(self) -> None:
         self._records: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[Event]] = {}
-        self._elements: dict[str, dict[int, bytes]] = {}
+        self._nodes: dict[str, dict[str, bytes]] = {}
 
     def load(self, key: str) -> ExecutionRecord | None:
         return self._records.get(key)
@@ -278,15 +297,15 @@ class MemoryStateStore:
     def events(self, key: str) -> list[Event]:
         return list(self._events.get(key, []))
 
-    def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
-        # Stored as rows, as SQLite does: the executor keeps mutating its own element objects.
-        rows = self._elements.setdefault(key, {})
-        for element in elements:
-            rows[element.index] = element.to_row()
+    def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
+        # Stored as rows, as SQLite does: the executor keeps mutating its own node objects.
+        rows = self._nodes.setdefault(key, {})
+        for node in nodes:
+            rows[node.path] = node.to_row()
 
-    def load_elements(self, key: str) -> list[ElementRecord]:
-        rows = self._elements.get(key, {})
-        return [ElementRecord.from_row(rows[i]) for i in sorted(rows)]
+    def load_nodes(self, key: str) -> list[NodeRecord]:
+        rows = self._nodes.get(key, {})
+        return [NodeRecord.from_row(row) for row in rows.values()]
 
     def flush(self) -> None:
         pass
@@ -297,18 +316,21 @@ class MemoryStateStore:
 
 # "tplg": marks the file as taskplug's state DB (SQLite's application_id, as a file-format magic number).
 _APPLICATION_ID = 0x74706C67
-# 2: the leases table (fenced writes). A version-1 file is upgraded when opened.
-_SCHEMA_VERSION = 2
+# 2: the leases table (fenced writes). 3: node records keyed by node path (``nodes`` replaces ``elements``, the
+# records' JSON speaks NodeRecord's key names). An older file is upgraded when opened (:func:`_upgrade`).
+_SCHEMA_VERSION = 3
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-# What a state DB written before the marker holds: adopted (and marked) rather than refused.
-_TABLES = {"executions", "events", "elements", "leases"}
+_TABLES = {"executions", "events", "nodes", "leases"}
+# What a state DB written before the marker, or by an earlier schema, may hold: adopted (and upgraded) rather
+# than refused.
+_KNOWN_TABLES = _TABLES | {"elements"}
 _SQLITE_INTERNAL = {"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS executions (key TEXT PRIMARY KEY, record BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS events (key TEXT NOT NULL, seq INTEGER PRIMARY KEY AUTOINCREMENT, event BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS events_by_key ON events (key, seq)",
-    "CREATE TABLE IF NOT EXISTS elements (key TEXT NOT NULL, idx INTEGER NOT NULL, record BLOB NOT NULL, "
-    "PRIMARY KEY (key, idx))",
+    "CREATE TABLE IF NOT EXISTS nodes (key TEXT NOT NULL, path TEXT NOT NULL, record BLOB NOT NULL, "
+    "PRIMARY KEY (key, path))",
     "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch INTEGER NOT NULL)",
 )
 # A held execution's writes: the same statements, applied only while its lease row is the one this process
@@ -321,13 +343,13 @@ _SAVE_FENCED = (
 )
 _EVENT = "INSERT INTO events (key, event) VALUES (?, ?)"
 _EVENT_FENCED = f"INSERT INTO events (key, event) SELECT ?, ? WHERE {_FENCE}"
-_ELEMENT = (
-    "INSERT INTO elements (key, idx, record) VALUES (?, ?, ?) "
-    "ON CONFLICT(key, idx) DO UPDATE SET record = excluded.record"
+_NODE = (
+    "INSERT INTO nodes (key, path, record) VALUES (?, ?, ?) "
+    "ON CONFLICT(key, path) DO UPDATE SET record = excluded.record"
 )
-_ELEMENT_FENCED = (
-    f"INSERT INTO elements (key, idx, record) SELECT ?, ?, ? WHERE {_FENCE} "
-    "ON CONFLICT(key, idx) DO UPDATE SET record = excluded.record"
+_NODE_FENCED = (
+    f"INSERT INTO nodes (key, path, record) SELECT ?, ?, ? WHERE {_FENCE} "
+    "ON CONFLICT(key, path) DO UPDATE SET record = excluded.record"
 )
 _TAKE_LEASE = (
     "INSERT INTO leases (key, owner, epoch) VALUES (?, ?, 1) "
@@ -384,6 +406,7 @@ class SQLiteStateStore:
             if self._needs_schema():
                 for statement in _SCHEMA:
                     self._db.execute(statement)
+                _upgrade(self._db)
                 self._db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
                 self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             self._db.execute("COMMIT")
@@ -423,7 +446,7 @@ class SQLiteStateStore:
                 f"state DB {where!r} is another program's SQLite database (application_id {app_id:#x}); "
                 "give --state-db a file of its own"
             )
-        elif tables and not tables <= _TABLES:
+        elif tables and not tables <= _KNOWN_TABLES:
             raise StateStoreError(
                 f"state DB {where!r} is another program's SQLite database (tables: "
                 f"{', '.join(sorted(tables))}); give --state-db a file of its own"
@@ -477,10 +500,10 @@ class SQLiteStateStore:
         except (orjson.JSONDecodeError, TypeError, ValueError) as e:
             raise self._undecodable("events", key, e) from e
 
-    def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
-        if not elements:
+    def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
+        if not nodes:
             return
-        self._write(key, _ELEMENT, _ELEMENT_FENCED, [(key, e.index, e.to_row()) for e in elements])
+        self._write(key, _NODE, _NODE_FENCED, [(key, node.path, node.to_row()) for node in nodes])
 
     def _write(self, key: str, plain: str, fenced: str, rows: list[tuple[Any, ...]]) -> None:
         """Write ``rows`` of execution ``key`` in the open batch: fenced by its lease when one is held (a
@@ -537,22 +560,22 @@ class SQLiteStateStore:
     def lost(self) -> Collection[str]:
         return set(self._lost)
 
-    def load_elements(self, key: str) -> list[ElementRecord]:
-        rows = self._db.execute("SELECT record FROM elements WHERE key = ? ORDER BY idx", (key,)).fetchall()
+    def load_nodes(self, key: str) -> list[NodeRecord]:
+        rows = self._db.execute("SELECT record FROM nodes WHERE key = ?", (key,)).fetchall()
         try:
-            return [ElementRecord.from_row(r[0]) for r in rows]
+            return [NodeRecord.from_row(r[0]) for r in rows]
         except (orjson.JSONDecodeError, TypeError, ValueError) as e:
-            raise self._undecodable("map elements", key, e) from e
+            raise self._undecodable("node records", key, e) from e
 
     def forget(self, key: str) -> None:
-        """Delete everything stored about execution ``key`` (its record, events and elements), committed."""
+        """Delete everything stored about execution ``key`` (its record, events and nodes), committed."""
         self.flush()
         lease = self._leases.get(key)
         fence = "" if lease is None else f" AND {_FENCE}"
         params = (key,) if lease is None else (key, key, lease.owner, lease.epoch)
         self._db.execute("BEGIN IMMEDIATE")
         deleted = 0
-        for table in ("executions", "events", "elements"):
+        for table in ("executions", "events", "nodes"):
             deleted += self._db.execute(f"DELETE FROM {table} WHERE key = ?{fence}", params).rowcount
         self._db.execute("COMMIT")
         if lease is not None and deleted == 0 and self._lease_moved(key, lease):
@@ -591,6 +614,34 @@ class SQLiteStateStore:
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring a file written by an earlier schema to this one, inside the caller's transaction (all of it or
+    none): every ``elements`` row (``key, idx``) becomes a ``nodes`` row at ``<root node id>/<idx>``, and every
+    record's JSON is rewritten with today's key names (:meth:`NodeRecord.from_json` reads the old ones). A
+    record that does not decode is carried over as it was: loading it names the execution, as it did."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "elements" in tables:
+        rows = db.execute("SELECT key, idx, record FROM elements").fetchall()
+        converted = []
+        for key, idx, record in rows:
+            parent = root_path(key)
+            converted.append((key, f"{parent}/{idx}", _rewritten(NodeRecord, record, parent)))
+        db.executemany("INSERT OR REPLACE INTO nodes (key, path, record) VALUES (?, ?, ?)", converted)
+        db.execute("DROP TABLE elements")
+    records = db.execute("SELECT key, record FROM executions").fetchall()
+    db.executemany(
+        "UPDATE executions SET record = ? WHERE key = ?",
+        [(_rewritten(ExecutionRecord, record, ""), key) for key, record in records],
+    )
+
+
+def _rewritten(kind: type[NodeRecord], row: bytes | str, parent: str) -> bytes | str:
+    try:
+        return kind.from_row(row, parent=parent).to_row()
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        return row
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:

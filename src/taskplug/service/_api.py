@@ -140,6 +140,7 @@ class Execution(_Out):
     duration_seconds: float | None
     submitted_by: str | None
     """Who submitted (or relaunched) it: ``token:<name>``, ``proxy:<user>``, ``oidc:<email or sub>``, ``local``."""
+    node: str | None  # the root node's path (``n0``) once a replica drove it
 
 
 class ExecutionPage(_Out):
@@ -179,6 +180,7 @@ class AttemptOut(_Out):
 
 class Element(_Out):
     index: int
+    node: str  # the element's node path, ``<root>/<index>``
     phase: str
     attempts: int
     reason: str | None
@@ -276,6 +278,7 @@ def execution_view(row: Row) -> dict[str, Any]:
         "abort_requested_at": row["abort_requested_at"],
         "duration_seconds": duration,
         "submitted_by": row.get("submitted_by"),
+        "node": row.get("node"),
     }
 
 
@@ -442,6 +445,7 @@ def elements_view(counts: dict[int, int], rows: list[Row]) -> dict[str, Any]:
         "items": [
             {
                 "index": r["index"],
+                "node": r["node"],
                 "phase": node_phase_name(r["phase"] or 0),
                 "attempts": r["attempts"] or 0,
                 "reason": r["reason"],

@@ -58,10 +58,14 @@ EXECUTION_COLUMNS: Final = (
 )
 """The execution row's columns a view shows (not ``spec`` nor ``record``: those can be large)."""
 
+_ELEMENT_PATH: Final = r"^[^/]+/[0-9]+$"
+"""A map element's node path: a child of the root node, named by its index."""
+
 _SELECT_EXECUTION: Final = sql.SQL(
     "SELECT {columns},"
     " (SELECT ev.reason FROM taskplug_events ev WHERE ev.execution_id = e.id ORDER BY ev.seq DESC LIMIT 1)"
     " AS reason,"
+    " e.record->>'path' AS node,"  # the root node's path (NodeRecord's JSON), once a replica drove it
     " r.host AS owner_host, r.pid AS owner_pid"
     " FROM taskplug_executions e LEFT JOIN taskplug_replicas r ON r.id = e.owner_id"
 ).format(columns=sql.SQL(", ").join(sql.SQL("e.") + sql.Identifier(c) for c in EXECUTION_COLUMNS))
@@ -229,21 +233,24 @@ class ServiceDB:
     async def elements(self, execution_id: int, *, limit: int = 500) -> tuple[dict[int, int], list[Row]]:
         """A map task's elements: how many are in each node phase, and the first ``limit`` by index (failed
         ones first: they are what a person looks for)."""
+        # A map task's elements are its root node's children, ``<root>/<index>`` (NodeRecord's JSON keys).
         counts = await self._rows(
             sql.SQL(
-                "SELECT (record->>'node_phase')::int AS phase, count(*) AS n FROM taskplug_elements"
-                " WHERE execution_id = %(id)s GROUP BY 1"
+                "SELECT (record->>'node_phase')::int AS phase, count(*) AS n FROM taskplug_nodes"
+                " WHERE execution_id = %(id)s AND path ~ %(child)s GROUP BY 1"
             ),
-            {"id": execution_id},
+            {"id": execution_id, "child": _ELEMENT_PATH},
         )
         rows = await self._rows(
             sql.SQL(
-                "SELECT idx AS index, (record->>'node_phase')::int AS phase, (record->>'attempts')::int AS attempts,"
+                "SELECT split_part(path, '/', 2)::int AS index, path AS node,"
+                " (record->>'node_phase')::int AS phase, (record->>'attempt')::int AS attempts,"
                 " record->>'reason' AS reason, record->'error' AS error, record->'logs' AS logs"
-                " FROM taskplug_elements WHERE execution_id = %(id)s"
-                " ORDER BY (record->'error' IS NULL OR record->'error' = 'null'::jsonb), idx LIMIT %(n)s"
+                " FROM taskplug_nodes WHERE execution_id = %(id)s AND path ~ %(child)s"
+                " ORDER BY (record->'error' IS NULL OR record->'error' = 'null'::jsonb),"
+                " split_part(path, '/', 2)::int LIMIT %(n)s"
             ),
-            {"id": execution_id, "n": limit},
+            {"id": execution_id, "child": _ELEMENT_PATH, "n": limit},
         )
         return {int(r["phase"] or 0): int(r["n"]) for r in counts}, rows
 

@@ -6,7 +6,8 @@ claimed an execution holds ``(owner_id, lease_epoch)``, and every write says ``W
 AND lease_epoch = <claimed epoch>``. Writes are batched as :class:`SQLiteStateStore` batches them (one commit
 per ``commit_interval``, and at once when the executor flushes before deleting anything), and a batch is
 one statement, one round trip: an ``UPDATE … FROM unnest(…) RETURNING id`` of every execution touched,
-whose data-modifying CTEs insert the events, attempts and map elements of the ids it returned only. An id
+whose data-modifying CTEs insert the events, attempts and child node records (map elements) of the ids it
+returned only. An id
 it did not return is an execution this replica no longer owns: its writes are dropped and ``on_lost`` is
 told, so the replica stops driving it.
 
@@ -55,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from taskplug.core import Phase
-from taskplug.executor import ElementRecord, Event, ExecutionRecord, FencedError, Lease, StateStoreError
+from taskplug.executor import Event, ExecutionRecord, FencedError, Lease, NodeRecord, StateStoreError
 
 if TYPE_CHECKING:
     import uuid
@@ -70,8 +71,8 @@ _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 # One statement per batch, one round trip: the fenced write of every execution touched (a NULL column means
 # "unchanged"), then — for the ids it returned only — their events (in order: seq follows the arrays), their
-# attempts' rows, their map elements, the outcome of the intents to create whose result this batch carries,
-# and one NOTIFY carrying the highest seq inserted.
+# attempts' rows, their child nodes (a map task's elements), the outcome of the intents to create whose result
+# this batch carries, and one NOTIFY carrying the highest seq inserted.
 _BATCH = """
 WITH upd AS (
     UPDATE taskplug_executions e SET
@@ -122,13 +123,13 @@ WITH upd AS (
         epoch = excluded.epoch,
         finished_at = coalesce(taskplug_attempts.finished_at, excluded.finished_at)
     RETURNING 1
-), el AS (
-    INSERT INTO taskplug_elements (execution_id, idx, record, epoch)
-    SELECT x.id, x.idx, x.record::jsonb, x.epoch
-    FROM unnest(%(el_ids)s::bigint[], %(el_idx)s::int[], %(el_records)s::text[], %(el_epochs)s::bigint[])
-        AS x(id, idx, record, epoch)
+), nd AS (
+    INSERT INTO taskplug_nodes (execution_id, path, record, epoch)
+    SELECT x.id, x.path, x.record::jsonb, x.epoch
+    FROM unnest(%(nd_ids)s::bigint[], %(nd_paths)s::text[], %(nd_records)s::text[], %(nd_epochs)s::bigint[])
+        AS x(id, path, record, epoch)
     WHERE x.id IN (SELECT id FROM upd)
-    ON CONFLICT (execution_id, idx) DO UPDATE SET record = excluded.record, epoch = excluded.epoch
+    ON CONFLICT (execution_id, path) DO UPDATE SET record = excluded.record, epoch = excluded.epoch
     RETURNING 1
 ), oc AS (
     UPDATE taskplug_create_intents i SET outcome_at = now()
@@ -141,7 +142,7 @@ WITH upd AS (
 SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM upd),
        CASE WHEN (SELECT max(seq) FROM ev) IS NOT NULL
             THEN pg_notify('taskplug_events', (SELECT max(seq) FROM ev)::text) END,
-       (SELECT count(*) FROM att), (SELECT count(*) FROM el)
+       (SELECT count(*) FROM att), (SELECT count(*) FROM nd)
 """
 _FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = u.epoch"
 
@@ -182,7 +183,7 @@ _PARAMS = (
     "ev_external", "ev_epochs",
     "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
     "at_epochs", "at_final",
-    "el_ids", "el_idx", "el_records", "el_epochs",
+    "nd_ids", "nd_paths", "nd_records", "nd_epochs",
     "oc_ids", "oc_elements", "oc_attempts", "oc_epochs",
 )  # fmt: skip
 
@@ -208,7 +209,7 @@ class Claim:
     id: int
     epoch: int
     record: ExecutionRecord | None
-    elements: list[ElementRecord] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)  # its child nodes' records (a map's elements)
     resource_name: Callable[[int], str] = str
     object_owner: str = ""  # "<namespace>/<execution-id label>" of the objects it creates (the reaper's key)
     # What the database holds, as of the last write that landed (snapshots: the executor keeps mutating its
@@ -237,7 +238,7 @@ def record_phase(record: ExecutionRecord) -> str:
     plugin last reported (``Queued`` until the first report, as the row starts)."""
     if record.terminal and record.outcome:
         return record.outcome
-    return str(Phase(record.phase)) if record.phase else "Queued"
+    return str(Phase(record.task_phase)) if record.task_phase else "Queued"
 
 
 class PostgresStateStore:
@@ -263,7 +264,7 @@ class PostgresStateStore:
         self._claims: dict[str, Claim] = {}
         self._records: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[Event]] = {}
-        self._elements: dict[str, dict[int, bytes]] = {}
+        self._nodes: dict[str, dict[str, bytes]] = {}
         # Intents to create this incarnation wrote whose result no save has carried yet, and the outcomes
         # pending commit: key -> element (_TASK for the execution's own task) -> attempt.
         self._intents: dict[str, dict[int, int]] = {}
@@ -276,7 +277,7 @@ class PostgresStateStore:
 
     # -- what the coordinator tells the store ---------------------------------------------------------------
     def claim(self, key: str, claim: Claim) -> None:
-        """Hold ``key`` under ``claim`` (its record and elements as the database had them)."""
+        """Hold ``key`` under ``claim`` (its record and child nodes as the database had them)."""
         self._claims[key] = claim
         self.lost.discard(key)
 
@@ -285,7 +286,7 @@ class PostgresStateStore:
         self._claims.pop(key, None)
         self._records.pop(key, None)
         self._events.pop(key, None)
-        self._elements.pop(key, None)
+        self._nodes.pop(key, None)
         self._intents.pop(key, None)
         self._outcomes.pop(key, None)
 
@@ -307,7 +308,7 @@ class PostgresStateStore:
         self.fenced = True
         self._records.clear()
         self._events.clear()
-        self._elements.clear()
+        self._nodes.clear()
         self._intents.clear()
         self._outcomes.clear()
 
@@ -380,20 +381,22 @@ class PostgresStateStore:
             for a, p, v, r, o, e, lg, x in rows
         ]
 
-    def save_elements(self, key: str, elements: list[ElementRecord]) -> None:
-        if not elements or key not in self._claims:
+    def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
+        if not nodes or key not in self._claims:
             return
-        rows = self._elements.setdefault(key, {})
-        for element in elements:
-            rows[element.index] = element.to_row()
-        if self._carry_outcomes(key, (element.index for element in elements)):
+        rows = self._nodes.setdefault(key, {})
+        for node in nodes:
+            rows[node.path] = node.to_row()
+        # A create intent names a map element by its index (the last segment of the element's path).
+        indices = (node.index for node in nodes if node.path.rpartition("/")[2].isdigit())
+        if self._carry_outcomes(key, indices):
             self.flush()  # an element's create answered: its result is committed now (see save)
             return
         self._maybe_commit()
 
-    def load_elements(self, key: str) -> list[ElementRecord]:
+    def load_nodes(self, key: str) -> list[NodeRecord]:
         claim = self._claims.get(key)
-        return list(claim.elements) if claim is not None else []
+        return list(claim.nodes) if claim is not None else []
 
     def write_create_intent(
         self, key: str, attempt: int, resource_name: str, *, element: int | None = None
@@ -470,14 +473,14 @@ class PostgresStateStore:
         self._last_commit = time.monotonic()
         if self.fenced:
             return
-        pending = {**self._records, **self._events, **self._elements, **self._outcomes}
+        pending = {**self._records, **self._events, **self._nodes, **self._outcomes}
         touched = [k for k in pending if k in self._claims]
         if not touched:
             return
-        records, events, elements, outcomes = self._records, self._events, self._elements, self._outcomes
-        self._records, self._events, self._elements, self._outcomes = {}, {}, {}, {}
+        records, events, nodes, outcomes = self._records, self._events, self._nodes, self._outcomes
+        self._records, self._events, self._nodes, self._outcomes = {}, {}, {}, {}
         try:
-            kept = self._write(touched, records, events, elements, outcomes)
+            kept = self._write(touched, records, events, nodes, outcomes)
         except Exception as e:
             # Put the batch back: the next flush tries again (a replica that cannot reach its database is
             # fenced by the others after ttl, and fences itself when its heartbeat fails as long).
@@ -485,8 +488,8 @@ class PostgresStateStore:
                 self._records.setdefault(key, record)
             for key, evs in events.items():
                 self._events.setdefault(key, []).extend(evs)
-            for key, rows in elements.items():
-                self._elements.setdefault(key, {}).update(rows)
+            for key, rows in nodes.items():
+                self._nodes.setdefault(key, {}).update(rows)
             for key, carried in outcomes.items():
                 self._outcomes.setdefault(key, {}).update(carried)
             raise StateStoreError(f"cannot write execution state to PostgreSQL: {e}") from e
@@ -504,7 +507,7 @@ class PostgresStateStore:
         touched: list[str],
         records: dict[str, ExecutionRecord],
         events: dict[str, list[Event]],
-        elements: dict[str, dict[int, bytes]],
+        nodes: dict[str, dict[str, bytes]],
         outcomes: dict[str, dict[int, int]],
     ) -> set[str]:
         params: dict[str, list[Any]] = defaultdict(list)
@@ -565,11 +568,11 @@ class PostgresStateStore:
                     },
                 )
                 row["meta"] = meta
-            for idx, element in elements.get(key, {}).items():
-                params["el_ids"].append(claim.id)
-                params["el_idx"].append(idx)
-                params["el_records"].append(element.decode())
-                params["el_epochs"].append(claim.epoch)
+            for path, node in nodes.get(key, {}).items():
+                params["nd_ids"].append(claim.id)
+                params["nd_paths"].append(path)
+                params["nd_records"].append(node.decode())
+                params["nd_epochs"].append(claim.epoch)
             for element_index, attempt in outcomes.get(key, {}).items():
                 params["oc_ids"].append(claim.id)
                 params["oc_elements"].append(element_index)

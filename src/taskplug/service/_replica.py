@@ -51,7 +51,6 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from taskplug import __version__
 from taskplug.core import TaskplugError
 from taskplug.executor import (
-    ElementRecord,
     ExecutionRecord,
     ExecutionSpec,
     Executor,
@@ -59,6 +58,7 @@ from taskplug.executor import (
     FencedError,
     GuardedKubeClient,
     NodeKind,
+    NodeRecord,
     Platform,
     open_executor,
     parse_spec,
@@ -506,12 +506,10 @@ class Replica:
                 )
                 continue
             record = ExecutionRecord.from_json(record_json) if record_json else None
-            elements = await self._elements(inc, conn, row_id) if spec.kind is NodeKind.ARRAY else []
+            nodes = await self._nodes(inc, conn, row_id) if spec.kind is NodeKind.ARRAY else []
             inc.store.claim(
                 key,
-                Claim(
-                    row_id, epoch, record, elements, _resource_name(spec), object_owner=_object_owner(spec)
-                ),
+                Claim(row_id, epoch, record, nodes, _resource_name(spec), object_owner=_object_owner(spec)),
             )
             inc.rows[key] = row_id
             inc.by_row_key[row_key] = key
@@ -526,14 +524,12 @@ class Replica:
             if abort:
                 ex.abort(key)
 
-    async def _elements(
+    async def _nodes(
         self, inc: _Incarnation, conn: psycopg.AsyncConnection[Any], row_id: int
-    ) -> list[ElementRecord]:
-        cur = await conn.execute(
-            "SELECT record FROM taskplug_elements WHERE execution_id = %s ORDER BY idx", (row_id,)
-        )
+    ) -> list[NodeRecord]:
+        cur = await conn.execute("SELECT record FROM taskplug_nodes WHERE execution_id = %s", (row_id,))
         inc.claim_statements += 1
-        return [ElementRecord.from_json(r[0]) for r in await cur.fetchall()]
+        return [NodeRecord.from_json(r[0]) for r in await cur.fetchall()]
 
     async def _fail_row(
         self,

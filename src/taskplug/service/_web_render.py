@@ -51,7 +51,7 @@ NODE_PHASES: Final = (
     "Aborted",
 )
 """A map element's node phase by number (propeller's ``v1alpha1.NodePhase``, plus taskplug's Aborted = 13),
-as the executor stores it in ``taskplug_elements.record``."""
+as the executor stores it in ``taskplug_nodes.record``."""
 
 
 def node_phase_name(number: int) -> str:

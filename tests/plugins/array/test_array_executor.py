@@ -185,7 +185,9 @@ async def test_aborting_a_map_task_deletes_every_sub_task_pod(tmp_path: Path) ->
 
 async def _until_launched(ex: Executor, key: str, cluster: LocalCluster, count: int) -> None:
     await wait_until(lambda: len(pods_in(cluster, NAMESPACE)) >= count, within=DEADLINE, what="pods launched")
-    await wait_until(lambda: Phase(ex.status(key).phase) is Phase.RUNNING, within=DEADLINE, what="running")
+    await wait_until(
+        lambda: Phase(ex.status(key).task_phase) is Phase.RUNNING, within=DEADLINE, what="running"
+    )
 
 
 async def test_a_resumed_executor_finishes_the_map_task_without_creating_a_sub_task_twice(

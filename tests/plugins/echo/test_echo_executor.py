@@ -65,7 +65,7 @@ async def _run_until_running(tmp_path: Path, clock: FakeClock, store: StateStore
         open_executor(platform(tmp_path, clock, sleep), kube_client=cluster.client(), store=store) as ex,
     ):
         key = await ex.submit(spec)
-        await until(lambda: ex.status(key).phase == Phase.RUNNING, "the first round")
+        await until(lambda: ex.status(key).task_phase == Phase.RUNNING, "the first round")
         return key
 
 
@@ -79,11 +79,11 @@ async def test_an_echo_task_runs_for_the_sleep_then_succeeds_with_its_input_as_o
         ) as ex,
     ):
         key = await ex.submit(spec)
-        await until(lambda: ex.status(key).phase == Phase.RUNNING, "the first round")
+        await until(lambda: ex.status(key).task_phase == Phase.RUNNING, "the first round")
         rounds = ex.rounds
         await clock.advance(4.9)
         await asyncio.sleep(0.05)
-        assert ex.status(key).phase == Phase.RUNNING
+        assert ex.status(key).task_phase == Phase.RUNNING
         assert ex.rounds == rounds  # nothing woke it before its time
         await clock.advance(0.1)
         result = await asyncio.wait_for(ex.wait(key), DEADLINE)

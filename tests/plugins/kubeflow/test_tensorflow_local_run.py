@@ -121,7 +121,7 @@ async def test_aborting_a_running_tensorflow_task_deletes_the_job_and_its_pods(t
     ):
         key = await ex.submit(spec)
         async with asyncio.timeout(DEADLINE):
-            while Phase(ex.status(key).phase) is not Phase.RUNNING:
+            while Phase(ex.status(key).task_phase) is not Phase.RUNNING:
                 await asyncio.sleep(0.02)
         assert sorted(pod_phases(cluster)) == ["tfabort-n0-0-worker-0", "tfabort-n0-0-worker-1"]
         ex.abort(key)

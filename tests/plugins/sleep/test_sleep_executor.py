@@ -100,7 +100,7 @@ async def test_a_sleep_task_runs_then_succeeds_at_the_first_resync_after_its_dur
         ) as ex,
     ):
         key = await ex.submit(parse_spec(spec_document("25s")))
-        await until(lambda: ex.status(key).phase == Phase.RUNNING, "the first round")
+        await until(lambda: ex.status(key).task_phase == Phase.RUNNING, "the first round")
         result = await advance_until_done(clock, ex, key)
 
     assert (result.phase, result.attempts, result.error) == ("Success", 1, None)
@@ -153,7 +153,7 @@ async def test_a_resumed_executor_continues_the_sleep_instead_of_restarting_it(t
             open_executor(platform(tmp_path, clock), kube_client=cluster.client(), store=store) as ex,
         ):
             key = await ex.submit(spec)
-            await until(lambda: ex.status(key).phase == Phase.RUNNING, "the first round")
+            await until(lambda: ex.status(key).task_phase == Phase.RUNNING, "the first round")
             for _ in range(15):
                 await clock.advance(1)
                 await asyncio.sleep(0.005)

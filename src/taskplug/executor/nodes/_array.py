@@ -37,7 +37,7 @@ Deviations from propeller, each for a reason:
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
   than shifting later outputs down a place.
 
-(The element's kept plugin state is ``ElementRecord``'s deviation.)
+(The element's kept plugin state is ``NodeRecord``'s deviation.)
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ from taskplug.core import (
     TaskExecutionContext,
     literal_map_to_plain,
 )
+from taskplug.executor._paths import node_dirs
 from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
-from taskplug.executor._store import ElementRecord, Event, ExecutionRecord
+from taskplug.executor._store import Event, ExecutionRecord, NodeRecord
 from taskplug.executor.nodes._array_context import ElementContext, array_paths, element_parts
 from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
@@ -136,7 +137,7 @@ class ArrayRun:
         self.phase = ArrayNodePhase(state.get("phase", 0))
         self.size: int = state.get("size", 0)
         self.version: int = state.get("version", 0)
-        self.elements: list[ElementRecord] = []
+        self.elements: list[NodeRecord] = []
         self.template = spec.template
         self.element_template = delisted_template(spec.template)
         self.output_names = (
@@ -164,14 +165,20 @@ class ArrayRun:
 
     # -- state ------------------------------------------------------------------------------------------
     def _load_elements(self) -> None:
-        self.elements = [ElementRecord(i) for i in range(self.size)]
-        for element in self.host.store.load_elements(self.key):
-            if 0 <= element.index < self.size:
-                self.elements[element.index] = element
+        self.elements = self._fresh_elements(self.size)
+        for element in self.host.store.load_nodes(self.key):
+            parent, _, index = element.path.rpartition("/")
+            if parent == self.record.path and index.isdigit() and int(index) < self.size:
+                self.elements[int(index)] = element
         for element in self.elements:
             phase = NodePhase(element.node_phase)
             if phase is not NodePhase.NOT_YET_STARTED and not phase.is_terminal:
                 self._index(element)
+
+    def _fresh_elements(self, size: int) -> list[NodeRecord]:
+        """Element records not started: child nodes ``<root>/<index>``."""
+        root = self.record.path
+        return [NodeRecord(path=f"{root}/{i}") for i in range(size)]
 
     def _save_state(self) -> None:
         self.record.array = {
@@ -216,7 +223,7 @@ class ArrayRun:
             self.execution_id.name, self.unique_id(index), attempt, self.name_max_length
         )
 
-    def _index(self, element: ElementRecord) -> None:
+    def _index(self, element: NodeRecord) -> None:
         name = self._element_context(element).metadata.task_execution_id.generated_name
         old = self._names.get(element.index)
         if old != name:
@@ -251,15 +258,15 @@ class ArrayRun:
         if old is not None:
             self.host.unindex_generated_name(old)
 
-    def _element_context(self, element: ElementRecord) -> ElementContext:
+    def _element_context(self, element: NodeRecord) -> ElementContext:
         cached = self._contexts.get(element.index)
-        if cached is not None and cached.attempt == element.attempts:
+        if cached is not None and cached.attempt == element.attempt:
             return cached
         context = element_parts(
             self.spec,
             self.settings.data_root,
             element.index,
-            attempt=element.attempts,
+            attempt=element.attempt,
             name_max_length=self.name_max_length,
             max_attempts=self.max_attempts,
             element_template=self.element_template,
@@ -267,20 +274,20 @@ class ArrayRun:
         self._contexts[element.index] = context
         return context
 
-    def task_context(self, element: ElementRecord) -> StaticTaskExecutionContext:
+    def task_context(self, element: NodeRecord) -> StaticTaskExecutionContext:
         """The element's context for this round (what its plugin sees)."""
         return self._element_context(element).context(
             element.state_version, element.plugin_state, self.host.resource_manager
         )
 
     # -- events -----------------------------------------------------------------------------------------
-    def _entry(self, element: ElementRecord, phase: Phase, *, logs: Any = None) -> dict[str, Any]:
+    def _entry(self, element: NodeRecord, phase: Phase, *, logs: Any = None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "externalId": external_resource_id(
-                self.execution_id.name, self.node_id, self.node_attempt, element.index, element.attempts
+                self.execution_id.name, self.node_id, self.node_attempt, element.index, element.attempt
             ),
             "index": element.index,
-            "retryAttempt": element.attempts,
+            "retryAttempt": element.attempt,
             "phase": str(phase),
         }
         if logs:
@@ -311,7 +318,7 @@ class ArrayRun:
         reason: str = "",
         error: dict[str, Any] | None = None,
     ) -> None:
-        self.record.phase, self.record.phase_version, self.record.reason = int(phase), version, reason
+        self.record.task_phase, self.record.phase_version, self.record.reason = int(phase), version, reason
         event = Event(
             attempt=0,  # an ArrayNode is never retried as a whole
             phase=str(phase),
@@ -352,7 +359,7 @@ class ArrayRun:
             return
         await self.host.data.write(self.input_path, self.spec.inputs.SerializeToString())
         self.size = size
-        self.elements = [ElementRecord(i) for i in range(size)]
+        self.elements = self._fresh_elements(size)
         self.phase = ArrayNodePhase.EXECUTING
         self.version = 0
         self._emit(
@@ -375,12 +382,12 @@ class ArrayRun:
         # process killed during the cleanup finishes it on resume instead of deciding again.
         changed = [self.elements[s.index] for s in steps if s.changed]
         closing = [self.elements[i] for i in chosen if self.elements[i].closing is not None]
-        self.host.store.save_elements(self.key, changed)
+        self.host.store.save_nodes(self.key, changed)
         closed: list[_Step] = []
         if closing:
             await flush_store(self.host.store)
             closed = await self._bounded([e.index for e in closing], self._close)
-            self.host.store.save_elements(self.key, [self.elements[s.index] for s in closed if s.changed])
+            self.host.store.save_nodes(self.key, [self.elements[s.index] for s in closed if s.changed])
         entries = {s.index: s.entry for s in steps if s.entry is not None}
 
         counts = count_phases(NodePhase(e.node_phase) for e in self.elements)
@@ -396,8 +403,8 @@ class ArrayRun:
             self._emit(
                 Phase.RUNNING, self.version, [entries[i] for i in sorted(entries)], reason=self._progress()
             )
-        elif self.record.phase != int(Phase.RUNNING):
-            self.record.phase, self.record.reason = int(Phase.RUNNING), self._progress()
+        elif self.record.task_phase != int(Phase.RUNNING):
+            self.record.task_phase, self.record.reason = int(Phase.RUNNING), self._progress()
         if new_phase is not ArrayNodePhase.EXECUTING:
             self.version = 0
         self.phase = new_phase
@@ -450,7 +457,7 @@ class ArrayRun:
     def _label(self, index: int) -> str:
         return f"{self.key}[{index}]"
 
-    def _handler(self, element: ElementRecord) -> TaskHandler:
+    def _handler(self, element: NodeRecord) -> TaskHandler:
         """The element's task handler for this round: a child task node, run through the node step."""
         tctx = self.task_context(element)
         prepare = None
@@ -495,7 +502,7 @@ class ArrayRun:
         self._record(element, evaluation.info, step)
         return step
 
-    def _record(self, element: ElementRecord, info: PhaseInfo, step: _Step) -> None:
+    def _record(self, element: NodeRecord, info: PhaseInfo, step: _Step) -> None:
         phase = info.phase
         if (
             int(phase) == element.task_phase
@@ -513,7 +520,7 @@ class ArrayRun:
         step.changed = True
         step.entry = self._entry(element, phase, logs=logs)
 
-    def _given_up_cleanup(self, element: ElementRecord, given_up: GivenUp, decided: str) -> None:
+    def _given_up_cleanup(self, element: NodeRecord, given_up: GivenUp, decided: str) -> None:
         """Note an element whose cleanup was given up, for the node's ``CleanupFailed`` end (as a single
         task's): the element ends, what may be left behind is listed."""
         given = self._given_up or {"messages": [], "leftovers": []}
@@ -612,7 +619,7 @@ class ArrayRun:
             return _Step(index, changed=True)
 
         steps = await self._bounded(started, abort)
-        self.host.store.save_elements(self.key, [self.elements[s.index] for s in steps if s.changed])
+        self.host.store.save_nodes(self.key, [self.elements[s.index] for s in steps if s.changed])
         if len(errors):
             # Abort errors are returned (the round fails) and the abort is tried again.
             log.warning("%s: abort failed: %s", self.key, errors.summary())
@@ -646,7 +653,10 @@ class ArrayRun:
             if NodePhase(element.node_phase) is not NodePhase.SUCCEEDED:
                 results.append(None)
                 continue
-            path = f"{self.output_dir}/{element.index}/{element.attempts}/outputs.pb"
+            _, output_dir = node_dirs(
+                self.settings.data_root, self.execution_id, element.path, (self.node_attempt, element.attempt)
+            )
+            path = f"{output_dir}/outputs.pb"
             try:
                 outputs = await self.host.data.read_outputs(path)
             except ValueError as e:
@@ -697,10 +707,11 @@ class ArrayRun:
             started = phase is not NodePhase.NOT_YET_STARTED
             entry: dict[str, Any] = {
                 "index": element.index,
+                "node": element.path,
                 "phase": str(phase),
                 "taskPhase": str(Phase(element.task_phase)),
-                "attempts": element.attempts + 1 if started else 0,
-                "name": self.generated_name(element.index, element.attempts) if started else None,
+                "attempts": element.attempt + 1 if started else 0,
+                "name": self.generated_name(element.index, element.attempt) if started else None,
                 "error": element.error if phase in _FAILED_PHASES else None,
                 "logs": [
                     {**link, "name": f"{link.get('name', '')}-{element.index}"} for link in element.logs or []

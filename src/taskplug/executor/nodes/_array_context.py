@@ -23,7 +23,7 @@ from taskplug.core import (
     TaskExecutionID,
     TaskExecutionMetadata,
 )
-from taskplug.executor._paths import normalize_root
+from taskplug.executor._paths import node_dirs, normalize_root
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
@@ -73,11 +73,8 @@ def array_paths(spec: ExecutionSpec, data_root: str) -> tuple[str, str]:
     """the node's data dir (``inputs.pb``, element data dirs) and output dir (element outputs and the
     node's own ``outputs.pb``)."""
     tid = spec.metadata.task_execution_id.id
-    execution = tid.node_execution_id.execution_id
     node_id = tid.node_execution_id.node_id or "n0"
-    root = normalize_root(data_root)
-    data_dir = f"{root}/metadata/{execution.project}/{execution.domain}/{execution.name}/{node_id}"
-    return data_dir, f"{data_dir}/{tid.retry_attempt}"
+    return node_dirs(data_root, tid.node_execution_id.execution_id, node_id, (tid.retry_attempt,))
 
 
 def element_parts(
@@ -119,7 +116,10 @@ def element_parts(
         environment_variables=index_env(meta.environment_variables, index),
         max_attempts=max_attempts,
     )
-    data_dir, output_dir = array_paths(spec, data_root)
+    data_dir, _ = array_paths(spec, data_root)
+    element_data_dir, element_output_dir = node_dirs(
+        data_root, execution_id, f"{node_id}/{index}", (tid_in.retry_attempt, attempt)
+    )
     raw_root = f"{normalize_root(data_root)}/raw"
     prev = ""
     if attempt > 0:
@@ -129,9 +129,9 @@ def element_parts(
     return ElementContext(
         attempt=attempt,
         metadata=metadata,
-        task_reader=StaticTaskReader(template, f"{data_dir}/{index}/{attempt}/task.pb"),
+        task_reader=StaticTaskReader(template, f"{element_data_dir}/task.pb"),
         input_reader=StaticInputReader(element_inputs(spec.inputs, index, array.bound_inputs), data_dir),
-        output_prefix=f"{output_dir}/{index}/{attempt}",
+        output_prefix=element_output_dir,
         raw_output_prefix=f"{raw_root}/{name}",
         prev_checkpoint_prefix=prev,
     )

@@ -95,13 +95,13 @@ def phase_event(record: ExecutionRecord, info: PhaseInfo) -> Event | None:
     Deviation: FlyteAdmin also drops a same-phase event whose version is not newer even when its reason
     changed, which hides a connector's progress messages (they all come at version 0); they are kept here."""
     if (
-        info.phase == record.phase
+        info.phase == record.task_phase
         and info.version <= record.phase_version
         and info.reason == record.reason
         and info.phase is not Phase.UNDEFINED
     ):
         return None
-    record.phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
+    record.task_phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
     occurred = info.info.occurred_at if info.info is not None else None
     return Event(
         attempt=record.attempt,

@@ -67,8 +67,8 @@ def error_json(err: ExecutionError | None) -> dict[str, Any] | None:
 
 
 class NodeState(Protocol):
-    """What the step reads and writes of a node's stored status (``ExecutionRecord`` for a root node,
-    ``ElementRecord`` for a map task's element)."""
+    """What the step reads and writes of a node's stored status (``NodeRecord``; ``ExecutionRecord``, which
+    adds the execution's own fields, for a root node)."""
 
     node_phase: int  # NodePhase
     attempt: int  # the current retry attempt

@@ -226,7 +226,7 @@ class TaskNode:
         decided = record.outcome or (
             "Aborted"
             if record.abort_requested
-            else ("RetryableFailure" if retry_due else str(Phase(record.phase)))
+            else ("RetryableFailure" if retry_due else str(Phase(record.task_phase)))
         )
         listed = GivenUp.listing(given_up.leftovers)
         message = given_up.describe(decided) + (f"; may be left behind: {listed}" if listed else "")
