@@ -98,6 +98,7 @@ def test_signing_in_with_a_token_shows_the_live_pages_and_who_submitted(
     finally:
         double.close()
     page.click("#relaunch")
+    page.click("#confirm-relaunch")  # Relaunch asks first, as Abort does
     expect(page.locator("#relaunch-of")).to_have_text(key)
     expect(page.locator("#submitted-by")).to_have_text("token:web-user")
     screenshot(page, tmp_path, "signed-in-relaunched")

@@ -113,7 +113,12 @@ async def test_a_create_landing_after_its_attempt_was_finished_elsewhere_is_reap
             print(
                 f"resurrected pod reaped {pod_events[-1][1] - resurrected_at:.2f} s after it landed (ttl {TTL} s)"
             )
-            assert "orphan reaper deleted default/late-n0-0" in other.text()
+            # The replica logs the deletion after the API answered it: the line may trail the event seen here.
+            await wait_until(
+                lambda: "orphan reaper deleted default/late-n0-0" in other.text(),
+                within=30,
+                what="the other replica's reaper saying it deleted the resurrected pod",
+            )
             assert cluster.store.try_get(POD, "default", "late-n0-0") is None
 
             # The paused replica resumes: it was fenced, so it writes nothing and deletes nothing.
