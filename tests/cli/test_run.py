@@ -158,3 +158,24 @@ def test_every_part_of_the_live_view_and_the_outcome_prints_text_as_it_is(
     # The string, the reason, the element's failure in the view; the error, the element, the output after.
     assert out.count(MARKUP) == 6, out
     assert "error [SystemError] (USER): " + MARKUP in out
+
+
+def test_a_foreign_sqlite_file_as_state_db_is_refused_naming_it_and_left_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    foreign = tmp_path / "theirs.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE executions (a, b, c)")  # a table named as taskplug's, with other columns
+    db.execute("INSERT INTO executions VALUES (1, 2, 3)")
+    db.commit()
+    db.close()
+    before = foreign.read_bytes()
+
+    proc = _taskplug_run(tmp_path, HELLO, "-o", "json", "--state-db", foreign)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert "theirs.db" in proc.stderr and "executions(a, b, c)" in proc.stderr
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]

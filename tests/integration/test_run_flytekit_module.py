@@ -116,3 +116,35 @@ async def test_with_kubeconfig_the_task_runs_on_that_cluster_in_the_image_named(
     assert container["image"] == "ghcr.io/example/flyte-tasks:v7"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["PYTHONPATH"] == str(WORKFLOWS.parent)
+
+
+def test_a_named_execution_run_again_with_other_inputs_is_refused_not_answered_with_the_old_result(
+    tmp_path: Path,
+) -> None:
+    state = ("--state-db", tmp_path / "state.db", "--name", "add-once")
+    first = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "5")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["outputs"] == {"o0": 6}
+
+    # Other inputs under the same name: refused, saying which input differs and how to run it; no stale 6.
+    other = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "6")
+    assert other.returncode == 2, other.stderr
+    assert other.stdout == ""
+    assert "input(s) a differ" in other.stderr
+    assert "--rerun" in other.stderr and "--name" in other.stderr
+    assert "Traceback" not in other.stderr
+
+    # Another task under the same name: refused, naming the task.
+    task = _run(tmp_path, *state, WORKFLOWS, "greet")
+    assert task.returncode == 2 and "the task (its template" in task.stderr, task.stderr
+
+    # The same spec again: the stored outcome, as before.
+    same = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "5")
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["outputs"] == {"o0": 6}
+    assert "already finished" in same.stderr
+
+    # --rerun runs the new inputs under the name.
+    rerun = _run(tmp_path, *state, "--rerun", "-o", "json", WORKFLOWS, "add", "--a", "6")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["outputs"] == {"o0": 7}

@@ -8,10 +8,12 @@ one table of commands is :data:`COMMANDS`; ``tests/cli`` checks that its summari
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
 from taskplug import __version__
+from taskplug.cli._interrupts import install_early, settle
 
 __all__ = ["COMMANDS", "cli", "main"]
 
@@ -65,4 +67,8 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="taskplug")
+    install_early(sys.argv)
+    try:
+        cli(prog_name="taskplug")
+    finally:
+        settle()

@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import enum
 import hashlib
-import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -52,6 +51,7 @@ from taskplug.cli._flytekit_module import (
     module_target_from_options,
     reject_module_options,
 )
+from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import Progress, last_line, plain_console
 from taskplug.core import SpecError, TaskplugError
@@ -60,11 +60,11 @@ from taskplug.executor import (
     ExecutionRecord,
     ExecutionResult,
     ExecutionSpec,
-    Executor,
     GuardedKubeClient,
     LocalCoordinator,
     Platform,
     SQLiteStateStore,
+    check_state_file,
     load_spec,
     open_executor,
 )
@@ -73,7 +73,8 @@ __all__ = ["run"]
 
 
 class _Interrupted(Exception):
-    """Signalled twice (or before anything was submitted): stopped without waiting for the abort to end."""
+    """Signalled twice, or before anything was submitted, or the abort took too long: stopped without
+    waiting for the abort to end."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,7 +83,6 @@ class _Finished:
 
     when: str
     state_db: Path
-    spec_changed: bool
 
 
 async def _run(
@@ -95,10 +95,12 @@ async def _run(
     as_json: bool,
     rerun: bool,
     rename: str,
+    interrupts: Interrupts,
 ) -> tuple[ExecutionResult, _Finished | None]:
     console = plain_console(stderr=True)
-    signals = _Signals(console)
+    interrupts.attach()
     db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
+    check_state_file(db_path)  # before the store opens: a file that is not ours is left as it was
     store = SQLiteStateStore(db_path)
     coordinator = LocalCoordinator(store)
     progress = Progress(console, spec.execution_key)
@@ -119,7 +121,7 @@ async def _run(
                     store, spec, rerun=rerun, db_path=db_path, rename=rename, check=lambda: ex.check(spec)
                 )
                 key = await ex.submit(spec)
-                signals.watch(ex, key)
+                interrupts.watch(lambda: ex.abort(key))
                 if as_json or finished is not None:
                     result = await ex.wait(key)
                     coordinator.check(key)
@@ -134,11 +136,12 @@ async def _run(
                 coordinator.check(key)
                 return waiter.result(), None
     except asyncio.CancelledError:
-        if signals.count:
+        if interrupts.cancelled:
             raise _Interrupted from None
         raise
     finally:
         store.close()
+        interrupts.detach()
 
 
 @contextlib.asynccontextmanager
@@ -178,13 +181,21 @@ def _prepare(
     record = store.load(key)
     events = store.events(key)  # read now so that a damaged row is an error here, not in the executor
     store.load_elements(key)
+    differs = _differences(record.spec_hash, spec) if record is not None and record.spec_hash else []
     if record is None:
         check()
         record = ExecutionRecord(key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt)
     elif record.terminal and not rerun:
-        when = next((e.occurred_at for e in reversed(events) if e.occurred_at), None)
-        changed = bool(record.spec_hash) and record.spec_hash != digest
-        return _Finished(when=when or "an unknown time", state_db=db_path, spec_changed=changed)
+        when = next((e.occurred_at for e in reversed(events) if e.occurred_at), None) or "an unknown time"
+        if differs:
+            # Its stored outcome is another spec's: reported as this one's, a script would take a stale value.
+            raise TaskplugError(
+                f"execution {key!r} already finished ({record.outcome or record.phase}, at {when}; state DB "
+                f"{str(db_path)!r}) with another spec: {_listed(differs)} differ from what it ran with, so its "
+                f"stored outcome is not this spec's. To run this spec, pass --rerun (under the same name, "
+                f"replacing that outcome) or give {rename} a new value"
+            )
+        return _Finished(when=when, state_db=db_path)
     elif record.terminal:
         # A new attempt history under the same name; numbered after the old one, so the new attempts'
         # objects and outputs are never mistaken for those the old attempts left behind.
@@ -197,11 +208,11 @@ def _prepare(
             f"--rerun: execution {key!r} has not finished (state DB {str(db_path)!r}); "
             f"run it without --rerun to resume it"
         )
-    elif record.spec_hash and record.spec_hash != digest:
+    elif differs:
         raise TaskplugError(
-            f"execution {key!r} was started from another spec (its template, inputs or execution fields "
-            f"changed since; state DB {str(db_path)!r}); a resume runs the spec it started with. Put the "
-            f"spec back to resume it, or give {rename} a new value"
+            f"execution {key!r} was started from another spec ({_listed(differs)} differ since; state DB "
+            f"{str(db_path)!r}); a resume runs the spec it started with. Put the spec back to resume it, or "
+            f"give {rename} a new value"
         )
     record.spec_hash = digest
     store.save(record)
@@ -209,10 +220,55 @@ def _prepare(
     return None
 
 
+_DIGEST_FORMAT = "v2"
+"""The form of :func:`_spec_digest`: one short digest per part, so that a refusal can say which part changed
+(a record written before holds one digest of the whole spec, and is compared whole)."""
+
+_PARTS = {
+    "template": "the task (its template: another task, or its code or module changed)",
+    "metadata": "the execution's fields (its identity, overrides, env, labels, resources)",
+    "array": "the ArrayNode's settings",
+}
+
+
 def _spec_digest(spec: ExecutionSpec) -> str:
-    """A digest of what an execution runs: the task template, the inputs, the execution's fields (its
-    metadata: identity, overrides, labels, resources...) and the ArrayNode section — not where the spec
-    file is."""
+    """A digest of what an execution runs, part by part: the task template, each input, the execution's fields
+    (its metadata: identity, overrides, labels, resources...) and the ArrayNode section — not where the spec
+    file is. ``v2 template=… metadata=… array=… input:a=…``."""
+    parts = {
+        "template": _canonical(spec.template),
+        "metadata": _canonical(spec.metadata),
+        "array": _canonical(spec.array),
+    }
+    for name, literal in sorted(spec.inputs.literals.items()):
+        parts[f"input:{name}"] = _canonical(literal)
+    digests = (
+        f"{part}={hashlib.sha256(repr(value).encode()).hexdigest()[:20]}" for part, value in parts.items()
+    )
+    return " ".join((_DIGEST_FORMAT, *digests))
+
+
+def _differences(stored: str, spec: ExecutionSpec) -> list[str]:
+    """What differs between the spec a record was written for (its stored digest) and ``spec``, in words;
+    [] when nothing does."""
+    current = _spec_digest(spec)
+    if stored == current:
+        return []
+    old, new = _digest_parts(stored), _digest_parts(current)
+    if old is None or new is None:
+        # A record written before the digest had parts: compared whole.
+        return [] if stored == _whole_digest(spec) else ["its spec"]
+    found = [words for part, words in _PARTS.items() if old.get(part) != new.get(part)]
+    inputs = sorted(
+        {k for k in (*old, *new) if k.startswith("input:") and old.get(k) != new.get(k)},
+    )
+    if inputs:
+        found.append(f"input(s) {', '.join(k.removeprefix('input:') for k in inputs)}")
+    return found or ["its spec"]
+
+
+def _whole_digest(spec: ExecutionSpec) -> str:
+    """The digest records held before :data:`_DIGEST_FORMAT`: one of the whole spec."""
     document = {
         "template": _canonical(spec.template),
         "inputs": _canonical(spec.inputs),
@@ -220,6 +276,17 @@ def _spec_digest(spec: ExecutionSpec) -> str:
         "array": _canonical(spec.array),
     }
     return hashlib.sha256(repr(document).encode()).hexdigest()
+
+
+def _digest_parts(digest: str) -> dict[str, str] | None:
+    head, _, rest = digest.partition(" ")
+    if head != _DIGEST_FORMAT:
+        return None
+    return dict(item.partition("=")[::2] for item in rest.split())
+
+
+def _listed(differences: list[str]) -> str:
+    return differences[0] if len(differences) == 1 else f"{', '.join(differences[:-1])} and {differences[-1]}"
 
 
 def _canonical(value: object) -> object:
@@ -240,43 +307,6 @@ def _canonical(value: object) -> object:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
-
-
-class _Signals:
-    """SIGINT and SIGTERM: the first aborts the execution (deletes what it created, finalizes) and the run
-    ends as the abort does, exit 1; a second one, or one before anything was submitted, stops waiting and
-    unwinds (the cluster context deletes what it can on the way out), exit 1 as well."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.count = 0
-        self._main = asyncio.current_task()
-        self._abort: tuple[Executor, str] | None = None
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError):  # not on every platform
-            loop.add_signal_handler(signal.SIGINT, self._signalled)
-            loop.add_signal_handler(signal.SIGTERM, self._signalled)
-
-    def watch(self, ex: Executor, key: str) -> None:
-        self._abort = (ex, key)
-        if self.count:  # signalled while it was being submitted
-            ex.abort(key)
-
-    def _signalled(self) -> None:
-        self.count += 1
-        if self.count == 1 and self._abort is not None:
-            self.console.print(
-                Text("interrupted: aborting the execution (deleting what it created)…", style="yellow")
-            )
-            ex, key = self._abort
-            ex.abort(key)
-            return
-        if self.count == 2 or self._abort is None:
-            self.console.print(
-                Text("interrupted again: stopping without waiting for the abort…", style="yellow")
-            )
-        if self._main is not None:
-            self._main.cancel()
 
 
 def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
@@ -380,10 +410,65 @@ def run(
     """
     if server is not None:
         _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
+        release()
         from taskplug.cli._remote_run import run_remote
 
         _print_result(run_remote(spec, server, as_json=fmt == "json"), fmt)
         return
+    interrupts = for_run()
+    # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
+    with interrupts.deferred():
+        loaded, platform, rename = _load(
+            spec,
+            config_path=config_path,
+            pod_templates=pod_templates,
+            kubeconfig=kubeconfig,
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+        )
+    try:
+        result, finished = asyncio.run(
+            _run(
+                platform,
+                loaded,
+                kubeconfig=kubeconfig,
+                state_db=state_db,
+                mode=cluster_mode,
+                as_json=fmt == "json",
+                rerun=rerun,
+                rename=rename,
+                interrupts=interrupts,
+            )
+        )
+    except _Interrupted:
+        fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
+    if finished is not None:
+        click.echo(
+            f"execution {result.key} already finished: {result.phase}, at {finished.when} (state DB "
+            f"{str(finished.state_db)!r}); it was not run again. To run it again, "
+            f"pass --rerun (or give {rename} a new value).",
+            err=True,
+        )
+    _print_result(result, fmt, stored=finished is not None)
+
+
+def _load(
+    spec: Path,
+    *,
+    config_path: Path | None,
+    pod_templates: tuple[Path, ...],
+    kubeconfig: Path | None,
+    images: tuple[str, ...],
+    project: str | None,
+    domain: str | None,
+    execution_name: str | None,
+    environment: tuple[str, ...],
+) -> tuple[ExecutionSpec, Platform, str]:
+    """The spec (a YAML one, or a flytekit module's task), the platform, and how the user renames the
+    execution (for the messages that tell them to)."""
     if is_module(spec):
         if kubeconfig is not None and not images:
             raise SpecError(
@@ -400,39 +485,10 @@ def run(
             on_host=kubeconfig is None,
         )
         loaded = module_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
-        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-        rename = "--name"
-    else:
-        reject_module_options(
-            image=images, project=project, domain=domain, name=execution_name, env=environment
-        )
-        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-        loaded = load_spec(spec)
-        rename = f"execution.id.name in {str(spec)!r}"
-    try:
-        result, finished = asyncio.run(
-            _run(
-                platform,
-                loaded,
-                kubeconfig=kubeconfig,
-                state_db=state_db,
-                mode=cluster_mode,
-                as_json=fmt == "json",
-                rerun=rerun,
-                rename=rename,
-            )
-        )
-    except _Interrupted:
-        fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
-    if finished is not None:
-        click.echo(
-            f"execution {result.key} already finished: {result.phase}, at {finished.when} (state DB "
-            f"{str(finished.state_db)!r}); it was not run again"
-            f"{', though its spec changed since' if finished.spec_changed else ''}. To run it again, "
-            f"pass --rerun (or give {rename} a new value).",
-            err=True,
-        )
-    _print_result(result, fmt, stored=finished is not None)
+        return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
+    reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
+    platform = Platform.load(config_path, pod_template_paths=pod_templates)
+    return load_spec(spec), platform, f"execution.id.name in {str(spec)!r}"
 
 
 def _print_result(result: ExecutionResult, fmt: str, *, stored: bool = False) -> None:

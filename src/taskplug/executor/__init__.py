@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         SQLiteStateStore,
         StateStore,
         StateStoreError,
+        check_state_file,
     )
 
 
@@ -79,6 +80,7 @@ __all__ = [
     "StateStore",
     "StateStoreError",
     "WritesCreateIntent",
+    "check_state_file",
     "executor_settings",
     "load_spec",
     "observed_phase",
@@ -113,5 +115,6 @@ __getattr__ = lazy_exports(
         "SQLiteStateStore": "taskplug.executor._store",
         "StateStore": "taskplug.executor._store",
         "StateStoreError": "taskplug.executor._store",
+        "check_state_file": "taskplug.executor._store",
     },
 )
