@@ -13,14 +13,26 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
+from taskplug.cli._hints import EXAMPLE_CONFIGS
 from taskplug.cli._progress import Progress, plain_console
 from taskplug.cli._run import _print_outcome
 from taskplug.core import Phase
-from taskplug.executor import Event, ExecutionResult
+from taskplug.executor import Event, ExecutionResult, Platform
 
-from .conftest import DEADLINE, HELLO, TASKPLUG, assert_bad_input, hello_document, invoke, write_yaml
+from .conftest import (
+    DEADLINE,
+    EXAMPLES,
+    HELLO,
+    REPO,
+    TASKPLUG,
+    assert_bad_input,
+    hello_document,
+    invoke,
+    write_yaml,
+)
 
 
 def _taskplug_run(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -179,3 +191,57 @@ def test_a_foreign_sqlite_file_as_state_db_is_refused_naming_it_and_left_byte_fo
     assert "theirs.db" in proc.stderr and "executions(a, b, c)" in proc.stderr
     assert foreign.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]
+
+
+def test_a_task_type_whose_plugin_is_installed_but_not_enabled_names_the_plugin_the_key_and_a_config(
+    tmp_path: Path,
+) -> None:
+    state_db = tmp_path / "state.db"
+    proc = _taskplug_run(
+        tmp_path, EXAMPLES / "pytorch" / "pytorch.yaml", "-o", "json", "--state-db", state_db
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    for said in (
+        "plugin [pytorch]",
+        "not enabled",
+        "tasks.task-plugins.enabled-plugins",
+        "default-for-task-types",
+    ):
+        assert said in proc.stderr, (said, proc.stderr)
+    assert f"--config {EXAMPLE_CONFIGS['pytorch']}" in proc.stderr
+
+
+@pytest.mark.parametrize(("plugin", "config"), sorted(EXAMPLE_CONFIGS.items()))
+def test_each_example_config_the_hint_names_enables_its_plugin(plugin: str, config: str) -> None:
+    document = yaml.safe_load((REPO / config).read_text())
+    assert plugin in document["tasks"]["task-plugins"]["enabled-plugins"]
+    platform = Platform.load(REPO / config)
+    registered = next(e for e in platform.registry.entries if e.id.lower() == plugin)
+    for task_type in registered.registered_task_types:
+        assert platform.resolver().resolve(task_type) is not None
+
+
+FLYTEKIT_ERROR = (
+    'Trace:\n\n    Traceback (most recent call last):\n      File "/x/base_task.py", line 767, in dispatch\n'
+    '        native_outputs = self.execute(**native_inputs)\n      File "/x/tasks.py", line 9, in check\n'
+    '        raise ValueError(f"x={x} is not acceptable")\n    ValueError: x=3 is not acceptable\n\n'
+    "Message:\n\n    ValueError: x=3 is not acceptable"
+)
+
+
+def test_a_failures_reason_is_the_errors_last_line_with_the_traceback_one_step_away(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    console = plain_console()
+    progress = Progress(console, "k")
+    progress.on_event("k", Event(0, "PermanentFailure", 0, FLYTEKIT_ERROR, None))
+    console.print(progress.render())
+    error = {"code": "USER:ValueError", "kind": "USER", "message": FLYTEKIT_ERROR}
+    _print_outcome(ExecutionResult("k", "PermanentFailure", 1, error, None, []))
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "Trace:" not in out
+    assert "PermanentFailure  0        ValueError: x=3 is not acceptable" in out
+    assert "error [USER:ValueError] (USER): ValueError: x=3 is not acceptable\n" in out
+    assert "-o json" in out

@@ -37,7 +37,9 @@ if TYPE_CHECKING:  # asyncio is imported when the loop attaches: ``taskplug --he
     import asyncio
     from collections.abc import Callable, Iterator, Sequence
     from types import FrameType
-    from typing import NoReturn
+    from typing import NoReturn, TypeAlias
+
+    _Handler: TypeAlias = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 __all__ = ["ABORT_PATIENCE", "UNWIND_PATIENCE", "Interrupts", "for_run", "install_early", "release", "settle"]
 
@@ -72,12 +74,21 @@ class Interrupts:
         self._main: asyncio.Task[object] | None = None
         self._abort: Callable[[], None] | None = None
         self._patience: threading.Timer | None = None
+        self._previous: dict[int, _Handler] = {}
 
     # -- the process-wide handler -------------------------------------------------------------------------
 
     def install(self) -> None:
         for sig in _SIGNALS:
-            signal.signal(sig, self._handle)
+            previous = signal.signal(sig, self._handle)
+            if previous != self._handle:
+                self._previous.setdefault(sig, previous)
+
+    def uninstall(self) -> None:
+        """The handlers from before :meth:`install` back (``run`` invoked inside another program: a test)."""
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
 
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
@@ -201,14 +212,15 @@ def install_early(argv: Sequence[str]) -> None:
         _INSTALLED.append(interrupts)
 
 
-def for_run() -> Interrupts:
-    """The handler of this ``run``: the one ``main()`` installed, or (``run`` invoked another way, as in a
-    test's ``CliRunner``) a new one installed now."""
+def for_run() -> tuple[Interrupts, bool]:
+    """The handler of this ``run`` and whether ``run`` installed it itself: the one ``main()`` installed, or
+    (``run`` invoked another way, as in a test's ``CliRunner``) a new one installed now, which the caller
+    uninstalls when the command ends."""
     if _INSTALLED:
-        return _INSTALLED[0]
+        return _INSTALLED[0], False
     interrupts = Interrupts()
     interrupts.install()
-    return interrupts
+    return interrupts, True
 
 
 def release() -> None:

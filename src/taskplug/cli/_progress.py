@@ -18,7 +18,7 @@ from rich.text import Text
 
 from taskplug.executor import Event
 
-__all__ = ["ArrayProgress", "Progress", "last_line", "phase_text", "plain_console"]
+__all__ = ["ArrayProgress", "Progress", "last_line", "phase_text", "plain_console", "reason_line"]
 
 
 # An element's latest reported phase (the external resources' phase names) → the group it is counted in.
@@ -91,6 +91,14 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def reason_line(text: str) -> str:
+    """What a person reads first of a reason: for a traceback (flytekit's ``Trace: … Message: …`` error, a
+    Python traceback) the exception's line, ``ValueError: x=3 is not acceptable``; other reasons as they are."""
+    if "Traceback (most recent call last)" in text or text.lstrip().startswith("Trace:"):
+        return last_line(text)
+    return text
+
+
 class Progress:
     """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
 
@@ -127,7 +135,7 @@ class Progress:
         # A map's events come one per round: its elements' view below says more than a long list of them.
         for event in self.events[-6:] if self.array is not None else self.events[-15:]:
             # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
-            reason = Text(event.reason[:160])
+            reason = Text(reason_line(event.reason)[:160])
             table.add_row(str(event.attempt), phase_text(event.phase), str(event.version), reason, "")
         elapsed = f"{time.monotonic() - self.started:5.1f}s"
         current = self.events[-1].phase if self.events else "Submitting"

@@ -51,15 +51,17 @@ from taskplug.cli._flytekit_module import (
     module_target_from_options,
     reject_module_options,
 )
+from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
-from taskplug.cli._progress import Progress, last_line, plain_console
-from taskplug.core import SpecError, TaskplugError
+from taskplug.cli._progress import Progress, last_line, plain_console, reason_line
+from taskplug.core import PluginError, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
     ExecutionRecord,
     ExecutionResult,
     ExecutionSpec,
+    Executor,
     GuardedKubeClient,
     LocalCoordinator,
     Platform,
@@ -118,7 +120,12 @@ async def _run(
             ):
                 coordinator.drive(ex)
                 finished = _prepare(
-                    store, spec, rerun=rerun, db_path=db_path, rename=rename, check=lambda: ex.check(spec)
+                    store,
+                    spec,
+                    rerun=rerun,
+                    db_path=db_path,
+                    rename=rename,
+                    check=lambda: _check(ex, platform, spec),
                 )
                 key = await ex.submit(spec)
                 interrupts.watch(lambda: ex.abort(key))
@@ -142,6 +149,17 @@ async def _run(
     finally:
         store.close()
         interrupts.detach()
+
+
+def _check(ex: Executor, platform: Platform, spec: ExecutionSpec) -> None:
+    """The executor's check of a spec before anything is written, its refusals said with what to do."""
+    try:
+        ex.check(spec)
+    except PluginError as e:
+        hint = unsupported_task_type_hint(platform, spec.template.type, e)
+        if hint is None:
+            raise
+        raise TaskplugError(hint) from e
 
 
 @contextlib.asynccontextmanager
@@ -320,7 +338,10 @@ def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
         _print_elements(console, result.elements)
     if result.error:
         code = f"[{result.error['code']}] " if result.error.get("code") else ""
-        console.print(Text(f"error {code}({result.error['kind']}): {result.error['message']}"))
+        message = str(result.error["message"])
+        console.print(Text(f"error {code}({result.error['kind']}): {reason_line(message)}"))
+        if reason_line(message) != message:
+            console.print(Text("(the whole error, with its traceback: -o json, error.message)", style="dim"))
     if result.outputs:
         console.print(Text("outputs:"))
         console.print_json(data=result.outputs)
@@ -415,7 +436,9 @@ def run(
 
         _print_result(run_remote(spec, server, as_json=fmt == "json"), fmt)
         return
-    interrupts = for_run()
+    interrupts, own = for_run()
+    if own:
+        click.get_current_context().call_on_close(interrupts.uninstall)
     # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
     with interrupts.deferred():
         loaded, platform, rename = _load(
