@@ -586,6 +586,12 @@ def check_state_file(path: str | Path) -> None:
     if not path.is_file() or path.stat().st_size == 0:
         return
     _check_path(path)
+    with path.open("rb") as f:
+        header = f.read(72)
+    # The application id is the header's bytes 68-71: a marked file is the store's to check (it opens a
+    # corrupt or newer one itself), and is not opened here at all.
+    if len(header) == 72 and int.from_bytes(header[68:72], "big") == _APPLICATION_ID:
+        return
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as e:
