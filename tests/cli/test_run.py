@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,57 @@ def test_a_failures_reason_is_the_errors_last_line_with_the_traceback_one_step_a
     assert "PermanentFailure  0        ValueError: x=3 is not acceptable" in out
     assert "error [USER:ValueError] (USER): ValueError: x=3 is not acceptable\n" in out
     assert "-o json" in out
+
+
+def test_with_stdout_to_a_file_the_events_are_written_as_they_happen_not_at_the_end(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    document = hello_document()
+    # The task waits (within a deadline) for the test to let it finish.
+    document["template"]["container"]["args"][0] = (
+        f"import os, time\ndeadline = time.monotonic() + {DEADLINE}\n"
+        f"while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:\n    time.sleep(0.05)\n"
+        + document["template"]["container"]["args"][0]
+    )
+    spec = write_yaml(tmp_path / "wait.yaml", document)
+    log = tmp_path / "log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*TASKPLUG, "run", str(spec), "--state-db", str(tmp_path / "state.db")],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while "Running" not in log.read_text():
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.05)
+            # The run is still waiting on its task, and the file already says what happened so far.
+            assert proc.poll() is None
+            written = log.read_text()
+            assert "attempt 0  Queued" in written and "Success" not in written
+            go.touch()
+            _, err = proc.communicate(timeout=DEADLINE)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, err
+    lines = log.read_text().splitlines()
+    assert any(line.split()[3:4] == ["Success"] for line in lines), lines
+    assert "Success after 1 attempt(s)" in log.read_text()
+
+
+def test_the_timeline_says_how_many_earlier_events_it_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    console = plain_console()
+    progress = Progress(console, "k")
+    for version in range(20):
+        progress.on_event("k", Event(0, "Running", version, f"round {version}", None))
+    with console.capture() as captured:
+        console.print(progress.render())
+    text = captured.get()
+    assert "5 earlier event(s) not shown" in text
+    assert "round 4 " not in text and "round 5" in text and "round 19" in text

@@ -9,7 +9,9 @@ What is shown comes from tasks, errors and the cluster, so no console here reads
 
 from __future__ import annotations
 
+import os
 import time
+from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.progress_bar import ProgressBar
@@ -18,7 +20,16 @@ from rich.text import Text
 
 from taskplug.executor import Event
 
-__all__ = ["ArrayProgress", "Progress", "last_line", "phase_text", "plain_console", "reason_line"]
+__all__ = [
+    "ArrayProgress",
+    "EventLines",
+    "Progress",
+    "last_line",
+    "phase_text",
+    "plain_console",
+    "reason_line",
+    "same_file",
+]
 
 
 # An element's latest reported phase (the external resources' phase names) → the group it is counted in.
@@ -133,7 +144,11 @@ class Progress:
         for column in ("attempt", "phase", "version", "reason", "elapsed"):
             table.add_column(column)
         # A map's events come one per round: its elements' view below says more than a long list of them.
-        for event in self.events[-6:] if self.array is not None else self.events[-15:]:
+        shown = self.events[-6:] if self.array is not None else self.events[-15:]
+        if len(shown) < len(self.events):
+            left_out = len(self.events) - len(shown)
+            table.add_row("…", Text(f"{left_out} earlier event(s) not shown", style="dim"), "", "", "")
+        for event in shown:
             # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
             reason = Text(reason_line(event.reason)[:160])
             table.add_row(str(event.attempt), phase_text(event.phase), str(event.version), reason, "")
@@ -141,6 +156,41 @@ class Progress:
         current = self.events[-1].phase if self.events else "Submitting"
         table.add_row("", phase_text(current), "", "", elapsed)
         return table
+
+
+class EventLines:
+    """The events of one execution as lines written as they happen, for a stream that is not a terminal (a
+    pipe, a file: ``taskplug run … > log``), where a live view would write nothing until it ends. Each line
+    is flushed, so that a run killed mid-way leaves what it saw."""
+
+    def __init__(self, stream: TextIO, key: str) -> None:
+        self.stream = stream
+        self.key = key
+        self.started = time.monotonic()
+
+    def on_event(self, key: str, event: Event) -> None:
+        if key != self.key:
+            return
+        reason = " ".join(reason_line(event.reason).split())
+        line = f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"
+        if reason:
+            line += f"  {reason[:300]}"
+        if event.external_resources is not None:
+            line += f"  ({len(event.external_resources)} element(s) changed)"
+        try:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the run goes on, its outcome still decides the exit
+            pass
+
+
+def same_file(a: TextIO, b: TextIO) -> bool:
+    """Whether two streams write to the same file (``> log 2>&1``)."""
+    try:
+        one, two = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (OSError, ValueError):
+        return False
+    return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
 def phase_text(phase: str) -> Text:

@@ -54,10 +54,11 @@ from taskplug.cli._flytekit_module import (
 from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
-from taskplug.cli._progress import Progress, last_line, plain_console, reason_line
+from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
 from taskplug.core import PluginError, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
+    Event,
     ExecutionRecord,
     ExecutionResult,
     ExecutionSpec,
@@ -106,6 +107,7 @@ async def _run(
     store = SQLiteStateStore(db_path)
     coordinator = LocalCoordinator(store)
     progress = Progress(console, spec.execution_key)
+    on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
     try:
         with coordinator.hold(spec.execution_key):
             async with (
@@ -114,7 +116,7 @@ async def _run(
                     platform,
                     kube_client=GuardedKubeClient(client, coordinator.guard),
                     store=store,
-                    on_event=progress.on_event,
+                    on_event=on_event,
                 ) as ex,
                 _committing(store),
             ):
@@ -129,7 +131,9 @@ async def _run(
                 )
                 key = await ex.submit(spec)
                 interrupts.watch(lambda: ex.abort(key))
-                if as_json or finished is not None:
+                if as_json or finished is not None or not sys.stderr.isatty():
+                    # No live view but on a terminal: elsewhere it writes nothing until it ends (the events
+                    # went line by line instead, see _event_sinks).
                     result = await ex.wait(key)
                     coordinator.check(key)
                     return result, finished
@@ -149,6 +153,23 @@ async def _run(
     finally:
         store.close()
         interrupts.detach()
+
+
+def _event_sinks(progress: Progress, key: str, *, as_json: bool) -> Callable[[str, Event], None]:
+    """Where the events go besides the live view: when stdout is not a terminal (``> log``), one line each to
+    stdout as they happen (``-o json`` keeps stdout for its document alone); when stderr is not a terminal
+    and is not that same file, to stderr too."""
+    sinks: list[Callable[[str, Event], None]] = [progress.on_event]
+    if not as_json and not sys.stdout.isatty():
+        sinks.append(EventLines(sys.stdout, key).on_event)
+    if not sys.stderr.isatty() and (as_json or sys.stdout.isatty() or not same_file(sys.stdout, sys.stderr)):
+        sinks.append(EventLines(sys.stderr, key).on_event)
+
+    def on_event(execution: str, event: Event) -> None:
+        for sink in sinks:
+            sink(execution, event)
+
+    return on_event
 
 
 def _check(ex: Executor, platform: Platform, spec: ExecutionSpec) -> None:
