@@ -300,3 +300,64 @@ def test_the_timeline_says_how_many_earlier_events_it_left_out(monkeypatch: pyte
     text = captured.get()
     assert "5 earlier event(s) not shown" in text
     assert "round 4 " not in text and "round 5" in text and "round 19" in text
+
+
+def test_a_failed_attempts_last_log_lines_are_shown_with_its_error_and_taskplug_logs_prints_them(
+    tmp_path: Path,
+) -> None:
+    document = hello_document()
+    document["template"]["container"]["args"][0] = (
+        "import sys\nfor i in range(30):\n    print(f'step {i}', flush=True)\n"
+        "sys.exit('the task gave up at step 29')\n"
+    )
+    document["execution"]["id"]["name"] = "logged"
+    document["execution"]["maxAttempts"] = 1
+    spec = write_yaml(tmp_path / "logged.yaml", document)
+    state_db = tmp_path / "state.db"
+    proc = _taskplug_run(tmp_path, spec, "--state-db", state_db)
+    assert proc.returncode == 1, proc.stderr
+    # The outcome comes with the attempt's last lines (not all 30) and where the rest is.
+    assert "  | step 29\n" in proc.stdout and "  | step 5\n" not in proc.stdout
+    assert "the task gave up at step 29" in proc.stdout
+    assert "taskplug logs logged" in proc.stdout
+
+    # The run is over and its embedded cluster gone; its log is still there.
+    logs = subprocess.run(
+        [*TASKPLUG, "logs", "logged", "--state-db", str(state_db)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert logs.returncode == 0, logs.stderr
+    assert [f"step {i}" for i in range(30)] == [
+        line for line in logs.stdout.splitlines() if line.startswith("step")
+    ]
+    key = "demo/development/logged/n0"
+    tail = subprocess.run(
+        [*TASKPLUG, "logs", key, "--attempt", "0", "--tail", "2", "--state-db", str(state_db)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert tail.returncode == 0, tail.stderr
+    assert tail.stdout.splitlines() == ["step 29", "the task gave up at step 29"]
+    missing = subprocess.run(
+        [*TASKPLUG, "logs", "nobody", "--state-db", str(state_db)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert missing.returncode == 2 and "no logs of 'nobody'" in missing.stderr
+    # Only the logs are kept of the pod's folder.
+    kept = {
+        p.relative_to(tmp_path / "cluster").parts[-2:]
+        for p in (tmp_path / "cluster").rglob("*")
+        if p.is_file()
+    }
+    assert kept == {("logs", "logged-n0-0.log")}

@@ -19,6 +19,10 @@ __all__ = ["COMMANDS", "cli", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("taskplug.cli._run:run", "Run a task execution to a terminal phase and print its timeline..."),
+    "logs": (
+        "taskplug.cli._logs:logs",
+        "Print what an execution's containers printed, attempt by attempt...",
+    ),
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
     "status": (
         "taskplug.cli._status:status",

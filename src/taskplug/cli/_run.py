@@ -53,6 +53,7 @@ from taskplug.cli._flytekit_module import (
 )
 from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
+from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
 from taskplug.core import PluginError, SpecError, TaskplugError
@@ -108,10 +109,12 @@ async def _run(
     coordinator = LocalCoordinator(store)
     progress = Progress(console, spec.execution_key)
     on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
+    # On the embedded cluster, the pods' folders (their logs) are kept beside the state DB: see cli/_logs.py.
+    folder = RunFolder(db_path) if kubeconfig is None and mode == "process" else None
     try:
-        with coordinator.hold(spec.execution_key):
+        with coordinator.hold(spec.execution_key), folder or contextlib.nullcontext() as workdir:
             async with (
-                kube_client(platform, kubeconfig, mode) as client,
+                kube_client(platform, kubeconfig, mode, workdir=workdir) as client,
                 open_executor(
                     platform,
                     kube_client=GuardedKubeClient(client, coordinator.guard),
@@ -496,7 +499,33 @@ def run(
             f"pass --rerun (or give {rename} a new value).",
             err=True,
         )
+    if not result.succeeded and finished is None and kubeconfig is None:
+        _print_log_tail(result, loaded, state_db or Path(platform.config.get(EXECUTOR_SECTION).state_db), fmt)
     _print_result(result, fmt, stored=finished is not None)
+
+
+_LOG_LINES = 20
+"""How many of a failed attempt's last log lines ``run`` shows with its error."""
+
+
+def _print_log_tail(result: ExecutionResult, spec: ExecutionSpec, state_db: Path, fmt: str) -> None:
+    """The last lines the failed attempt's containers printed, before the outcome (stderr with ``-o json``)."""
+    execution = spec.metadata.task_execution_id.id.node_execution_id
+    attempts = [int(e["attempt"]) for e in result.events if "attempt" in e]
+    attempt = attempts[-1] if attempts else None
+    files = find_logs(cluster_folder(state_db), execution.execution_id.name, execution.node_id, attempt)
+    if not files:
+        return
+    for f in files[-3:]:
+        text = log_tail(f.path.read_bytes().decode("utf-8", "replace"), _LOG_LINES)
+        if not text.strip():
+            continue
+        click.echo(
+            f"the last lines of attempt {f.attempt}'s log (pod {f.pod}, container {f.container}; all of it: "
+            f"taskplug logs {execution.execution_id.name} --state-db {str(state_db)!r}):",
+            err=fmt == "json",
+        )
+        click.echo("".join(f"  | {line}" for line in text.splitlines(keepends=True)), err=fmt == "json")
 
 
 def _load(

@@ -1,0 +1,190 @@
+"""Task logs where a user looks: what the containers of a ``taskplug run`` on the embedded cluster printed,
+kept after the run, shown with a failed attempt's error, and printed (or followed) by ``taskplug logs``.
+
+A run's embedded cluster keeps its pods' folders under ``cluster/`` beside the state DB (by default
+``.taskplug/cluster/``), one folder per run, instead of a temporary folder removed at the end; the kubelet
+writes each container's output there as it runs (``<namespace>_<pod>_<uid>/logs/<container>.log``, as the
+kubelet's ``/var/log/pods/<namespace>_<pod>_<uid>/<container>/``). When the run ends, what else a pod left
+there (its working folder, its volumes) is removed and the logs stay. ``taskplug logs EXECUTION`` finds the
+pods of an execution by their names (``{name}-{node}-{attempt}``, a map's elements below it) and prints their
+logs, attempt by attempt; ``--follow`` keeps printing what is appended while the run that writes them runs.
+
+Deviation: a real cluster's logs are read through its API (``kubectl logs``); ``taskplug logs`` reads the
+embedded cluster's files only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from taskplug.cli._output import handles_bad_input
+from taskplug.core import SpecError
+
+__all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "log_tail", "logs"]
+
+_RUNNING = "running"
+"""A file in a run's folder while the run is alive (its pid): ``--follow`` stops once it is gone."""
+
+
+def cluster_folder(state_db: Path) -> Path:
+    """Where the runs that keep their state in ``state_db`` keep their embedded cluster's pod folders."""
+    return state_db.parent / "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    pod: str
+    container: str
+    path: Path
+    attempt: int | None
+    """The attempt the pod ran (the number after the node in its name), when it has one."""
+
+
+class RunFolder:
+    """One run's folder for its embedded cluster: made at the start, pruned to the logs at the end."""
+
+    def __init__(self, state_db: Path) -> None:
+        self.path = cluster_folder(state_db) / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+
+    def __enter__(self) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / _RUNNING).write_text(str(os.getpid()))
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        for pod in self.path.iterdir():
+            if pod.is_dir():
+                for part in pod.iterdir():
+                    if part.name != "logs":
+                        shutil.rmtree(part, ignore_errors=True) if part.is_dir() else part.unlink(
+                            missing_ok=True
+                        )
+        (self.path / _RUNNING).unlink(missing_ok=True)
+        if not any(self.path.iterdir()):
+            self.path.rmdir()
+
+
+def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = None) -> list[LogFile]:
+    """The log files of the pods of execution ``name`` (node ``node``) under a cluster folder, oldest
+    first; ``attempt`` keeps one attempt's."""
+    found: list[LogFile] = []
+    pattern = re.compile(rf"^[^_]+_({re.escape(name)}-{re.escape(node)}-(\d+)(?:-[0-9-]+)?)_[^_]+$")
+    if not root.is_dir():
+        return found
+    for run in root.iterdir():
+        if not run.is_dir():
+            continue
+        for pod in run.iterdir():
+            match = pattern.match(pod.name)
+            if match is None or not (pod / "logs").is_dir():
+                continue
+            number = int(match.group(2))
+            if attempt is not None and number != attempt:
+                continue
+            for log in sorted((pod / "logs").glob("*.log")):
+                found.append(LogFile(match.group(1), log.stem, log, number))
+    found.sort(key=lambda f: (f.attempt or 0, f.path.stat().st_mtime, f.pod, f.container))
+    return found
+
+
+def log_tail(text: str, lines: int) -> str:
+    return "".join(text.splitlines(keepends=True)[-lines:]) if lines > 0 else ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _alive(folder: Path) -> bool:
+    """Whether the run that writes ``folder`` is still running."""
+    try:
+        pid = int((folder / _RUNNING).read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _follow(files: list[LogFile], root: Path, name: str, node: str, attempt: int | None) -> Iterator[str]:
+    """What is appended to the logs (and the logs of pods that appear) while their run is alive."""
+    offsets = {f.path: f.path.stat().st_size for f in files}
+    while True:
+        alive = any(_alive(f.path.parents[2]) for f in find_logs(root, name, node, attempt))
+        for f in find_logs(root, name, node, attempt):
+            start = offsets.get(f.path, 0)
+            with f.path.open("rb") as stream:
+                stream.seek(start)
+                chunk = stream.read()
+            if chunk:
+                offsets[f.path] = start + len(chunk)
+                yield chunk.decode("utf-8", "replace")
+        if not alive:
+            return
+        time.sleep(0.2)
+
+
+@click.command()
+@click.argument("execution")
+@click.option(
+    "--state-db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(".taskplug/state.db"),
+    show_default=True,
+    help="The state DB the run used (its logs are in cluster/ beside it).",
+)
+@click.option("--node", default="n0", show_default=True, help="The node of the execution.")
+@click.option("--attempt", type=int, default=None, help="Only this attempt's logs [default: every attempt].")
+@click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing what the task prints while its run runs.")
+@handles_bad_input
+def logs(
+    execution: str, state_db: Path, node: str, attempt: int | None, tail: int | None, follow: bool
+) -> None:
+    """Print what an execution's containers printed, attempt by attempt (a `taskplug run` on the embedded
+    cluster keeps them).
+
+    EXECUTION is the execution's name (`--name`, or the fresh one a run printed), or its key
+    PROJECT/DOMAIN/NAME/NODE as `-o json` and the state DB name it.
+    """
+    parts = execution.split("/")
+    if len(parts) == 4:
+        name, node = parts[2], parts[3]
+    elif len(parts) == 1 and parts[0]:
+        name = parts[0]
+    else:
+        raise SpecError("EXECUTION", f"a name or PROJECT/DOMAIN/NAME/NODE, got {execution!r}")
+    root = cluster_folder(state_db)
+    files = find_logs(root, name, node, attempt)
+    if not files:
+        raise SpecError(
+            "EXECUTION",
+            f"no logs of {execution!r} under {str(root)!r} (a run on the embedded cluster with --state-db "
+            f"{str(state_db)!r} keeps them there; on a real cluster use kubectl logs)",
+        )
+    several = len(files) > 1
+    for f in files:
+        if several:
+            click.echo(f"==> attempt {f.attempt}: pod {f.pod}, container {f.container} <==")
+        text = _read(f.path)
+        click.echo(log_tail(text, tail) if tail is not None else text, nl=False)
+    if follow:
+        for chunk in _follow(files, root, name, node, attempt):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
