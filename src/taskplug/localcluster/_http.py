@@ -40,6 +40,7 @@ from taskplug.localcluster._errors import (
     unsupported_media_type,
 )
 from taskplug.localcluster._patch import apply_patch
+from taskplug.localcluster._podlog import LogOptions, follow_log, previous_not_found, select_log
 from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
 from taskplug.localcluster._validation import decode_object
@@ -297,7 +298,7 @@ class _Api:
                 f"the server does not allow this method on the requested resource ({method})"
             )
         if sub == "log" and rtype == POD:
-            return self._log(rtype, namespace, name, query.get("container"), query.get("tailLines"))
+            return await self._log(request, rtype, namespace, name, query.get("container"))
         if sub not in (None, "status"):
             raise _NO_ROUTE
         if method == "GET":
@@ -341,9 +342,15 @@ class _Api:
             f"the server does not allow this method on the requested resource ({method})"
         )
 
-    def _log(
-        self, rtype: ResourceType, namespace: str | None, name: str, container: str | None, tail: str | None
-    ) -> web.Response:
+    async def _log(
+        self,
+        request: web.Request,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        container: str | None,
+    ) -> web.StreamResponse:
+        options = LogOptions.from_query(request.query)
         pod = self.store.get(rtype, namespace, name)
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
         init = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
@@ -354,10 +361,21 @@ class _Api:
             )
         if container is not None and container not in names + init:
             raise bad_request(f"container {container} is not valid for pod {name}")
-        text = self.cluster.logs(namespace or "default", name, container)
-        if tail is not None and tail.isdigit():
-            text = "".join(text.splitlines(keepends=True)[-int(tail) :]) if int(tail) else ""
-        return web.Response(text=text, content_type="text/plain")
+        if options.previous:
+            raise previous_not_found(container or names[0], name)
+        where = namespace or "default"
+        text = self.cluster.logs(where, name, container)
+        if not options.follow:
+            return web.Response(text=select_log(text, options), content_type="text/plain")
+
+        def read() -> tuple[str, bool]:
+            now = self.store.try_get(POD, where, name)
+            if now is None:
+                return text, True
+            ended = (now.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            return self.cluster.logs(where, name, container), ended
+
+        return await follow_log(request, select_log(text, options), read, written=len(text))
 
     async def _raw_body(self, request: web.Request, *, yaml_allowed: bool) -> Any:
         raw = await request.read()
