@@ -53,9 +53,12 @@ def test_run_hello_as_json_succeeds_with_its_output_and_a_timeline_of_events(tmp
     assert proc.returncode == 0, proc.stderr
 
     document = json.loads(proc.stdout)
-    assert list(document) == ["phase", "attempts", "error", "outputs", "events"]
+    assert list(document) == ["execution", "phase", "attempts", "error", "outputs", "events"]
     assert (document["phase"], document["attempts"], document["error"]) == ("Success", 1, None)
     assert document["outputs"] == {"greeting": "hello, world"}
+    # The fresh name the run gave it, as the key the state DB and `taskplug logs` know it by.
+    project, domain, name, node = document["execution"].split("/")
+    assert (project, domain, node) == ("demo", "development", "n0") and name
 
     events = document["events"]
     for event in events:

@@ -484,3 +484,12 @@ def test_a_file_uri_that_exists_is_kept_as_given(module: Path, tmp_path: Path) -
         data.as_uri(),
     )
     assert _inputs(spec)["data"] == data.as_uri()
+
+
+def test_the_tasks_param_lines_stay_one_per_line_in_its_help(runner: CliRunner) -> None:
+    result = invoke(runner, "run", WORKFLOWS, "add", "--help")
+    assert result.exit_code == 0, result.stderr
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert ":param a: the first addend" in lines
+    assert ":param b: the second addend" in lines
+    assert "Add two integers." in lines

@@ -79,7 +79,7 @@ async def test_json_output_on_success_is_one_document_with_phase_attempts_error_
     code, out, err = await _run(tmp_path, spec, "-o", "json", "--state-db", tmp_path / "state.db")
     assert code == 0, err
     document = json.loads(out)
-    assert list(document) == ["phase", "attempts", "error", "outputs", "events"]
+    assert list(document) == ["execution", "phase", "attempts", "error", "outputs", "events"]
     assert (document["phase"], document["attempts"], document["error"]) == ("Success", 1, None)
     assert document["outputs"] == {"greeting": "hello, world"}
     for event in document["events"]:

@@ -148,3 +148,42 @@ def test_a_named_execution_run_again_with_other_inputs_is_refused_not_answered_w
     rerun = _run(tmp_path, *state, "--rerun", "-o", "json", WORKFLOWS, "add", "--a", "6")
     assert rerun.returncode == 0, rerun.stderr
     assert json.loads(rerun.stdout)["outputs"] == {"o0": 7}
+
+
+FRAMES = """
+import pandas as pd
+from flytekit import Secret, current_context, task
+
+
+@task
+def frame(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"x": list(range(n))})
+
+
+@task
+def total(df: pd.DataFrame) -> int:
+    return int(df["x"].sum())
+
+
+@task(secret_requests=[Secret(group="demo", key="token")])
+def secret() -> str:
+    return current_context().secrets.get("demo", "token")
+"""
+
+
+def test_a_dataframe_task_and_a_secret_run_as_the_readme_says(tmp_path: Path) -> None:
+    module = tmp_path / "frames.py"
+    module.write_text(FRAMES)
+    state = ("--state-db", tmp_path / "state.db", "-o", "json")
+    made = _run(tmp_path, *state, module, "frame", "--n", "4")
+    assert made.returncode == 0, made.stderr
+    dataset = json.loads(made.stdout)["outputs"]["o0"]
+    assert dataset["format"] == "parquet"
+    summed = _run(tmp_path, *state, module, "total", "--df", dataset["uri"])
+    assert summed.returncode == 0, summed.stderr
+    assert json.loads(summed.stdout)["outputs"] == {"o0": 6}
+
+    # A secret, given locally as flytekit reads it: _FSEC_<GROUP>_<KEY>.
+    told = _run(tmp_path, *state, "-e", "_FSEC_DEMO_TOKEN=abc", module, "secret")
+    assert told.returncode == 0, told.stderr
+    assert json.loads(told.stdout)["outputs"] == {"o0": "abc"}

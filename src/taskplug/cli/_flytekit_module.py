@@ -397,7 +397,7 @@ def _option(item: _Input) -> click.Option:
 
 def _task_command(path: Path, task_name: str, entity: Any, inputs: Sequence[_Input]) -> click.Command:
     function = getattr(entity, "task_function", None)
-    doc = inspect.cleandoc(function.__doc__) if function is not None and function.__doc__ else ""
+    doc = _help_text(inspect.cleandoc(function.__doc__)) if function is not None and function.__doc__ else ""
     summary = f"{type(entity).__name__} {entity.name} from {path.name}: its inputs as options."
     return click.Command(
         task_name,
@@ -405,6 +405,16 @@ def _task_command(path: Path, task_name: str, entity: Any, inputs: Sequence[_Inp
         help=f"{summary}\n\n{doc}" if doc else summary,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
+
+
+def _help_text(doc: str) -> str:
+    """A docstring as ``--help`` shows it: prose rewrapped, but a paragraph of reST fields (``:param a: …``,
+    ``:return: …``) kept one field per line (click's ``\\b`` marker), as they would otherwise run together."""
+    paragraphs = doc.split("\n\n")
+    kept = [
+        f"\b\n{p}" if any(line.lstrip().startswith(":") for line in p.splitlines()) else p for p in paragraphs
+    ]
+    return "\n\n".join(kept)
 
 
 def _parse_task_arguments(

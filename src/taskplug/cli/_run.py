@@ -567,7 +567,8 @@ def _load(
 def _print_result(result: ExecutionResult, fmt: str, *, stored: bool = False) -> None:
     """The end of a run, local or on a server: the outcome (or ``-o json``), and exit 1 unless it succeeded."""
     if fmt == "json":
-        click.echo(dump(result.to_json()), nl=False)
+        # The execution named first: a script that started it without --name learns the name it was given.
+        click.echo(dump({"execution": result.key, **result.to_json()}), nl=False)
     else:
         _print_outcome(result, stored=stored)
     if not result.succeeded:
