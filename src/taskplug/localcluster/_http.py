@@ -13,10 +13,13 @@ Bodies are decoded and validated by the store exactly as the in-process client's
 field of the wrong type, 422 ``Invalid`` naming each field); an error a handler did not expect is a 500
 ``InternalError`` Status in JSON naming it (genericapirequest's panic recovery), and the server goes on.
 
+``kubectl get`` gets a Table (``_table.py``): a pod's columns as a real server prints them, the default NAME
+and CREATED AT for other resources.
+
 Deviation: ``limit``/``continue`` are ignored (one page), ``dryRun`` is ignored, there are no OpenAPI
-documents (kubectl needs ``--validate=false``), no aggregated discovery, no Table rendering, and no
-``deletecollection``. Every request passes :class:`~taskplug.localcluster._access.AccessPolicy` first (a
-bearer token, a Host this server answers to, no cross-site request): a pod's command runs on this machine.
+documents (kubectl needs ``--validate=false``), no aggregated discovery, and no ``deletecollection``.
+Every request passes :class:`~taskplug.localcluster._access.AccessPolicy` first (a bearer token, a Host this
+server answers to, no cross-site request): a pod's command runs on this machine.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from taskplug.localcluster._patch import apply_patch
 from taskplug.localcluster._podlog import LogOptions, follow_log, previous_not_found, select_log
 from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
+from taskplug.localcluster._table import table, wants_table
 from taskplug.localcluster._validation import decode_object
 
 if TYPE_CHECKING:
@@ -280,6 +284,8 @@ class _Api:
                     "metadata": {"resourceVersion": str(rv)},
                     "items": items,
                 }
+                if wants_table(request.headers.get("Accept")):  # kubectl get: the columns of a real server
+                    body = self._table(request, rtype, items, str(rv))
                 return web.Response(body=orjson.dumps(body), headers={"Content-Type": "application/json"})
             if method == "POST":
                 await faults.check("create", rtype.plural)
@@ -303,6 +309,8 @@ class _Api:
             raise _NO_ROUTE
         if method == "GET":
             await faults.check("get", rtype.plural)
+            if wants_table(request.headers.get("Accept")):
+                return _json(self._table(request, rtype, [self.store.get(rtype, namespace, name)], ""))
             return _json(self.store.get(rtype, namespace, name))
         if method == "PUT":
             await faults.check("replace", rtype.plural)
@@ -341,6 +349,13 @@ class _Api:
         raise method_not_allowed(
             f"the server does not allow this method on the requested resource ({method})"
         )
+
+    def _table(
+        self, request: web.Request, rtype: ResourceType, objects: list[dict[str, Any]], rv: str
+    ) -> dict[str, Any]:
+        include = request.query.get("includeObject", "Metadata")
+        now = self.store.clock.now()
+        return table(rtype, objects, now=now, resource_version=rv, include_object=include)
 
     async def _log(
         self,
