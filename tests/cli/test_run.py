@@ -364,3 +364,24 @@ def test_a_failed_attempts_last_log_lines_are_shown_with_its_error_and_taskplug_
         if p.is_file()
     }
     assert kept == {("logs", "logged-n0-0.log")}
+
+
+def test_a_runs_log_link_opens_the_log_its_container_wrote_unless_the_config_sets_one(tmp_path: Path) -> None:
+    proc = _taskplug_run(tmp_path, HELLO, "-o", "json", "--state-db", tmp_path / "state.db")
+    assert proc.returncode == 0, proc.stderr
+    links = {log["uri"] for event in json.loads(proc.stdout)["events"] for log in event.get("logs") or []}
+    (link,) = links
+    assert link.startswith("file://")
+    # After the run, its embedded cluster gone: the link still opens what the task printed.
+    assert Path(link.removeprefix("file://")).read_text() == "hello, world\n"
+
+    config = write_yaml(
+        tmp_path / "config.yaml",
+        {"plugins": {"logs": {"kubernetes-template-uri": "https://logs.example.com/{{ .podName }}"}}},
+    )
+    proc = _taskplug_run(
+        tmp_path, HELLO, "-o", "json", "--config", config, "--state-db", tmp_path / "state.db"
+    )
+    assert proc.returncode == 0, proc.stderr
+    links = {log["uri"] for event in json.loads(proc.stdout)["events"] for log in event.get("logs") or []}
+    assert len(links) == 1 and links.pop().startswith("https://logs.example.com/")

@@ -21,15 +21,17 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 
 from taskplug.cli._output import handles_bad_input
 from taskplug.core import SpecError
+from taskplug.executor import Platform
+from taskplug.k8s import LOGS_SECTION, LogConfig
 
-__all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "log_tail", "logs"]
+__all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
 
 _RUNNING = "running"
 """A file in a run's folder while the run is alive (its pid): ``--follow`` stops once it is gone."""
@@ -71,6 +73,29 @@ class RunFolder:
         (self.path / _RUNNING).unlink(missing_ok=True)
         if not any(self.path.iterdir()):
             self.path.rmdir()
+
+
+_DASHBOARD_LINK = LogConfig.model_fields["kubernetes_template_uri"].default
+"""Flyte's default Kubernetes log link: a dashboard on localhost:30082, where nothing listens on a laptop."""
+
+
+def local_log_links(platform: Platform, folder: Path) -> Platform:
+    """``platform`` with its Kubernetes log link pointing at the log file the embedded cluster writes in
+    ``folder`` (``file://…/<namespace>_<pod>_<uid>/logs/<container>.log``), when the link is Flyte's default
+    dashboard one; a link the platform config sets is kept."""
+    config = platform.config.get(LOGS_SECTION)
+    if (
+        not config.kubernetes_enabled
+        or config.kubernetes_template_uri != _DASHBOARD_LINK
+        or config.kubernetes_url
+    ):
+        return platform
+    link = (
+        f"{folder.absolute().as_uri()}/{{{{ .namespace }}}}_{{{{ .podName }}}}_{{{{ .podUID }}}}/logs/"
+        "{{ .containerName }}.log"
+    )
+    local = config.model_copy(update={"kubernetes_template_uri": link})
+    return replace(platform, config=platform.config.with_section(LOGS_SECTION, local))
 
 
 def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = None) -> list[LogFile]:

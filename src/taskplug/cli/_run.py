@@ -53,7 +53,7 @@ from taskplug.cli._flytekit_module import (
 )
 from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
-from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, log_tail
+from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
 from taskplug.core import PluginError, SpecError, TaskplugError
@@ -111,6 +111,8 @@ async def _run(
     on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
     # On the embedded cluster, the pods' folders (their logs) are kept beside the state DB: see cli/_logs.py.
     folder = RunFolder(db_path) if kubeconfig is None and mode == "process" else None
+    if folder is not None:
+        platform = local_log_links(platform, folder.path)
     try:
         with coordinator.hold(spec.execution_key), folder or contextlib.nullcontext() as workdir:
             async with (
