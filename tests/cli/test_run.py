@@ -385,3 +385,48 @@ def test_a_runs_log_link_opens_the_log_its_container_wrote_unless_the_config_set
     assert proc.returncode == 0, proc.stderr
     links = {log["uri"] for event in json.loads(proc.stdout)["events"] for log in event.get("logs") or []}
     assert len(links) == 1 and links.pop().startswith("https://logs.example.com/")
+
+
+def test_taskplug_logs_follow_prints_what_a_running_task_prints_and_ends_with_its_run(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    document = hello_document()
+    document["template"]["container"]["args"][0] = (
+        f"import os, time\nprint('first', flush=True)\ndeadline = time.monotonic() + {DEADLINE}\n"
+        f"while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:\n    time.sleep(0.05)\n"
+        "print('second', flush=True)\n" + document["template"]["container"]["args"][0]
+    )
+    document["execution"]["id"]["name"] = "followed"
+    spec = write_yaml(tmp_path / "followed.yaml", document)
+    state_db = str(tmp_path / "state.db")
+    run = subprocess.Popen(
+        [*TASKPLUG, "run", str(spec), "--state-db", state_db],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    follow: subprocess.Popen[str] | None = None
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while not list((tmp_path / "cluster").glob("*/*_followed-n0-0_*/logs/*.log")):
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        follow = subprocess.Popen(
+            [*TASKPLUG, "logs", "followed", "--follow", "--state-db", state_db],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert follow.stdout is not None
+        assert follow.stdout.readline() == "first\n"
+        assert follow.poll() is None  # still following: the task has not printed the rest
+        go.touch()
+        rest, err = follow.communicate(timeout=DEADLINE)  # it ends by itself once the run has
+        assert follow.returncode == 0, err
+        assert rest.splitlines() == ["second", "hello, world"]
+        assert run.wait(timeout=DEADLINE) == 0
+    finally:
+        for proc in (run, follow):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
