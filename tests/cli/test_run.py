@@ -430,3 +430,18 @@ def test_taskplug_logs_follow_prints_what_a_running_task_prints_and_ends_with_it
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_spec_whose_file_input_does_not_exist_on_this_machine_exits_2_naming_it(tmp_path: Path) -> None:
+    document = hello_document()
+    document["template"]["interface"]["inputs"]["variables"]["data"] = {
+        "type": {"blob": {"dimensionality": "SINGLE"}}
+    }
+    document["inputs"]["data"] = (tmp_path / "missing.txt").as_uri()
+    spec = write_yaml(tmp_path / "spec.yaml", document)
+    state_db = tmp_path / "state.db"
+    proc = _taskplug_run(tmp_path, spec, "-o", "json", "--state-db", state_db)
+    outcome = (proc.returncode, proc.stdout, "Traceback" in proc.stderr)
+    assert outcome == (2, "", False), proc.stderr
+    assert "inputs.data" in proc.stderr and "missing.txt" in proc.stderr
+    assert not state_db.exists() and not (tmp_path / ".taskplug").exists()

@@ -32,10 +32,12 @@ import dataclasses
 import enum
 import hashlib
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import click
+from flyteidl.core import literals_pb2
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.live import Live
@@ -563,7 +565,28 @@ def _load(
         return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)
-    return load_spec(spec), platform, f"execution.id.name in {str(spec)!r}"
+    loaded = load_spec(spec)
+    if kubeconfig is None:
+        _check_local_files(loaded.inputs.literals, "inputs")
+    return loaded, platform, f"execution.id.name in {str(spec)!r}"
+
+
+def _check_local_files(literals: Mapping[str, literals_pb2.Literal], path: str) -> None:
+    """On this machine, a file, folder or dataset input at a ``file://`` URI or an absolute path must exist:
+    refused now (exit 2, the input named) rather than as a pod failing in flytekit's download."""
+    for name, literal in literals.items():
+        where = f"{path}.{name}"
+        kind = literal.WhichOneof("value")
+        if kind == "collection":
+            _check_local_files({str(i): v for i, v in enumerate(literal.collection.literals)}, where)
+        elif kind == "map":
+            _check_local_files(literal.map.literals, where)
+        elif kind == "scalar" and literal.scalar.WhichOneof("value") in ("blob", "structured_dataset"):
+            scalar = literal.scalar
+            uri = scalar.blob.uri if scalar.WhichOneof("value") == "blob" else scalar.structured_dataset.uri
+            local = unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+            if (uri.startswith("file://") or uri.startswith("/")) and not Path(local).exists():
+                raise SpecError(where, f"no such file or folder: {uri!r}")
 
 
 def _print_result(result: ExecutionResult, fmt: str, *, stored: bool = False) -> None:
