@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.cluster_http import cluster_session
-from taskplug.k8s import POD
+from taskplug.k8s import POD, KubeApiError
 from taskplug.localcluster import LocalCluster
 from taskplug.localcluster._podlog import LogOptions, select_log
 
@@ -69,3 +69,19 @@ def test_the_selection_takes_the_last_lines_then_the_byte_limit() -> None:
     assert LogOptions.from_query({"follow": "true", "sinceSeconds": "10"}) == LogOptions(
         since_seconds=10, follow=True
     )
+
+
+async def test_the_in_process_logs_take_the_same_options() -> None:
+    async with LocalCluster(mode="process") as cluster:
+        script = "print('a'); print('bb'); print('ccc')"
+        await cluster.client().create(POD, pod_manifest("p", command=[sys.executable, "-c", script]))
+        await cluster.wait_for(
+            POD, "default", "p", lambda o: o["status"]["phase"] == "Succeeded", within=DEADLINE
+        )
+        assert cluster.logs("default", "p") == "a\nbb\nccc\n"
+        assert cluster.logs("default", "p", tail_lines=2) == "bb\nccc\n"
+        assert cluster.logs("default", "p", tail_lines=2, limit_bytes=4) == "bb\nc"
+        with pytest.raises(KubeApiError) as caught:
+            cluster.logs("default", "p", previous=True)
+        assert caught.value.status == 400
+        assert 'previous terminated container "main" in pod "p" not found' in str(caught.value)
