@@ -445,3 +445,28 @@ def test_a_spec_whose_file_input_does_not_exist_on_this_machine_exits_2_naming_i
     assert outcome == (2, "", False), proc.stderr
     assert "inputs.data" in proc.stderr and "missing.txt" in proc.stderr
     assert not state_db.exists() and not (tmp_path / ".taskplug").exists()
+
+
+def test_the_live_view_shows_the_tasks_latest_output_under_its_timeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taskplug.cli._logs import RunFolder
+
+    monkeypatch.setenv("COLUMNS", "200")
+    run = RunFolder(tmp_path / "state.db")
+    with run as folder:
+        console = plain_console()
+        progress = Progress(console, "k", output=run.latest_output)
+        progress.on_event("k", Event(0, "Running", 0, "", None))
+        with console.capture() as captured:
+            console.print(progress.render())
+        assert "the task's output" not in captured.get()  # nothing printed yet
+
+        log = folder / "ns_k-n0-0_uid" / "logs" / "main.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("".join(f"[bold]line {i}[/bold]\n" for i in range(20)))
+        with console.capture() as captured:
+            console.print(progress.render())
+        text = captured.get()
+    assert "the task's output" in text
+    assert "  | [bold]line 19[/bold]" in text and "line 11" not in text and "line 12" in text

@@ -33,6 +33,9 @@ from taskplug.k8s import LOGS_SECTION, LogConfig
 
 __all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
 
+_TAIL_BYTES = 16384
+"""How much of the end of a log the live view reads each time it refreshes."""
+
 _RUNNING = "running"
 """A file in a run's folder while the run is alive (its pid): ``--follow`` stops once it is gone."""
 
@@ -61,6 +64,22 @@ class RunFolder:
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / _RUNNING).write_text(str(os.getpid()))
         return self.path
+
+    def latest_output(self) -> str:
+        """The end of the log this run's containers wrote last (the running attempt's, as the live view
+        shows it); empty before any."""
+        try:
+            logs = [
+                log for pod in self.path.iterdir() if pod.is_dir() for log in (pod / "logs").glob("*.log")
+            ]
+            newest = max(logs, key=lambda log: log.stat().st_mtime, default=None)
+            if newest is None:
+                return ""
+            with newest.open("rb") as stream:
+                stream.seek(max(0, newest.stat().st_size - _TAIL_BYTES))
+                return stream.read().decode("utf-8", "replace")
+        except OSError:  # a pod's folder pruned or removed meanwhile: nothing to show this time
+            return ""
 
     def __exit__(self, *exc: object) -> None:
         for pod in self.path.iterdir():

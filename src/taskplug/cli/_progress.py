@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -31,6 +32,9 @@ __all__ = [
     "same_file",
 ]
 
+
+OUTPUT_LINES = 8
+"""How many of the task's last printed lines the live view shows under its timeline."""
 
 # An element's latest reported phase (the external resources' phase names) → the group it is counted in.
 _ELEMENT_GROUPS = {
@@ -113,12 +117,15 @@ def reason_line(text: str) -> str:
 class Progress:
     """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
 
-    def __init__(self, console: Console, key: str) -> None:
+    def __init__(self, console: Console, key: str, *, output: Callable[[], str] | None = None) -> None:
         self.console = console
         self.key = key
         self.started = time.monotonic()
         self.events: list[Event] = []
         self.array: ArrayProgress | None = None
+        self.output = output
+        """What the running attempt's container has printed so far (the embedded cluster's log file), shown
+        under the timeline as it grows."""
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:
@@ -134,10 +141,16 @@ class Progress:
         return self.render()
 
     def render(self) -> RenderableType:
-        table = self._timeline()
-        if self.array is None:
-            return table
-        return Group(table, self.array.render())
+        parts: list[RenderableType] = [self._timeline()]
+        if self.array is not None:
+            parts.append(self.array.render())
+        printed = self.output() if self.output is not None else ""
+        lines = printed.splitlines()[-OUTPUT_LINES:]
+        if lines:
+            parts.append(Text("the task's output (taskplug logs for all of it):", style="dim"))
+            # What the task prints is plain text, never Rich markup.
+            parts.extend(Text(f"  | {line[:200]}") for line in lines)
+        return parts[0] if len(parts) == 1 else Group(*parts)
 
     def _timeline(self) -> Table:
         table = Table(box=None, show_header=True, header_style="bold")

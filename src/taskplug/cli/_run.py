@@ -109,10 +109,12 @@ async def _run(
     check_state_file(db_path)  # before the store opens: a file that is not ours is left as it was
     store = SQLiteStateStore(db_path)
     coordinator = LocalCoordinator(store)
-    progress = Progress(console, spec.execution_key)
-    on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
     # On the embedded cluster, the pods' folders (their logs) are kept beside the state DB: see cli/_logs.py.
     folder = RunFolder(db_path) if kubeconfig is None and mode == "process" else None
+    progress = Progress(
+        console, spec.execution_key, output=folder.latest_output if folder is not None else None
+    )
+    on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
     if folder is not None:
         platform = local_log_links(platform, folder.path)
     try:
