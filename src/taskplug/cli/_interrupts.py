@@ -104,12 +104,14 @@ class Interrupts:
                     _exit_now("interrupted: stopped before anything was started")
 
         waiter = threading.Thread(target=wait, name="taskplug-interrupts", daemon=True)
-        waiter.start()
+        if hasattr(signal, "sigtimedwait"):  # not on macOS: there a signal waits for the import's end
+            waiter.start()
         try:
             yield
         finally:
             stop.set()
-            waiter.join()
+            if waiter.is_alive():
+                waiter.join()
             self.install()
             # A signal that came after the waiter's last look is pending: unblocking delivers it to us.
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
