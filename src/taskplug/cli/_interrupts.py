@@ -144,6 +144,11 @@ class Interrupts:
         if self.count:  # signalled while it was being submitted
             self._dispatch()
 
+    @property
+    def submitted(self) -> bool:
+        """Whether the execution had been submitted (something may have been created) when signalled."""
+        return self._abort is not None
+
     def detach(self) -> None:
         """The loop is ending: a signal from now on exits at once (nothing is left to clean up)."""
         if self._patience is not None:

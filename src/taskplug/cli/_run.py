@@ -497,6 +497,8 @@ def run(
             )
         )
     except _Interrupted:
+        if not interrupts.submitted:
+            fail("interrupted: stopped before anything was started", EXIT_TASK_FAILED)
         fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
     if finished is not None:
         click.echo(
