@@ -28,7 +28,7 @@ import click
 
 from taskplug.cli._output import handles_bad_input
 from taskplug.core import SpecError
-from taskplug.executor import Platform
+from taskplug.executor import EXECUTOR_SECTION, Platform
 from taskplug.k8s import LOGS_SECTION, LogConfig
 
 __all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
@@ -83,12 +83,13 @@ class RunFolder:
 
     def __exit__(self, *exc: object) -> None:
         for pod in self.path.iterdir():
-            if pod.is_dir():
-                for part in pod.iterdir():
-                    if part.name != "logs":
-                        shutil.rmtree(part, ignore_errors=True) if part.is_dir() else part.unlink(
-                            missing_ok=True
-                        )
+            for part in pod.iterdir() if pod.is_dir() else ():
+                if part.name == "logs":
+                    continue
+                if part.is_dir():
+                    shutil.rmtree(part, ignore_errors=True)
+                else:
+                    part.unlink(missing_ok=True)
         (self.path / _RUNNING).unlink(missing_ok=True)
         if not any(self.path.iterdir()):
             self.path.rmdir()
@@ -144,11 +145,11 @@ def log_tail(text: str, lines: int) -> str:
     return "".join(text.splitlines(keepends=True)[-lines:]) if lines > 0 else ""
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> bytes:
     try:
-        return path.read_bytes().decode("utf-8", "replace")
+        return path.read_bytes()
     except OSError:
-        return ""
+        return b""
 
 
 def _alive(folder: Path) -> bool:
@@ -166,9 +167,9 @@ def _alive(folder: Path) -> bool:
     return True
 
 
-def _follow(files: list[LogFile], root: Path, name: str, node: str, attempt: int | None) -> Iterator[str]:
-    """What is appended to the logs (and the logs of pods that appear) while their run is alive."""
-    offsets = {f.path: f.path.stat().st_size for f in files}
+def _follow(offsets: dict[Path, int], root: Path, name: str, node: str, attempt: int | None) -> Iterator[str]:
+    """What is appended to the logs after ``offsets`` (bytes already shown), and the logs of pods that
+    appear, while the run that writes them is alive; then what they hold at its end."""
     while True:
         alive = any(_alive(f.path.parents[2]) for f in find_logs(root, name, node, attempt))
         for f in find_logs(root, name, node, attempt):
@@ -186,12 +187,12 @@ def _follow(files: list[LogFile], root: Path, name: str, node: str, attempt: int
 
 @click.command()
 @click.argument("execution")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--state-db",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path(".taskplug/state.db"),
-    show_default=True,
-    help="The state DB the run used (its logs are in cluster/ beside it).",
+    help="The state DB the run used (its logs are in cluster/ beside it) [default: the config's "
+    "executor.state-db, .taskplug/state.db].",
 )
 @click.option("--node", default="n0", show_default=True, help="The node of the execution.")
 @click.option("--attempt", type=int, default=None, help="Only this attempt's logs [default: every attempt].")
@@ -199,7 +200,13 @@ def _follow(files: list[LogFile], root: Path, name: str, node: str, attempt: int
 @click.option("-f", "--follow", is_flag=True, help="Keep printing what the task prints while its run runs.")
 @handles_bad_input
 def logs(
-    execution: str, state_db: Path, node: str, attempt: int | None, tail: int | None, follow: bool
+    execution: str,
+    config_path: Path | None,
+    state_db: Path | None,
+    node: str,
+    attempt: int | None,
+    tail: int | None,
+    follow: bool,
 ) -> None:
     """Print what an execution's containers printed, attempt by attempt (a `taskplug run` on the embedded
     cluster keeps them).
@@ -214,6 +221,8 @@ def logs(
         name = parts[0]
     else:
         raise SpecError("EXECUTION", f"a name or PROJECT/DOMAIN/NAME/NODE, got {execution!r}")
+    if state_db is None:
+        state_db = Path(Platform.load(config_path).config.get(EXECUTOR_SECTION).state_db)
     root = cluster_folder(state_db)
     files = find_logs(root, name, node, attempt)
     if not files:
@@ -223,12 +232,15 @@ def logs(
             f"{str(state_db)!r} keeps them there; on a real cluster use kubectl logs)",
         )
     several = len(files) > 1
+    shown: dict[Path, int] = {}
     for f in files:
         if several:
             click.echo(f"==> attempt {f.attempt}: pod {f.pod}, container {f.container} <==")
-        text = _read(f.path)
+        data = _read(f.path)
+        shown[f.path] = len(data)
+        text = data.decode("utf-8", "replace")
         click.echo(log_tail(text, tail) if tail is not None else text, nl=False)
     if follow:
-        for chunk in _follow(files, root, name, node, attempt):
+        for chunk in _follow(shown, root, name, node, attempt):
             sys.stdout.write(chunk)
             sys.stdout.flush()
