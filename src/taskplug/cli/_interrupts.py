@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 
 TYPE_CHECKING = False  # not typing's: this module is imported first thing, and importing typing takes time
@@ -60,6 +61,10 @@ def _say(message: str) -> None:
 
 
 def _exit_now(message: str) -> NoReturn:
+    # What was printed before stays printed (a pipe's buffer); a flush interrupted mid-write is given up.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     _say(message)
     os._exit(_EXIT_CODE)
 
