@@ -60,9 +60,10 @@ def _say(message: str) -> None:
         os.write(2, f"{message}\n".encode())
 
 
-def _exit_now(message: str) -> NoReturn:
-    # What was printed before stays printed (a pipe's buffer); a flush interrupted mid-write is given up.
-    for stream in (sys.stdout, sys.stderr):
+def _exit_now(message: str, *, flush: bool = True) -> NoReturn:
+    # What was printed before stays printed (a pipe's buffer); a flush interrupted mid-write is given up. Not
+    # from another thread: it would wait for the stream's lock, maybe behind a write to a full pipe.
+    for stream in (sys.stdout, sys.stderr) if flush else ():
         with contextlib.suppress(Exception):
             stream.flush()
     _say(message)
@@ -106,7 +107,7 @@ class Interrupts:
             while not stop.is_set():
                 got = signal.sigtimedwait(_SIGNALS, 0.05)
                 if got is not None:
-                    _exit_now("interrupted: stopped before anything was started")
+                    _exit_now("interrupted: stopped before anything was started", flush=False)
 
         waiter = threading.Thread(target=wait, name="taskplug-interrupts", daemon=True)
         if hasattr(signal, "sigtimedwait"):  # not on macOS: there a signal waits for the import's end
@@ -199,6 +200,7 @@ class Interrupts:
             UNWIND_PATIENCE,
             _exit_now,
             (f"interrupted: stopped (the cleanup did not end within {UNWIND_PATIENCE:g} s)",),
+            {"flush": False},
         )
         watchdog.daemon = True
         watchdog.start()
