@@ -5,10 +5,12 @@ that it exited cleanly and let go of its port.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -19,7 +21,7 @@ from click.testing import CliRunner
 
 from .conftest import DEADLINE, TASKPLUG, invoke, stop_process, wait_until_ready
 
-URL = re.compile(r"serving at (http://127\.0\.0\.1:(\d+))\n")
+URL = re.compile(r"serving at (https://127\.0\.0\.1:(\d+))\n")
 
 
 def _port_is_open(port: int) -> bool:
@@ -51,12 +53,19 @@ def test_serve_answers_kubernetes_requests_on_loopback_and_stops_cleanly_on_a_si
         url, port = match.group(1), int(match.group(2))
         assert f"Local cluster (process) serving at {url}\nkubeconfig: {kubeconfig}\n" in printed
 
-        with urllib.request.urlopen(f"{url}/api/v1/namespaces/default/pods", timeout=DEADLINE) as response:
+        # As kubectl would: trusting the CA and sending the token the kubeconfig holds.
+        written = yaml.safe_load(kubeconfig.read_text())
+        ca = base64.b64decode(written["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+        request = urllib.request.Request(
+            f"{url}/api/v1/namespaces/default/pods",
+            headers={"Authorization": f"Bearer {written['users'][0]['user']['token']}"},
+        )
+        context = ssl.create_default_context(cadata=ca)
+        with urllib.request.urlopen(request, timeout=DEADLINE, context=context) as response:
             assert response.status == 200
             pods = json.loads(response.read())
         assert (pods["kind"], pods["apiVersion"], pods["items"]) == ("PodList", "v1", [])
 
-        written = yaml.safe_load(kubeconfig.read_text())
         assert written["current-context"] == "taskplug-local"
         assert [c["cluster"]["server"] for c in written["clusters"]] == [url]
 

@@ -38,6 +38,7 @@ def test_help_lists_every_command_with_its_summary(runner: CliRunner) -> None:
         "executor",
         "serve",
         "gc",
+        "token",
     ]
     assert rows == {name: summary for name, (_, summary) in COMMANDS.items()}
 
@@ -82,6 +83,7 @@ def test_each_summary_in_the_table_is_the_start_of_its_commands_docstring(name: 
         (("config", "validate", "--help"), "Check a config file strictly"),
         (("cluster", "--help"), "serve"),
         (("cluster", "serve", "--help"), "--kubeconfig-out"),
+        (("token", "create", "--help"), "--role"),
     ],
 )
 def test_every_command_has_its_own_help(runner: CliRunner, args: tuple[str, ...], command_help: str) -> None:
@@ -105,7 +107,7 @@ HEAVY = (
     "taskplug.executor._store",
     "taskplug.k8s._observed_model",
     "msgpack",
-    "taskplug.executor._arraytasks",
+    "taskplug.executor.nodes._array_context",
     "taskplug.executor._workflow",
     "flyteidl.admin",
 )

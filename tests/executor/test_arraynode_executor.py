@@ -26,9 +26,9 @@ from taskplug.core import (
     Transition,
 )
 from taskplug.executor import ExecutionSpec, parse_spec
-from taskplug.executor._arraynode import ArrayNodeSettings, ParallelismBehavior
 from taskplug.executor._executor import ExecutionResult, Executor, ExecutorSettings
 from taskplug.executor._store import MemoryStateStore, SQLiteStateStore, StateStore
+from taskplug.executor.nodes._settings import ArrayNodeSettings, ParallelismBehavior
 
 Script = Callable[[int, int], Sequence[PhaseInfo]]
 
@@ -130,12 +130,15 @@ def resolver(plugin: MapPlugin) -> PluginResolver:
 
 
 def settings(tmp_path: Path, **array: Any) -> ExecutorSettings:
+    # The retry strategy is every node's (executor.node); the rest is the ArrayNode's.
+    node = {key: array.pop(key) for key in ("default_max_attempts", "ignore_retry_cause") if key in array}
     return ExecutorSettings(
         data_root=str(tmp_path / "data"),
         workers=4,
         resync_period=1.0,
         max_system_failures=3,
         array=ArrayNodeSettings(**array),
+        **node,
     )
 
 
@@ -427,7 +430,7 @@ async def test_without_a_ratio_one_failure_fails_the_node_and_aborts_what_still_
 
 
 async def test_below_the_ratio_the_error_lists_every_failed_element(tmp_path: Path) -> None:
-    # Deviation (§9.1): Flyte keeps only the messages of the round the node was decided in.
+    # Deviation: Flyte keeps only the messages of the round the node was decided in.
     def script(index: int, attempt: int) -> Sequence[PhaseInfo]:
         if index == 0:
             return [PhaseInfo.failure("Boom", "first")]

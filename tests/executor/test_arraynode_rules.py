@@ -12,15 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
-from taskplug.executor._arraynode import (
+from taskplug.executor.nodes import NodePhase, decide_retry, retries_exhausted
+from taskplug.executor.nodes._array_rules import (
     ArrayNodePhase,
     Counts,
     ErrorCollector,
-    NodePhase,
     ParallelismBehavior,
     array_size,
     count_phases,
-    decide_retry,
     delisted_template,
     element_generated_name,
     element_inputs,
@@ -34,7 +33,6 @@ from taskplug.executor._arraynode import (
     min_successes_for,
     next_array_phase,
     remaining_parallelism,
-    retries_exhausted,
     task_phase_for_node_phase,
     window,
 )
@@ -59,7 +57,7 @@ def lmap(**literals: literals_pb2.Literal) -> literals_pb2.LiteralMap:
     return literals_pb2.LiteralMap(literals=literals)
 
 
-# -- names (encoder_test.go, event_recorder_test.go, §3.2) -------------------------------------------------
+# -- names (encoder_test.go, event_recorder_test.go) -------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -86,7 +84,7 @@ def test_an_id_that_cannot_fit_even_hashed_is_refused(parts: list[str], max_leng
 
 
 def test_the_element_pod_name_is_execution_array_node_attempt_element_retry() -> None:
-    # §3.2's example: a top-level ArrayNode n1, element 7, first and second try.
+    # A top-level ArrayNode n1, element 7, first and second try.
     array = generate_unique_id("", "", "n1")
     assert array == "n1"
     uid = element_unique_id(array, 0, 7)
@@ -119,7 +117,7 @@ def test_external_resource_ids_match_flytes_cases(
 
 
 def test_the_external_id_differs_from_the_pod_name_once_hashing_starts() -> None:
-    # §9.9: kept as Flyte computes both (services matching pods by external id miss hashed names).
+    # kept as Flyte computes both (services matching pods by external id miss hashed names).
     uid = element_unique_id("n0", 0, 5)
     execution = "x" * 48
     assert element_generated_name(execution, uid, 0) != external_resource_id(execution, "n0", 0, 5, 0)
@@ -269,7 +267,7 @@ def test_an_unset_parallelism_uses_what_is_left_of_the_workflows(current: int, w
 
 
 def test_a_workflow_max_parallelism_of_0_is_no_limit_not_a_node_that_never_runs() -> None:
-    # Deviation (§9.13): Flyte's uint32 arithmetic leaves a window of 0 and the node hangs.
+    # Deviation: Flyte's uint32 arithmetic leaves a window of 0 and the node hangs.
     assert remaining_parallelism(0, 0, 40) == 40
     assert infer_parallelism(None, W, remaining_parallelism(0, 0, 40), 40) == (True, 40)
 
@@ -457,7 +455,7 @@ def test_zero_elements_give_empty_lists() -> None:
 
 
 def test_a_succeeded_element_without_its_output_is_an_error_not_a_shorter_list() -> None:
-    # Deviation (§9.2): Flyte swallows it and every later value moves one index down.
+    # Deviation: Flyte swallows it and every later value moves one index down.
     with pytest.raises(ValueError, match="element 1 succeeded without its output 'foo'"):
         gather_outputs(["foo"], [lmap(foo=scalar(1)), lmap(), lmap(foo=scalar(3))])
 

@@ -412,9 +412,26 @@ def test_the_array_node_config_reaches_the_executor_settings() -> None:
     settings = executor_settings(platform)
     assert settings.max_system_failures == 5
     array = settings.array
-    assert (array.parallelism_behavior, array.max_parallelism, array.default_max_attempts) == ("hybrid", 7, 2)
-    assert (array.ignore_retry_cause, array.workers) == (True, 3)
+    assert (array.parallelism_behavior, array.max_parallelism, array.workers) == ("hybrid", 7, 3)
+    # The retry keys written under array-node (as earlier versions documented them) govern every node.
+    assert (settings.default_max_attempts, settings.ignore_retry_cause) == (2, True)
     assert executor_settings(Platform.load()).array.parallelism_behavior == "unlimited"
+
+
+def test_the_node_retry_keys_govern_every_node_and_the_old_place_may_not_disagree() -> None:
+    from taskplug.core import ConfigError
+    from taskplug.executor import Platform, executor_settings
+
+    node = {"executor": {"node": {"default-max-attempts": 3, "ignore-retry-cause": True}}}
+    settings = executor_settings(Platform.load(document=node))
+    assert (settings.default_max_attempts, settings.ignore_retry_cause) == (3, True)
+    assert settings.node_settings().default_max_attempts == 3
+    both = {"executor": {"node": {"default-max-attempts": 3}, "array-node": {"default-max-attempts": 2}}}
+    with pytest.raises(ConfigError) as caught:
+        Platform.load(document=both)
+    assert "executor.array-node.default-max-attempts (2) and executor.node.default-max-attempts (3)" in str(
+        caught.value
+    )
 
 
 @pytest.mark.parametrize(

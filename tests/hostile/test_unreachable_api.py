@@ -1,6 +1,6 @@
 """``taskplug run --kubeconfig`` when the Kubernetes API cannot be reached or fails: the run ends.
 
-Flyte's rules (``spec/k8s-machinery.md``, propeller's node executor and workflow handler): an error a round
+Flyte's rules (propeller's node executor and workflow handler): an error a round
 cannot get past is retried, a failing attempt spends the system-retry budget, each API call has a timeout,
 and a finalize that keeps failing is retried only until ``max-workflow-retries``. taskplug bounds both the
 same way (``executor.max-round-errors`` rounds, ``executor.max-system-failures`` attempts), then ends with a

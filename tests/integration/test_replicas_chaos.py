@@ -1,4 +1,4 @@
-"""Replicas under SIGKILL and SIGSTOP (service notes §3.8): safety and liveness together.
+"""Replicas under SIGKILL and SIGSTOP (docs/service.md): safety and liveness together.
 
 Three ``taskplug executor`` processes share one PostgreSQL and ``taskplug cluster serve`` (simulated pods,
 over HTTP on 127.0.0.1). A few hundred executions are submitted as the API submits them: most succeed after

@@ -77,3 +77,71 @@ async def test_serve_runs_until_sigterm_and_kubectl_can_use_it(tmp_path: Path) -
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+@pytest.mark.parametrize("allow", [False, True], ids=["baseline", "allow-privileged-pods"])
+async def test_serve_refuses_privileged_pods_unless_allowed(tmp_path: Path, allow: bool) -> None:
+    kubeconfig = tmp_path / "kc.yaml"
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "root-fs"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox", "command": ["true"]}],
+                    "volumes": [{"name": "v", "hostPath": {"path": "/"}}],
+                },
+            }
+        )
+    )
+    flags = ["--allow-privileged-pods"] if allow else []
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "taskplug.cli._cluster",
+        "serve",
+        "--port",
+        "0",
+        "--kubeconfig-out",
+        str(kubeconfig),
+        "--mode",
+        "simulated",
+        *flags,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        for _ in range(2):  # the URL, then the kubeconfig: written by then
+            await asyncio.wait_for(proc.stdout.readline(), 30)
+        kubectl = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "kubectl"),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "create",
+            "--validate=false",  # the embedded cluster serves no OpenAPI schema
+            "-f",
+            str(manifest),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(kubectl.communicate(), 30)
+        if allow:
+            assert kubectl.returncode == 0, err
+            assert b"pod/root-fs created" in out
+        else:
+            assert kubectl.returncode != 0
+            assert (
+                b'pods "root-fs" is forbidden: violates PodSecurity "baseline:latest": '
+                b'hostPath volumes (volume "v")' in err
+            )
+        os.kill(proc.pid, signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

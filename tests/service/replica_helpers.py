@@ -7,12 +7,15 @@ them)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import resource
 import signal
+import ssl
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import yaml
 from psycopg.types.json import Jsonb
 
 from support.waiting import wait_until
@@ -186,6 +190,14 @@ class ClusterProcess:
     process: subprocess.Popen[bytes]
     kubeconfig: Path
     url: str
+
+    def request(self, path: str, *, timeout: float = 5.0) -> Any:
+        """GET ``path`` as kubectl would: trusting the cluster's CA and sending the kubeconfig's token."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        ca = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+        token = config["users"][0]["user"]["token"]
+        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"Bearer {token}"})
+        return urllib.request.urlopen(request, timeout=timeout, context=ssl.create_default_context(cadata=ca))
 
 
 @contextlib.contextmanager

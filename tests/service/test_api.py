@@ -106,6 +106,40 @@ def test_a_bad_spec_is_422_naming_the_field(client: TestClient, mutate: Any, fie
 
 
 @pytest.mark.parametrize(
+    ("execution", "labels", "field"),
+    [
+        # The attack: the victim's pod name and owner label, so that the attacker's attempt adopts
+        # the victim's pod and its abort deletes it.
+        (
+            {"generatedName": "victim-n0-0", "labels": {"execution-id": "victim"}},
+            {},
+            "spec.execution.generatedName",
+        ),
+        ({"labels": {"execution-id": "victim"}}, {}, "spec.execution.labels.execution-id"),
+        ({"labels": {"team": "ml", "node-id": "n0"}}, {}, "spec.execution.labels.node-id"),
+        (
+            {"annotations": {"taskplug.io/task-execution": "p/d/victim/n0/0"}},
+            {},
+            "spec.execution.annotations.taskplug.io/task-execution",
+        ),
+        ({}, {"relaunch-of": "p/d/victim/n0"}, "labels.relaunch-of"),
+    ],
+    ids=["generated-name", "execution-id", "node-id", "attempt-annotation", "relaunch-of"],
+)
+def test_what_the_machinery_sets_itself_cannot_be_submitted(
+    client: TestClient, execution: dict[str, Any], labels: dict[str, str], field: str
+) -> None:
+    spec = copy.deepcopy(pod_spec("hijack"))
+    spec["execution"].update(execution)
+
+    response = submit(client, spec, labels=labels)
+
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+    assert client.get("/api/v1/executions/p/d/hijack/n0").status_code == 404
+
+
+@pytest.mark.parametrize(
     ("body", "status", "field"),
     [
         (b"{not json", 400, None),

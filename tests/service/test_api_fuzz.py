@@ -22,20 +22,40 @@ pytest.importorskip("uvicorn", reason="uvicorn is not installed (extra `web`)")
 from hypothesis import HealthCheck, given, settings  # noqa: E402 (after the skips)
 from hypothesis.errors import Unsatisfiable  # noqa: E402
 
+from taskplug.service import AuthSettings  # noqa: E402
 from taskplug.service._api_app import create_app  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(scope="module", params=["local", "token"])
+def credentials(request: pytest.FixtureRequest, postgres_server: Any) -> tuple[str, str | None]:
+    """A database, and the admin token the API is called with: none for a loopback server its one user
+    uses without; with one, the server wants it (schemathesis also checks that a request without it is 401)."""
+    dsn = postgres_server.create_database()
+    if request.param == "local":
+        return dsn, None
+    import psycopg
+
+    from taskplug.service import create_token, migrate
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrate(conn)
+        return dsn, create_token(conn, name="fuzz", role="admin")
+
+
 @pytest.fixture(scope="module")
-def api_url(postgres_dsn: str) -> Iterator[str]:
-    with serve_app(create_app(postgres_dsn, replica_ttl=3.0, max_body_bytes=64 * 1024)) as url:
+def api_url(credentials: tuple[str, str | None]) -> Iterator[str]:
+    postgres_dsn, token = credentials
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    auth = AuthSettings(anonymous=None) if token else None
+    with serve_app(create_app(postgres_dsn, replica_ttl=3.0, max_body_bytes=64 * 1024, auth=auth)) as url:
         # Something to find: an execution driven to Success with outputs, one failed, one queued.
         import httpx
 
         keys = []
         for name in ("fuzz-ok", "fuzz-failed", "fuzz-queued"):
-            response = httpx.post(f"{url}/api/v1/executions", json={"spec": pod_spec(name)})
+            response = httpx.post(f"{url}/api/v1/executions", json={"spec": pod_spec(name)}, headers=headers)
             assert response.status_code == 201, response.text
             keys.append(response.json()["key"])
         double = ReplicaDouble(postgres_dsn, host="fuzz-host")
@@ -57,20 +77,32 @@ from schemathesis.checks import positive_data_acceptance  # noqa: E402
 from schemathesis.generation import GenerationMode  # noqa: E402
 
 
-def operations(api_url: str) -> list[Any]:
+def operations(api_url: str, token: str | None) -> list[Any]:
     loaded = schemathesis.openapi.from_url(f"{api_url}/api/v1/openapi.json")
+    if token is not None:
+
+        @loaded.auth()
+        class Bearer:
+            def get(self, case: Any, context: Any) -> str:
+                return token
+
+            def set(self, case: Any, data: str, context: Any) -> None:
+                case.headers = {**(case.headers or {}), "Authorization": f"Bearer {data}"}
+
     found = [result.ok() for result in loaded.get_all_operations()]
     assert len(found) >= 10, found  # every route the API documents, not an empty schema passing vacuously
     return found
 
 
-def test_every_operation_answers_any_request_without_a_server_error_and_as_documented(api_url: str) -> None:
+def test_every_operation_answers_any_request_without_a_server_error_and_as_documented(
+    api_url: str, credentials: tuple[str, str | None]
+) -> None:
     """For each operation: requests that fit the schema and requests that break it; each answer must be no
     5xx, a documented status, a body of the documented shape and content type. (Schemathesis's own pytest
     plugin is switched off in pyproject.toml; its strategies are driven by Hypothesis here.)"""
     modes = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
     nothing_to_break = set()
-    for operation, mode in [(op, mode) for op in operations(api_url) for mode in modes]:
+    for operation, mode in [(op, mode) for op in operations(api_url, credentials[1]) for mode in modes]:
 
         @given(case=operation.as_strategy(mode))
         @settings(

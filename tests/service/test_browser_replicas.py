@@ -130,7 +130,7 @@ def submit(page: Any, name: str, *, duration: float) -> str:
 
 def cluster_has_pod(cluster: Any, name: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{cluster.url}/api/v1/namespaces/default/pods/{name}", timeout=5):
+        with cluster.request(f"/api/v1/namespaces/default/pods/{name}"):
             return True
     except urllib.error.HTTPError as e:
         if e.code == 404:

@@ -50,15 +50,26 @@ def cluster() -> None:
     help="Read the bearer token clients must send from this file (default: a random token per start). "
     "Either way it is written into the kubeconfig, never printed.",
 )
-def serve(port: int, kubeconfig_out: Path | None, mode: str, token_file: Path | None) -> None:
+@click.option(
+    "--allow-privileged-pods",
+    is_flag=True,
+    default=False,
+    help="Admit pods the Pod Security baseline level refuses (hostPath volumes, privileged containers, "
+    "host namespaces, host ports, added capabilities). Off by default: such a pod is refused with 403.",
+)
+def serve(
+    port: int, kubeconfig_out: Path | None, mode: str, token_file: Path | None, allow_privileged_pods: bool
+) -> None:
     """Serve the local cluster on 127.0.0.1 until SIGINT/SIGTERM.
 
-    A pod's command runs on this machine as this user, so every request needs the bearer token in the
-    kubeconfig written here (readable by you only); requests naming another Host, and cross-site requests
-    from web pages, are refused.
+    A pod's command runs on this machine as this user (or as the runAsUser it asks for, when this process
+    may switch users), so every request needs the bearer token in the kubeconfig written here (readable by
+    you only); requests naming another Host, and cross-site requests from web pages, are refused; pods the
+    Pod Security baseline level forbids are refused unless --allow-privileged-pods is given. It is not a
+    sandbox: a pod shares this machine's kernel, files and network.
     """
     token = _read_token(token_file) if token_file is not None else None
-    asyncio.run(_serve(port, kubeconfig_out, mode, token))
+    asyncio.run(_serve(port, kubeconfig_out, mode, token, allow_privileged_pods=allow_privileged_pods))
 
 
 def _read_token(path: Path) -> str:
@@ -76,18 +87,25 @@ def _read_token(path: Path) -> str:
     return token
 
 
-async def _serve(port: int, kubeconfig_out: Path | None, mode: str, token: str | None) -> None:
+async def _serve(
+    port: int, kubeconfig_out: Path | None, mode: str, token: str | None, *, allow_privileged_pods: bool
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with LocalCluster(mode="simulated" if mode == "simulated" else "process") as local:
+        async with LocalCluster(
+            mode="simulated" if mode == "simulated" else "process",
+            pod_security="privileged" if allow_privileged_pods else "baseline",
+        ) as local:
             url = await local.serve_http(port, token=token)
             bound_port = url.rsplit(":", 1)[1]
             path = kubeconfig_out or Path(tempfile.gettempdir()) / f"taskplug-local-{bound_port}.kubeconfig"
             local.kubeconfig(path)
             click.echo(f"Local cluster ({mode}) serving at {url}")
+            if allow_privileged_pods:
+                click.echo("warning: Pod Security admission is off (--allow-privileged-pods)", err=True)
             click.echo(f"kubeconfig: {path}")
             click.echo(f"  kubectl --kubeconfig {path} get pods")
             await stop.wait()

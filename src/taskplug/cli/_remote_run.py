@@ -9,13 +9,16 @@ printed at the end is what a local run prints (the same outcome lines or ``-o js
 code is the same: 0 success, 1 failed or aborted, 2 bad input (or a server that has not answered for
 :data:`PATIENCE` seconds: until then it is asked again, as the execution goes on at the replicas). The first
 Ctrl-C asks the server to abort the execution and keeps following it to its end; a second one stops
-following (the execution goes on being aborted by its replica).
+following (the execution goes on being aborted by its replica). A server that wants credentials gets the API
+token of ``--token-file`` or of ``TASKPLUG_TOKEN`` as ``Authorization: Bearer``; refused (401, 403), the run
+is exit 2 naming where the token came from.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 import urllib.error
 import urllib.parse
@@ -34,7 +37,9 @@ from taskplug.cli._progress import Progress, plain_console
 from taskplug.core import SpecError, load_document
 from taskplug.executor import Event, ExecutionResult, load_spec
 
-__all__ = ["PATIENCE", "remote_document", "run_remote"]
+__all__ = ["PATIENCE", "TOKEN_ENV", "read_token", "remote_document", "run_remote"]
+
+TOKEN_ENV: Final = "TASKPLUG_TOKEN"
 
 _TIMEOUT: Final = 30.0
 PATIENCE: Final = 300.0
@@ -63,6 +68,21 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
     return document, parsed.execution_key
 
 
+def read_token(token_file: Path | None) -> tuple[str | None, str]:
+    """The API token to send (from ``token_file``, else ``$TASKPLUG_TOKEN``, else none) and where it came from,
+    as an error names it."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError("--token-file", f"cannot read {str(token_file)!r}: {e}") from None
+        if not token or any(c.isspace() for c in token):
+            raise SpecError("--token-file", f"{str(token_file)!r} does not hold one token")
+        return token, "--token-file"
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    return (token or None), (TOKEN_ENV if token else "--token-file")
+
+
 class _Unavailable(SpecError):
     """The server did not answer, or answered 5xx / 429: worth asking again (the execution goes on)."""
 
@@ -76,7 +96,14 @@ class _Server:
     reads and the abort, itself idempotent), and the execution goes on at the replicas meanwhile. A server
     never reached (a wrong URL) fails at once."""
 
-    def __init__(self, url: str, *, on_retry: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        on_retry: Callable[[str], None] | None = None,
+        token: str | None = None,
+        token_source: str = "--token-file",
+    ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise SpecError("--server", f"{url!r} is not an http(s) URL of a `taskplug serve`")
@@ -84,12 +111,14 @@ class _Server:
         self.on_retry = on_retry
         """Told the reason each time a call is asked again."""
         self.answered = False
+        self.headers = {"content-type": "application/json"}
+        if token is not None:
+            self.headers["authorization"] = f"Bearer {token}"
+        self.token_source = token_source
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            self.base + path, data=data, method=method, headers={"content-type": "application/json"}
-        )
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:
                 self.answered = True
@@ -128,6 +157,10 @@ class _Server:
         error = payload.get("error", {}) if isinstance(payload, dict) else {}
         message = error.get("message") or f"HTTP {status}"
         field = error.get("field") or ""
+        if status in (401, 403):
+            given = "authorization" in self.headers
+            hint = "" if given else f" (give an API token with --token-file or {TOKEN_ENV})"
+            raise SpecError(self.token_source, f"the server refused the credentials: {message}{hint}")
         if status >= 500 or status == 429:
             raise _Unavailable("--server", f"the server answered {status}: {message}")
         if 400 <= status < 500:
@@ -139,10 +172,14 @@ def _quote(key: str) -> str:
     return "/executions/" + urllib.parse.quote(key, safe="/")
 
 
-def run_remote(spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5) -> ExecutionResult:
+def run_remote(
+    spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5, token_file: Path | None = None
+) -> ExecutionResult:
     """Submit ``spec`` to the server and follow it to a terminal phase; how it ended. Unless ``as_json``,
-    the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements."""
+    the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements.
+    The API token is ``token_file``'s, else ``$TASKPLUG_TOKEN``'s (none: the server may not want one)."""
     document, _ = remote_document(spec)
+    token, token_source = read_token(token_file)
     console = plain_console(stderr=True)
     noted: set[str] = set()
 
@@ -152,7 +189,7 @@ def run_remote(spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5)
             noted.add(reason)
             console.print(Text(f"{reason}; asking again until it answers", style="yellow"))
 
-    server = _Server(server_url, on_retry=note_once)
+    server = _Server(server_url, on_retry=note_once, token=token, token_source=token_source)
     created = server.expect("POST", "/executions", {"spec": document}, ok=(200, 201))
     key = created["key"]
     if as_json:

@@ -435,6 +435,11 @@ def _check_remote(
     metavar="URL",
     help="Submit to a `taskplug serve` at URL and follow the execution there, instead of running it here.",
 )
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --server: a file holding the API token to send (else $TASKPLUG_TOKEN, if set).",
+)
 @module_options
 @handles_bad_input
 def run(
@@ -447,6 +452,7 @@ def run(
     rerun: bool,
     fmt: str,
     server: str | None,
+    token_file: Path | None,
     images: tuple[str, ...],
     project: str | None,
     domain: str | None,
@@ -464,8 +470,10 @@ def run(
         release()
         from taskplug.cli._remote_run import run_remote
 
-        _print_result(run_remote(spec, server, as_json=fmt == "json"), fmt)
+        _print_result(run_remote(spec, server, as_json=fmt == "json", token_file=token_file), fmt)
         return
+    if token_file is not None:
+        raise SpecError("--token-file", "only with --server: a local run talks to no server")
     interrupts, own = for_run()
     if own:
         click.get_current_context().call_on_close(interrupts.uninstall)

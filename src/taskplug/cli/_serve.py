@@ -3,7 +3,9 @@
 The server reads and writes only the database the replicas share (``taskplug executor --store`` runs them):
 it never drives an execution, so any number of servers can run beside any number of replicas. It binds
 127.0.0.1 unless ``--host`` says otherwise; the API is at ``/api/v1`` (OpenAPI at ``/api/v1/docs``), the web
-view at ``/executions``.
+view at ``/executions``. Who may use it: API tokens (``taskplug token``), an authenticating proxy's user
+header, OIDC bearer tokens (``taskplug.service._auth``); bound to loopback with none of these, its one user is
+let in as ``local``; bound elsewhere with none, it refuses to start.
 """
 
 from __future__ import annotations
@@ -29,20 +31,104 @@ __all__ = ["serve"]
     type=click.FloatRange(min=0.1),
     help="Seconds without a heartbeat after which a replica is shown as silent (the replicas' --ttl).",
 )
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="ADDRESS",
+    help="An authenticating proxy's address or network (repeat for more): its --proxy-user-header is "
+    "believed; from any other peer the header is ignored.",
+)
+@click.option("--proxy-user-header", metavar="HEADER", help="The header the proxy names the user in.")
+@click.option(
+    "--proxy-role-header",
+    metavar="HEADER",
+    help="A header the proxy lists the user's roles or groups in: the highest of read/submit/admin named.",
+)
+@click.option(
+    "--proxy-role",
+    type=click.Choice(["read", "submit", "admin"]),
+    default="read",
+    show_default=True,
+    help="A proxy user's role when --proxy-role-header names none.",
+)
+@click.option("--oidc-issuer", metavar="URL", help="Accept bearer JWTs of this OpenID Connect issuer.")
+@click.option("--oidc-audience", metavar="AUD", help="The audience (client id) those tokens must be for.")
+@click.option("--oidc-role-claim", metavar="CLAIM", help="A claim naming the role (a string or a list).")
+@click.option(
+    "--oidc-role",
+    type=click.Choice(["read", "submit", "admin"]),
+    default="read",
+    show_default=True,
+    help="An OIDC user's role when --oidc-role-claim names none.",
+)
+@click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Bound to a non-loopback address with no tokens, proxy or OIDC: let everyone in (a trusted network "
+    "only).",
+)
 @handles_bad_input
-def serve(store: str, host: str, port: int, replica_ttl: float) -> None:
-    """Serve the HTTP API and the live web view of the executions in a PostgreSQL store."""
+def serve(
+    store: str,
+    host: str,
+    port: int,
+    replica_ttl: float,
+    trusted_proxies: tuple[str, ...],
+    proxy_user_header: str | None,
+    proxy_role_header: str | None,
+    proxy_role: str,
+    oidc_issuer: str | None,
+    oidc_audience: str | None,
+    oidc_role_claim: str | None,
+    oidc_role: str,
+    insecure_no_auth: bool,
+) -> None:
+    """Serve the HTTP API and the live web view of the executions in a PostgreSQL store.
+
+    Who may use it: holders of API tokens (`taskplug token create`; roles read, submit, admin), users an
+    authenticating proxy names (--trusted-proxy, --proxy-user-header), OIDC users (--oidc-issuer,
+    --oidc-audience).
+
+    Bound to loopback (the default) with none of these configured and no token created yet, requests
+    without credentials are let in as `local`: anyone who can connect to this port on this machine can
+    run commands as the user running taskplug serve. Bound to any other address with none configured,
+    serve refuses to start unless --insecure-no-auth is given.
+    """
     if not store.startswith(("postgresql://", "postgres://")):
         raise SpecError("--store", f"{store!r} is not a postgresql:// URL (the replicas' shared database)")
+    if bool(oidc_issuer) != bool(oidc_audience):
+        raise SpecError(
+            "--oidc-audience" if oidc_issuer else "--oidc-issuer",
+            "--oidc-issuer and --oidc-audience go together",
+        )
     import psycopg
 
-    from taskplug.service import migrate, serve_http
+    from taskplug.service import OidcSettings, auth_settings, local_warning, migrate, serve_http
 
     # Reach the database and bring its schema up before serving, so that a wrong URL or a database this
     # version cannot use is exit 2 naming --store (the app's own start-up migration then finds nothing to do).
     try:
         with psycopg.connect(store, connect_timeout=10) as conn:
             migrate(conn)
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM taskplug_tokens)").fetchone()
     except psycopg.Error as e:
         raise SpecError("--store", f"cannot use the database: {str(e).strip()}") from None
-    serve_http(store, host=host, port=port, replica_ttl=replica_ttl)
+    oidc = None
+    if oidc_issuer and oidc_audience:
+        if oidc_role_claim is not None and not oidc_role_claim.strip():
+            raise SpecError("--oidc-role-claim", "is empty")
+        oidc = OidcSettings(oidc_issuer, oidc_audience, role_claim=oidc_role_claim, role=oidc_role)  # type: ignore[arg-type]
+    settings = auth_settings(
+        host=host,
+        tokens_exist=bool(row and row[0]),
+        insecure_no_auth=insecure_no_auth,
+        trusted_proxies=trusted_proxies,
+        proxy_user_header=proxy_user_header,
+        proxy_role_header=proxy_role_header,
+        proxy_role=proxy_role,
+        oidc=oidc,
+    )
+    if settings.anonymous is not None and not (row and row[0]):
+        click.echo(f"warning: {local_warning()}", err=True)
+    serve_http(store, host=host, port=port, replica_ttl=replica_ttl, auth=settings)

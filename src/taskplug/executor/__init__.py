@@ -23,11 +23,10 @@ from taskplug.executor._platform import (
     Platform,
 )
 from taskplug.executor._render import observed_phase, render_object
-from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, load_spec, parse_spec
+from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, NodeKind, load_spec, parse_spec
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
-    from taskplug.executor._arrayrun import CLEANUP_FAILED, AsyncFlush
     from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
     from taskplug.executor._executor import (
         ExecutionResult,
@@ -49,6 +48,8 @@ if TYPE_CHECKING:
         StateStoreError,
         check_state_file,
     )
+    from taskplug.executor.nodes import CLEANUP_FAILED
+    from taskplug.executor.nodes._host import AsyncFlush
 
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "Lease",
     "LocalCoordinator",
     "MemoryStateStore",
+    "NodeKind",
     "OpenPlugins",
     "Platform",
     "SQLiteStateStore",
@@ -93,8 +95,8 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "AsyncFlush": "taskplug.executor._arrayrun",
-        "CLEANUP_FAILED": "taskplug.executor._arrayrun",
+        "AsyncFlush": "taskplug.executor.nodes._host",
+        "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",
         "LocalCoordinator": "taskplug.executor._coordination",

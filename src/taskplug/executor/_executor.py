@@ -1,56 +1,37 @@
-"""The executor: drives many task executions at once, one round at a time, through their plugins.
+"""The executor: the scheduler that drives many executions at once, one round at a time.
 
-Follows the task-node part of flytepropeller (nodes/task/handler.go and the node executor): each round calls
-the plugin's ``handle``; the plugin state it writes is persisted; every new phase or version becomes an event;
-a success reads the outputs and finalizes; a retryable failure starts the next attempt while the budget lasts
-(user failures spend ``maxAttempts - 1`` retries — the template's retries by default —, system failures their
-own budget, as Flyte does), and an exhausted budget fails the execution for good with propeller's
-``RetriesExhausted|<code>``; a task that wrote a dynamic workflow (``futures.pb``) fails with a message
-saying so;
-``cleanupOnFailure`` makes a failed attempt abort its resource before finalizing; an abort request aborts
-and finalizes.
-
-Every kind of trouble is bounded, so that a session ends (issue 13): a plugin that cannot decide (an
-unreachable API) errors for at most ``executor.max-round-errors`` rounds in a row, then the attempt fails
-with a system error, which the system-retry budget may retry; a cleanup (abort, finalize) that keeps failing
-is retried as many rounds, then given up: the execution ends PermanentFailure ``CleanupFailed`` (kind
-SYSTEM), its error naming the cause (an API error names the API address) and listing, under ``leftovers``,
-the objects that may be left behind, which are also logged one line each. Deviation: propeller retries a
-failing finalize in every round until ``max-workflow-retries`` fails the workflow ("Workflow abort
-failed"), then stops cleaning up; taskplug keeps the same bound per execution. A round that fails for a
-reason nobody expected (a bug) is logged with its traceback once, retried as many rounds, then fails the
-execution the same way.
-
-At submit, a plugin that can (the Kubernetes plugin manager's ``check_task``) builds the object it would
-create without creating it, so a task that cannot be built (a bad quantity) is refused before anything runs
-— the refusal ``taskplug render`` gives, from the same ``build_object``; a map task checks its elements'
-shared template once, through element 0.
+Follows flytepropeller's workflow executor and work queue (pkg/controller/workqueue, workflow/executor.go): an
+execution is its root node (a single task's task node, a map task's array node: ``nodes._factory``), and
+this module decides *when* that node runs a round; the node machinery in :mod:`taskplug.executor.nodes`
+decides *what* a round does (attempts, retries, timeouts, cleanup, events: ``docs/executor.md``).
 
 Rounds are driven by wake-ups, not polling: a plugin's ``enqueue_owner`` (informer events) wakes the owning
 executions at once, and ``enqueue_task_execution`` (web-API status caches) the execution whose current
-attempt has a given generated name; a resync timer runs every live execution at least every
-``executor.resync-period``, so plugins without events (back-off waits, quota waits) still progress. One
-execution is never in two rounds at once.
+attempt has a given generated name; a node's ``wake_after`` (its resync period, sooner for a deadline or a
+back-off) runs it again without an event. One execution is never in two rounds at once; a wake-up during a
+round runs another round after it.
+
+At submit a spec is checked before anything runs: ``executor.limits``, then a plugin that can (the Kubernetes
+plugin manager's ``check_task``) builds the object the first task would create without creating it, so a
+task that cannot be built (a bad quantity) is refused — the refusal ``taskplug render`` gives.
+
+A round that fails for a reason nobody expected (a bug) is logged with its traceback once, retried with a
+back-off for ``executor.max-round-errors`` rounds in a row, then fails the execution with a system error.
 
 A state store that can group concurrent flushes (``aflush``, :class:`AsyncFlush`; PostgreSQL's) is awaited
-where the executor must flush — before a cleanup deletes anything, before a terminal execution's waiters
-are released, on closing — so that rounds ending together share one commit. :meth:`Executor.forget` drops
-a finished (or no-longer-owned) execution from memory: a long-running replica holds only what it drives.
+where the executor must flush — before a terminal execution's waiters are released, on closing — so that
+rounds ending together share one commit. :meth:`Executor.forget` drops a finished (or no-longer-owned)
+execution from memory: a long-running replica holds only what it drives.
 
 Before a web-API create or a sync plugin's ``do`` (the adapters' ``before_create`` hook, wired by
 ``open_executor``), a state store that can record an intent to create (:class:`WritesCreateIntent`;
-PostgreSQL's) writes it at once, fenced by its claim — for a single task's attempt, and for a map task's
-element's retry attempt (read from the element's context, checked against its generated name) alike: a store
-that refuses (the execution is no longer this replica's) raises, and nothing is created. The executor's next
-save of that execution (or element) is the round that made the call, carrying its result, which such a store
-commits at once as the intent's outcome. A store that finds an earlier owner's intent of the same (element,
-attempt) with no outcome (its owner died between the intent and the commit of the create's result) says so:
-the create is sent again (at-least-once within one call's window, service notes §3.4, 6), counted by
-``on_unknown_create``.
-
-An execution whose spec is an ArrayNode (a flytekit map task) is driven by :class:`ArrayRun`
-(``_arrayrun.py``), which runs one sub-execution per element through the sub-task's plugin; its pods carry
-the execution's owner key, so their events wake the node's round.
+PostgreSQL's) writes it at once, fenced by its claim, for the attempt the root node names
+(:meth:`RootNode.creating <taskplug.executor.nodes._host.RootNode.creating>`: a single task's attempt, a map
+element's retry attempt): a store that refuses (the execution is no longer this replica's) raises, and
+nothing is created. The executor's next save of that execution (or element) is the round that made the
+call, carrying its result, which such a store commits at once as the intent's outcome. A store that finds an
+earlier owner's intent of the same (element, attempt) with no outcome says so: the create is sent again
+(at-least-once within one call's window: docs/service.md), counted by ``on_unknown_create``.
 """
 
 from __future__ import annotations
@@ -62,11 +43,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC
 from typing import Any, Protocol, runtime_checkable
-
-from flyteidl.core import dynamic_job_pb2
-from google.protobuf.message import DecodeError
 
 from taskplug.core import (
     Clock,
@@ -74,24 +51,23 @@ from taskplug.core import (
     ErrorKind,
     ExecutionError,
     Phase,
-    PhaseInfo,
     Plugin,
     PluginError,
     PluginResolver,
     ResourceManager,
-    StaticTaskExecutionContext,
     SystemClock,
     TaskExecutionContext,
-    literal_map_to_plain,
 )
-from taskplug.executor._arraynode import ArrayNodeSettings, decide_retry, retries_exhausted
-from taskplug.executor._arrayrun import CLEANUP_FAILED, ArrayRun, ArrayRunSettings, AsyncFlush, flush_store
-from taskplug.executor._arraytasks import element_task_context
 from taskplug.executor._datastore import DataStore
-from taskplug.executor._paths import ExecutionPaths
+from taskplug.executor._limits import SubmissionLimits, check_limits
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
-from taskplug.executor._tasks import task_context_for
+from taskplug.executor.nodes._factory import first_context, root_node
+from taskplug.executor.nodes._host import AsyncFlush, RootNode, flush_store
+from taskplug.executor.nodes._retry import retry_delay
+from taskplug.executor.nodes._settings import ArrayNodeSettings, NodeSettings, RunSettings
+from taskplug.executor.nodes._step import NodeStep
+from taskplug.executor.nodes._task_node import end_record
 from taskplug.k8s import owner_key
 
 __all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins", "WritesCreateIntent"]
@@ -139,7 +115,20 @@ class ExecutorSettings:
     max_system_failures: int = 3  # flytepropeller's max-node-retries-system-failures
     max_round_errors: int = 10  # consecutive rounds a plugin may fail to decide before the attempt fails
     max_plugin_phase_versions: int = 100000
+    default_max_attempts: int = 1  # node-config.default-max-attempts: every node's, when its task sets none
+    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
+    limits: SubmissionLimits = field(default_factory=SubmissionLimits)  # the most one submission may ask
     array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
+
+    def node_settings(self) -> NodeSettings:
+        """What every node's rounds follow."""
+        return NodeSettings(
+            resync_period=self.resync_period,
+            max_system_failures=self.max_system_failures,
+            max_round_errors=self.max_round_errors,
+            default_max_attempts=self.default_max_attempts,
+            ignore_retry_cause=self.ignore_retry_cause,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,38 +168,10 @@ class ExecutionResult:
 class _Execution:
     spec: ExecutionSpec
     record: ExecutionRecord
-    plugin: Plugin
+    node: RootNode  # its root node's handler, by kind (nodes._factory)
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    round_errors: int = 0  # consecutive rounds whose plugin could not decide
-    cleanup_errors: int = 0  # consecutive rounds whose cleanup (abort, finalize) failed
     unexpected_errors: int = 0  # consecutive rounds that failed for a reason nobody expected
-    inputs_written: bool = False
-    generated_name: str = ""
-    array: ArrayRun | None = None  # set when the spec is an ArrayNode
     flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
-
-
-def _element_of(array: ArrayRun, tctx: TaskExecutionContext) -> tuple[int, int]:
-    """(index, retry attempt) of the map element whose context ``tctx`` is: an element's context names its
-    node ``n<index>`` and carries its retry attempt (``element_parts``), checked against the generated name
-    the node gives that element's attempt, so a context of anything else is refused."""
-    task = tctx.metadata.task_execution_id
-    node_id = task.id.node_execution_id.node_id
-    attempt = task.id.retry_attempt
-    digits = node_id[1:]
-    index = int(digits) if node_id.startswith("n") and digits.isdigit() else -1
-    if not 0 <= index < array.size or array.generated_name(index, attempt) != task.generated_name:
-        raise PluginError(
-            ErrorCode.SYSTEM_ERROR,
-            f"[{task.generated_name}] is no element of map task {array.key}: nothing is created",
-        )
-    return index, attempt
-
-
-def _error_json(err: ExecutionError | None) -> dict[str, Any] | None:
-    if err is None:
-        return None
-    return {"code": err.code, "message": err.message, "kind": str(err.kind)}
 
 
 class Executor:
@@ -238,6 +199,7 @@ class Executor:
         self.data = data_store or DataStore()
         self.settings = settings or ExecutorSettings()
         self.clock: Clock = clock or SystemClock()
+        self.step = NodeStep(self.settings.node_settings(), self.clock)
         self.resource_manager = resource_manager
         self.on_event = on_event
         self.on_unknown_create = on_unknown_create
@@ -315,10 +277,7 @@ class Executor:
             raise PluginError(
                 ErrorCode.SYSTEM_ERROR, f"no execution is driven here for [{name}]: nothing is created"
             )
-        element: int | None = None
-        attempt = execution.record.attempt
-        if execution.array is not None:
-            element, attempt = _element_of(execution.array, tctx)
+        element, attempt = execution.node.creating(tctx)
         if self.store.write_create_intent(execution.record.key, attempt, name, element=element):
             self.unknown_creates += 1
             log.warning(
@@ -340,7 +299,7 @@ class Executor:
         self._queued.add(key)
         self._queue.put_nowait(key)
 
-    # -- what an ArrayRun asks of its executor (ArrayHost) -----------------------------------------------
+    # -- what a root node asks of its executor (NodeHost) -----------------------------------------------
     def emit(self, key: str, event: Event) -> None:
         self.store.append_event(key, event)
         if self.on_event is not None:
@@ -361,13 +320,11 @@ class Executor:
         if execution is not None:
             self._terminal(execution)
 
-    def _array_settings(self) -> ArrayRunSettings:
+    def _run_settings(self) -> RunSettings:
         s = self.settings
-        return ArrayRunSettings(
+        return RunSettings(
             data_root=s.data_root,
             resync_period=s.resync_period,
-            max_system_failures=s.max_system_failures,
-            max_round_errors=s.max_round_errors,
             max_plugin_phase_versions=s.max_plugin_phase_versions,
             array=s.array,
         )
@@ -387,23 +344,19 @@ class Executor:
 
     # -- submitting and waiting ------------------------------------------------------------------------------
     def check(self, spec: ExecutionSpec) -> None:
-        """Refuse, before anything is created, a spec this executor could not start: its task type has a
-        plugin, and a plugin that can check a task (the Kubernetes plugin manager builds the exact object it
-        would create) accepts its first attempt — for a map, element 0, whose template every element shares.
-        Raises the plugin's TaskplugError (``BadTaskSpecification``: ``taskplug run`` exits 2)."""
+        """Refuse, before anything is created, a spec this executor could not start: it asks for no more than
+        ``executor.limits`` allows (a SpecError naming the field), its task type has a plugin, and a plugin
+        that can check a task (the Kubernetes plugin manager builds the exact object it would create) accepts
+        its first attempt — for a map, element 0, whose template every element shares. Raises the
+        TaskplugError (``taskplug run`` exits 2)."""
         self._check(self.resolver.resolve(spec.template.type), spec)
 
     def _check(self, plugin: Plugin, spec: ExecutionSpec) -> None:
+        check_limits(spec, self.settings.limits)
         if not isinstance(plugin, _ChecksTasks):
             return
         max_length = plugin.get_properties().generated_name_max_length
-        data_root = self.settings.data_root
-        tctx = (
-            element_task_context(spec, data_root, 0, generated_name_max_length=max_length)
-            if spec.array is not None
-            else task_context_for(spec, data_root, generated_name_max_length=max_length)
-        )
-        plugin.check_task(tctx)
+        plugin.check_task(first_context(spec, self.settings.data_root, generated_name_max_length=max_length))
 
     async def submit(self, spec: ExecutionSpec) -> str:
         """Start (or resume, when the store knows it) an execution; returns its key. A spec the plugin
@@ -417,9 +370,7 @@ class Executor:
         plugin = self.resolver.resolve(spec.template.type)
         if not record.terminal:
             self._check(plugin, spec)
-        execution = _Execution(spec, record, plugin)
-        if spec.array is not None:
-            execution.array = ArrayRun(self, spec, record, plugin, self._array_settings())
+        execution = _Execution(spec, record, root_node(self, spec, record, plugin, self._run_settings()))
         self._executions[key] = execution
         self._owners.setdefault(owner_key(spec.metadata), set()).add(key)
         if record.terminal:
@@ -459,7 +410,7 @@ class Executor:
             error=error,
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
-            elements=execution.array.elements_json() if execution.array is not None else None,
+            elements=execution.node.elements_json(),
             leftovers=leftovers,
         )
 
@@ -480,10 +431,7 @@ class Executor:
             keys.discard(key)
             if not keys:
                 del self._owners[owner]
-        if self._by_generated_name.get(execution.generated_name) == key:
-            del self._by_generated_name[execution.generated_name]
-        if execution.array is not None:
-            execution.array.unindex_all()
+        execution.node.unindex_all()
         self._queued.discard(key)  # a queued wake-up finds no execution and is skipped
         self._dirty.discard(key)
         self._deadlines.pop(key, None)  # its timer entry is stale now, dropped when it comes due
@@ -539,11 +487,6 @@ class Executor:
                 self._timer_wake.clear()
                 await self._timer_wake.wait()
 
-    def _retry_delay(self, errors: int) -> float:
-        """How long to wait before the next round after ``errors`` consecutive failed ones: 0.1 s, doubling,
-        at most the resync period."""
-        return min(2.0 ** min(errors, 60) * 0.05, self.settings.resync_period)
-
     def _unexpected(self, execution: _Execution, error: Exception) -> None:
         key = execution.record.key
         execution.unexpected_errors += 1
@@ -553,7 +496,7 @@ class Executor:
         else:
             log.warning("round of %s failed (%d in a row): %s", key, count, error)
         if count < self.settings.max_round_errors or execution.record.terminal:
-            self._wake_after(key, self._retry_delay(count))
+            self._wake_after(key, retry_delay(count, self.settings.resync_period))
             return
         err = ExecutionError(
             str(ErrorCode.SYSTEM_ERROR),
@@ -563,291 +506,17 @@ class Executor:
         )
         self._end(execution, err)
 
-    def _end(self, execution: _Execution, err: ExecutionError, leftovers: list[Any] | None = None) -> None:
+    def _end(self, execution: _Execution, err: ExecutionError) -> None:
         """End the execution now, PermanentFailure with ``err`` (no more rounds, no more cleanup)."""
-        record = execution.record
-        self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
-        error = _error_json(err)
-        assert error is not None
-        if leftovers is not None:
-            error["leftovers"] = leftovers
-        record.error = error
-        record.outcome = str(Phase.PERMANENT_FAILURE)
-        record.closing = None
-        self._terminal(execution)
+        end_record(self, execution.record, err)
 
     # -- one round of one execution -----------------------------------------------------------------------
-    def _context(self, execution: _Execution) -> StaticTaskExecutionContext:
-        record = execution.record
-        spec = execution.spec.for_attempt(record.attempt)
-        return task_context_for(
-            spec,
-            self.settings.data_root,
-            state_version=record.state_version,
-            state=record.plugin_state,
-            resource_manager=self.resource_manager,
-            generated_name_max_length=execution.plugin.get_properties().generated_name_max_length,
-        )
-
-    async def _ensure_inputs(self, execution: _Execution, paths: ExecutionPaths) -> None:
-        if execution.inputs_written:
-            return
-        await self.data.write(paths.input_path, execution.spec.inputs.SerializeToString())
-        if _mentions_task_template_path(execution.spec.template):
-            await self.data.write(
-                f"{paths.input_prefix}/task.pb", execution.spec.template.SerializeToString()
-            )
-        execution.inputs_written = True
-
     async def _round(self, execution: _Execution) -> None:
         self.rounds += 1
-        if execution.array is not None:
-            await execution.array.round()
-            return
-        record = execution.record
-        tctx = self._context(execution)
-        self._index_generated_name(execution, tctx.metadata.task_execution_id.generated_name)
-        if record.closing is not None:
-            # The attempt's end was decided and saved, its cleanup not finished (stopped in between, or
-            # finalize failed): finish the cleanup, never decide again.
-            await self._finish_closing(execution, tctx)
-            return
-        if record.abort_requested:
-            await self._abort_and_finalize(execution, tctx, reason="aborted by request")
-            return
-        paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-        try:
-            # Writing the inputs is part of the round: a data store that refuses it errors the round, as an
-            # API that cannot be reached does, within the same bound.
-            await self._ensure_inputs(execution, paths)
-            transition = await execution.plugin.handle(tctx)
-        except Exception as e:  # the plugin could not decide this round
-            execution.round_errors += 1
-            log.warning("%s: round error %d: %s", record.key, execution.round_errors, e)
-            if execution.round_errors >= self.settings.max_round_errors:
-                code = e.code if isinstance(e, PluginError) else ErrorCode.SYSTEM_ERROR
-                info = PhaseInfo.system_retryable_failure(
-                    str(code), f"the plugin failed {execution.round_errors} rounds in a row: {e}"
-                )
-                execution.round_errors = 0
-                self._record_phase(execution, info)
-                await self._failed(execution, tctx, info, paths)
-                self._save(record)
-                return
-            self._wake_after(record.key, self._retry_delay(execution.round_errors))
-            return
-        execution.round_errors = 0
-        info = transition.info
-
-        changed, version, state = tctx.plugin_state.written
-        if changed:
-            record.state_version, record.plugin_state = version, dict(state) if state is not None else None
-        if info.phase == Phase(record.phase) and info.version > self.settings.max_plugin_phase_versions:
-            info = PhaseInfo.system_failure(
-                ErrorCode.TOO_MANY_PLUGIN_PHASE_VERSIONS,
-                f"plugin phase version {info.version} exceeds tasks.max-plugin-phase-versions "
-                f"({self.settings.max_plugin_phase_versions})",
-            )
-        self._record_phase(execution, info)
-        record.cleanup_on_failure = record.cleanup_on_failure or info.cleanup_on_failure
-
-        if info.phase is Phase.SUCCESS:
-            await self._succeeded(execution, tctx, paths)
-        elif info.phase.is_failure or info.phase is Phase.ABORTED:
-            await self._failed(execution, tctx, info, paths)
-        else:
-            self._wake_after(record.key, self.settings.resync_period)
-        self._save(record)
-
-    def _index_generated_name(self, execution: _Execution, name: str) -> None:
-        if execution.generated_name != name and execution.record.key in self._executions:
-            self._by_generated_name.pop(execution.generated_name, None)
-            execution.generated_name = name
-            self._by_generated_name[name] = execution.record.key
-
-    def _save(self, record: ExecutionRecord) -> None:
-        self.store.save(record)
-
-    def _record_phase(self, execution: _Execution, info: PhaseInfo) -> None:
-        record = execution.record
-        if (
-            info.phase == record.phase
-            and info.version <= record.phase_version
-            and info.reason == record.reason
-            and info.phase is not Phase.UNDEFINED
-        ):
-            # Nothing new: same phase, no newer version, same reason. (A plugin may report a lower version
-            # after a bump, as MaybeUpdatePhaseVersion allows; that alone is no news.) Deviation: FlyteAdmin
-            # also drops a same-phase event whose version is not newer even when its reason changed, which
-            # hides a connector's progress messages (they all come at version 0); they are kept here.
-            return
-        record.phase, record.phase_version, record.reason = int(info.phase), info.version, info.reason
-        occurred = info.info.occurred_at if info.info is not None else None
-        event = Event(
-            attempt=record.attempt,
-            phase=str(info.phase),
-            version=info.version,
-            reason=info.reason or (info.err.message if info.err else ""),
-            occurred_at=(occurred.astimezone(UTC).isoformat().replace("+00:00", "Z") if occurred else None),
-            error=_error_json(info.err),
-            logs=[log.to_json() for log in info.info.logs]
-            if info.info is not None and info.info.logs
-            else None,
-        )
-        self.store.append_event(record.key, event)
-        if self.on_event is not None:
-            self.on_event(record.key, event)
-
-    async def _read_outputs(
-        self, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
-    ) -> tuple[dict[str, Any] | None, ExecutionError | None]:
-        writer = tctx.output_writer
-        template = tctx.task_reader.read()
-        declared = execution_outputs_declared(template)
-        if writer.reader is not None:
-            literal_map = await writer.reader.read()
-        else:
-            try:
-                literal_map = await self.data.read_outputs(paths.outputs_path)
-            except ValueError as e:
-                return None, ExecutionError("OutputsNotFound", str(e), ErrorKind.USER)
-        if literal_map is None:
-            if declared:
-                return None, ExecutionError(
-                    "OutputsNotFound",
-                    f"Outputs not generated by task execution (expected {paths.outputs_path})",
-                    ErrorKind.USER,
-                )
-            return {}, None
-        # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
-        interface = template.interface.outputs if template.HasField("interface") else None
-        return literal_map_to_plain(literal_map, interface), None
-
-    async def _succeeded(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, paths: ExecutionPaths
-    ) -> None:
-        record = execution.record
-        # flytekit catches the task's own exception, writes error.pb and exits 0: as Flyte's output reader
-        # does, look for that document before the outputs; a pod that succeeded may be a task that failed.
-        found = await self._read_error(execution, paths)
-        if found is not None:
-            error, recoverable = found
-            phase = Phase.RETRYABLE_FAILURE if recoverable else Phase.PERMANENT_FAILURE
-            info = PhaseInfo(phase, 0, None, error)
-            self._record_phase(execution, info)
-            await self._failed(execution, tctx, info, paths)
-            return
-        futures_path = f"{paths.output_prefix}/{FUTURES_FILE}"
-        futures = await self.data.read(futures_path)
-        err: ExecutionError | None
-        if futures is not None:
-            outputs, err = None, dynamic_workflow_error(futures, futures_path)
-        else:
-            outputs, err = await self._read_outputs(tctx, paths)
-        if err is not None:
-            record.error = _error_json(err)
-            record.outcome = str(Phase.PERMANENT_FAILURE)
-            self._record_phase(execution, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
-        else:
-            record.outputs = outputs
-            record.outcome = str(Phase.SUCCESS)
-        await self._close(execution, tctx, retry=False, cleanup=False)
-
-    async def _read_error(
-        self, execution: _Execution, paths: ExecutionPaths
-    ) -> tuple[ExecutionError, bool] | None:
-        """The task's error document, as the plugin's error aggregation strategy reads it: ``error.pb``, or
-        the earliest of ``error*.pb`` (propeller hands the plugin's strategy to the output reader)."""
-        if execution.plugin.get_properties().earliest_error_aggregation:
-            return await self.data.read_earliest_error_recoverable(paths.output_prefix)
-        return await self.data.read_error_recoverable(paths.error_path)
-
-    async def _failed(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, info: PhaseInfo, paths: ExecutionPaths
-    ) -> None:
-        record = execution.record
-        err = info.err or ExecutionError(
-            ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
-        )
-        try:
-            found = await self._read_error(execution, paths)
-        except Exception as e:  # the failure is decided; the document would only say more about it
-            log.warning("%s: cannot read the error document: %s", record.key, e)
-            found = None
-        document = found[0] if found is not None else None
-        if document is not None and err.kind is ErrorKind.USER:
-            # flytekit writes the user's exception here; it says more than the pod's exit code.
-            err = ExecutionError(document.code or err.code, document.message, document.kind)
-        retryable = info.phase is Phase.RETRYABLE_FAILURE
-        outcome = info.phase
-        if retryable:
-            decision = decide_retry(
-                kind=err.kind,
-                # A --rerun history numbers its attempts after the earlier ones; its budget starts afresh.
-                attempts=record.attempt - record.first_attempt,
-                system_failures=record.system_failures,
-                max_attempts=self._max_attempts(execution),
-                max_system_failures=self.settings.max_system_failures,
-                ignore_retry_cause=self.settings.array.ignore_retry_cause,
-            )
-            if err.kind is ErrorKind.SYSTEM:
-                record.system_failures += 1
-            else:
-                record.user_failures += 1
-            retryable = decision.retry
-            if not retryable:
-                # The attempt's own RetryableFailure stays in the events; the execution then fails for good,
-                # as propeller fails the node: RetriesExhausted|<code>, "[n/n] currentAttempt done. …".
-                err = retries_exhausted(err, decision)
-                outcome = Phase.PERMANENT_FAILURE
-                self._record_phase(execution, PhaseInfo(outcome, 0, info.info, err))
-        if not retryable:
-            record.error = _error_json(err)
-            record.outcome = str(outcome)
-        await self._close(execution, tctx, retry=retryable, cleanup=record.cleanup_on_failure)
-
-    def _max_attempts(self, execution: _Execution) -> int:
-        """The user-failure budget: the spec's (the template's retries + 1 unless ``maxAttempts`` is given),
-        or ``default-max-attempts`` when that is 1, as propeller reads the node's retry strategy."""
-        attempts = execution.spec.metadata.max_attempts
-        return attempts if attempts != 1 else self.settings.array.default_max_attempts
-
-    async def _close(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, retry: bool, cleanup: bool
-    ) -> None:
-        """End the attempt: save the decision first, then abort (when cleanup is due) and finalize.
-
-        The decision is on disk before anything is deleted, so a process stopped in between finishes the
-        cleanup on resume (see ``_round``) instead of finding the object gone, reading that as an external
-        deletion and charging a failure that did not happen.
-        """
-        execution.record.closing = {"retry": retry, "cleanup": cleanup}
-        self._save(execution.record)
-        await flush_store(self.store)
-        await self._finish_closing(execution, tctx)
-
-    async def _finish_closing(self, execution: _Execution, tctx: StaticTaskExecutionContext) -> None:
-        record = execution.record
-        closing = record.closing or {"retry": False, "cleanup": False}
-        if not await self._cleaned_up(execution, tctx, abort=bool(closing["cleanup"])):
-            return
-        record.closing = None
-        if closing["retry"]:
-            self._next_attempt(execution)
-        else:
-            self._terminal(execution)
-
-    def _next_attempt(self, execution: _Execution) -> None:
-        record = execution.record
-        record.attempt += 1
-        record.phase, record.phase_version, record.reason = int(Phase.UNDEFINED), 0, ""
-        record.state_version, record.plugin_state = 0, None
-        record.cleanup_on_failure = False
-        self.store.save(record)
-        self.wake(record.key)
+        await execution.node.round()
 
     def _terminal(self, execution: _Execution) -> None:
-        self._by_generated_name.pop(execution.generated_name, None)
+        execution.node.unindex_all()
         execution.record.terminal = True
         self.store.save(execution.record)
         if isinstance(self.store, AsyncFlush):
@@ -866,102 +535,3 @@ class Executor:
             log.warning("%s: its end is not stored yet: %s", execution.record.key, e)
         finally:
             execution.done.set()
-
-    async def _cleaned_up(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, abort: bool
-    ) -> bool:
-        """Abort (when ``abort``) and finalize; True once both succeeded. A failure is logged in one line
-        and retried in a later round (the round-error back-off); after ``max-round-errors`` failures in a row
-        the cleanup is given up and the execution ends ``CleanupFailed`` (see the module doc)."""
-        record = execution.record
-        step = "abort" if abort else "finalize"
-        try:
-            if abort:
-                await execution.plugin.abort(tctx)
-            step = "finalize"
-            await execution.plugin.finalize(tctx)
-        except Exception as e:
-            execution.cleanup_errors += 1
-            count = execution.cleanup_errors
-            log.warning("%s: %s failed (%d in a row): %s", record.key, step, count, e)
-            if count < self.settings.max_round_errors:
-                self._wake_after(record.key, self._retry_delay(count))
-            else:
-                self._give_up_cleanup(execution, e, step)
-            return False
-        execution.cleanup_errors = 0
-        return True
-
-    def _give_up_cleanup(self, execution: _Execution, error: Exception, step: str) -> None:
-        record = execution.record
-        leftovers = [dict(o) for o in getattr(error, "leftovers", ()) if isinstance(o, dict)]
-        retry_due = bool((record.closing or {}).get("retry"))
-        decided = record.outcome or (
-            "Aborted"
-            if record.abort_requested
-            else ("RetryableFailure" if retry_due else str(Phase(record.phase)))
-        )
-        listed = ", ".join(f"{o.get('kind')} {o.get('namespace')}/{o.get('name')}" for o in leftovers)
-        message = (
-            f"the attempt ended ({decided}) but its cleanup failed {execution.cleanup_errors} times in a "
-            f"row (executor.max-round-errors) and was given up; last {step} error: {error}"
-            + (f"; may be left behind: {listed}" if listed else "")
-        )
-        log.error("%s: cleanup given up: %s", record.key, error)
-        for o in leftovers:
-            log.error(
-                "%s: left behind: %s %s/%s", record.key, o.get("kind"), o.get("namespace"), o.get("name")
-            )
-        self._end(execution, ExecutionError(CLEANUP_FAILED, message, ErrorKind.SYSTEM), leftovers)
-
-    async def _abort_and_finalize(
-        self, execution: _Execution, tctx: StaticTaskExecutionContext, *, reason: str
-    ) -> None:
-        record = execution.record
-        if not await self._cleaned_up(execution, tctx, abort=True):
-            return
-        self._record_phase(execution, PhaseInfo(Phase.ABORTED, 0, None, None, reason))
-        record.outcome = str(Phase.ABORTED)
-        record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
-        self._terminal(execution)
-
-
-FUTURES_FILE = "futures.pb"
-"""What a flytekit ``@dynamic`` task writes in its output prefix instead of ``outputs.pb``: the sub-workflow
-(a ``flyteidl.core.DynamicJobSpec``) propeller's dynamic node handler would run next."""
-
-
-def dynamic_workflow_error(data: bytes, path: str) -> ExecutionError:
-    """The permanent failure of a task that produced a dynamic workflow, saying what it produced.
-
-    Deviation: Flyte runs the sub-workflow (nodes/dynamic/handler.go); taskplug does not run workflows yet,
-    so the execution ends here, with this message rather than a misleading OutputsNotFound.
-    """
-    spec = dynamic_job_pb2.DynamicJobSpec()
-    try:
-        spec.ParseFromString(data)
-    except DecodeError:
-        produced = "a file that is not a DynamicJobSpec"
-    else:
-        tasks = sorted({t.id.name for t in spec.tasks if t.id.name})
-        produced = (
-            f"a dynamic workflow of {len(spec.nodes)} node(s)"
-            + (f" running task(s) {', '.join(tasks)}" if tasks else "")
-            + (f" and {len(spec.subworkflows)} sub-workflow(s)" if spec.subworkflows else "")
-        )
-    return ExecutionError(
-        "DynamicWorkflowNotSupported",
-        f"the task is a dynamic workflow (flytekit @dynamic): it wrote {produced} to {path} instead of "
-        "outputs; taskplug runs single tasks and map tasks, and does not run dynamic workflows yet",
-        ErrorKind.SYSTEM,
-    )
-
-
-def _mentions_task_template_path(template: Any) -> bool:
-    """Only a task whose command line asks for ``{{.TaskTemplatePath}}`` needs the template in the store."""
-    text = str(template.container) + str(template.k8s_pod) if template.WhichOneof("target") else ""
-    return "tasktemplatepath" in text.lower()
-
-
-def execution_outputs_declared(template: Any) -> bool:
-    return bool(template.HasField("interface") and template.interface.outputs.variables)

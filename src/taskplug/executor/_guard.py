@@ -2,7 +2,8 @@
 create and delete passes the coordinator's guard, and an AlreadyExists is adopted only when the object's
 labels say it is this execution's.
 
-The service notes (§3.4) explain why: deterministic object names make a second object per attempt
+docs/service.md ("No object created twice") explains why: deterministic object names make a second object per
+attempt
 impossible and a replayed create harmless (Flyte adopts AlreadyExists after a lost round,
 ``pluginmachinery/k8s`` plugin manager), but a process whose executions were taken over (a replica paused
 past its lease, a ``taskplug run`` whose lease another run took) could still create or delete an object

@@ -31,7 +31,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from taskplug.core import (
     RESOURCE_MANAGER_SECTION,
@@ -79,6 +79,8 @@ __all__ = [
     "ArrayNodeConfig",
     "ExecutorConfig",
     "KubeClientConfig",
+    "LimitsConfig",
+    "NodeConfig",
     "Platform",
 ]
 
@@ -102,18 +104,41 @@ class ArrayNodeConfig(StrictModel):
     max_parallelism: int = Field(default=25, ge=0, le=INT32_MAX)
     """The workflow's parallelism (FlyteAdmin's ``maxParallelism``, an int32), which ``workflow`` and
     ``hybrid`` behaviors spend; 0 means no limit."""
-    default_max_attempts: int = Field(default=1, ge=1, le=INT32_MAX)
-    """Attempts an element gets when its task sets no retries (``node-config.default-max-attempts``, an
-    int32 in Flyte)."""
-    ignore_retry_cause: bool = False
-    """Count system and user failures against one budget, the element's attempts
-    (``node-config.ignore-retry-cause``)."""
     node_execution_worker_count: int = Field(default=8, ge=1, le=MAX_WORKERS)
     """Elements whose plugin calls run at the same time within one round
     (``propeller.node-execution-worker-count``), 1 … 10000."""
     event_version: Literal[0] = 0
     """``array-node-config.event-version``: 0, one event for the node listing its elements as external
     resources (version 1, one child node per element, is not supported)."""
+
+
+_MOVED_NODE_KEYS: Final = ("default-max-attempts", "ignore-retry-cause")
+
+
+class NodeConfig(StrictModel):
+    """``executor.node``: the retry strategy every node follows — a single task, each element of a map task
+    (and, as they come, workflow nodes) — with the keys propeller reads from ``propeller.node-config``.
+    Written under ``executor.array-node`` by earlier versions, where they are still read."""
+
+    default_max_attempts: int = Field(default=1, ge=1, le=INT32_MAX)
+    """Attempts a node gets when its task sets no retries (``node-config.default-max-attempts``, an int32 in
+    Flyte); a task's ``retries: n`` gives it n + 1."""
+    ignore_retry_cause: bool = False
+    """Count system and user failures against one budget, the node's attempts
+    (``node-config.ignore-retry-cause``); otherwise system failures spend ``executor.max-system-failures``."""
+
+
+class LimitsConfig(StrictModel):
+    """``executor.limits``: the most one submission may ask for; a spec above a ceiling is refused before
+    anything runs, naming the field (``taskplug run`` exits 2, the API answers 422)."""
+
+    max_attempts: int = Field(default=100, ge=1, le=INT32_MAX)
+    """Attempts one task or map element may be given (``execution.maxAttempts``, a task's retries + 1)."""
+    max_elements: int = Field(default=10_000, ge=1, le=INT32_MAX)
+    """Elements one map task may have (the length of its mapped inputs)."""
+    max_parallelism: int = Field(default=10_000, ge=1, le=INT32_MAX)
+    """The largest ``arrayNode.parallelism`` a map task may ask for (0, all at once, is bounded by
+    ``max-elements``)."""
 
 
 class ExecutorConfig(StrictModel):
@@ -133,8 +158,8 @@ class ExecutorConfig(StrictModel):
     """Go duration after which an execution's round runs again when no event woke it sooner; more than 0
     (a zero period would run every execution's rounds back to back)."""
     max_system_failures: int = Field(default=3, ge=0)
-    """System (not user) retryable failures an execution may retry (a count), like propeller's
-    ``max-node-retries-system-failures``."""
+    """System (not user) retryable failures a node — a single task, a map element — may retry (a count),
+    like propeller's ``node-config.max-node-retries-system-failures``."""
     max_round_errors: int = Field(default=10, ge=1)
     """Consecutive rounds that may error before taskplug stops retrying (a count), as propeller's
     ``max-workflow-retries`` bounds a workflow's failed rounds: a plugin that cannot decide (an unreachable
@@ -145,8 +170,34 @@ class ExecutorConfig(StrictModel):
     pod_template_namespace: str = "flyte"
     """Namespace of pod templates loaded without one, and the namespace every pod template lookup falls
     back to (as propeller's own namespace does)."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    """Ceilings on the work one submission may start."""
+    node: NodeConfig = Field(default_factory=NodeConfig)
+    """The retry strategy of every node (single tasks and map elements). Its two keys are also read from
+    ``array-node``, where earlier versions documented them."""
     array_node: ArrayNodeConfig = Field(default_factory=ArrayNodeConfig)
     """How ArrayNodes (flytekit map tasks) run."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_keys_once(cls, data: Any) -> Any:
+        # The retry keys moved from array-node to node (they always governed single tasks too). The old place
+        # is still read; two different values are refused rather than one silently winning.
+        if not isinstance(data, dict) or not isinstance(data.get("array-node"), dict):
+            return data
+        array = data["array-node"]
+        moved = {key: array[key] for key in _MOVED_NODE_KEYS if key in array}
+        node = data.get("node", {})
+        if not moved or not isinstance(node, dict):
+            return data
+        for key, value in moved.items():
+            if key in node and node[key] != value:
+                raise ValueError(
+                    f"executor.array-node.{key} ({value}) and executor.node.{key} ({node[key]}) disagree: "
+                    f"give executor.node.{key} only"
+                )
+        rest = {key: value for key, value in array.items() if key not in moved}
+        return {**data, "array-node": rest, "node": {**moved, **node}}
 
     @field_validator("resync_period")
     @classmethod

@@ -7,7 +7,7 @@ from typing import Any
 
 from taskplug.core import BadTaskSpecification, PhaseInfo, StaticTaskExecutionContext
 from taskplug.executor._platform import Platform
-from taskplug.executor._spec import ExecutionSpec
+from taskplug.executor._spec import ExecutionSpec, NodeKind
 from taskplug.executor._tasks import task_context_for
 from taskplug.k8s import K8S_SECTION, PluginState, StaticPluginContext, build_object
 
@@ -15,9 +15,9 @@ __all__ = ["observed_phase", "render_object"]
 
 
 def _context(spec: ExecutionSpec, data_root: str, max_length: int | None) -> StaticTaskExecutionContext:
-    if spec.array is not None:
+    if spec.kind is NodeKind.ARRAY:
         # Imported here: only a map's spec needs the ArrayNode's element machinery.
-        from taskplug.executor._arraytasks import element_task_context
+        from taskplug.executor.nodes._array_context import element_task_context
 
         # A map: what its first element's first attempt would create.
         return element_task_context(spec, data_root, 0, generated_name_max_length=max_length)

@@ -25,6 +25,7 @@ the mapped task's template, or by pointing ``templateFile`` at the workflow ``py
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import math
 import re
@@ -61,12 +62,19 @@ from taskplug.k8s import PodSpecModel, execution_labels
 if TYPE_CHECKING:
     from taskplug.executor._workflow import WorkflowArrayNode
 
-__all__ = ["ArrayNodeSpec", "ExecutionSpec", "load_spec", "new_execution_name", "parse_spec"]
+__all__ = ["ArrayNodeSpec", "ExecutionSpec", "NodeKind", "load_spec", "new_execution_name", "parse_spec"]
 
 _UINT32_MAX: Final = 2**32 - 1
 _MAX_FILE_BYTES: Final = 4 * 1024 * 1024
 """The most read of a template or workflow file: the bound load_document holds every document to."""
 _GO_DURATION_MAX_SECONDS: Final = (2**63 - 1) / 1e9
+
+
+class NodeKind(enum.StrEnum):
+    """The kind of an execution's root node (propeller's ``v1alpha1.NodeKind``, the kinds taskplug runs)."""
+
+    TASK = "task"  # a single task
+    ARRAY = "array"  # a map task (flytekit's map_task): an ArrayNode over its sub-task
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,11 @@ class ExecutionSpec:
     named: bool = True
     """Whether the spec gave ``execution.id.name``; False when the name was made for it (see
     :func:`parse_spec`)."""
+
+    @property
+    def kind(self) -> NodeKind:
+        """The kind of the execution's root node."""
+        return NodeKind.TASK if self.array is None else NodeKind.ARRAY
 
     @property
     def execution_key(self) -> str:

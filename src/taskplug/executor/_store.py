@@ -35,13 +35,14 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import orjson
 
 from taskplug.core import TaskplugError
 
 __all__ = [
+    "Closing",
     "ElementRecord",
     "Event",
     "ExecutionRecord",
@@ -52,6 +53,16 @@ __all__ = [
     "StateStoreError",
     "check_state_file",
 ]
+
+
+class Closing(TypedDict, total=False):
+    """An attempt's end, decided and saved before its object is cleaned up (stored as JSON in the record).
+
+    A process stopped while cleaning up finishes the cleanup on resume instead of deciding again."""
+
+    retry: bool  # a next attempt follows the cleanup
+    cleanup: bool  # abort the object before finalizing it (the plugin asked: ``cleanup_on_failure``)
+    phase: int  # the NodePhase the node ends in when no retry follows (absent in records of 0.x: derived)
 
 
 class StateStoreError(TaskplugError):
@@ -102,18 +113,20 @@ class Event:
 
 @dataclass(slots=True)
 class ExecutionRecord:
-    """Everything the executor must remember about one execution to resume it after a restart (what
-    flytepropeller keeps in a task node's status): the attempt, the phase last reported, the plugin state,
-    the failure budgets spent, the cleanup flag, and once terminal the outcome, error and outputs."""
+    """Everything the executor must remember about one execution to resume it after a restart: the
+    execution's own end (terminal, outcome, error, outputs, abort request, spec digest), and the status of its
+    root node (what flytepropeller keeps in a node's status, read and written by the node step through
+    :class:`~taskplug.executor.nodes.NodeState`): the node phase, the attempt, the phase last reported, the
+    plugin state, the system failures counted, the attempt's and node's start times (the deadlines'
+    origins), the cleanup flag and the decided end being cleaned up."""
 
     key: str
     attempt: int = 0
-    phase: int = 0  # the Phase last reported this attempt
+    phase: int = 0  # the Phase last reported this attempt (the node step's ``task_phase``)
     phase_version: int = 0
     reason: str = ""
     state_version: int = 0
     plugin_state: dict[str, Any] | None = None
-    user_failures: int = 0
     system_failures: int = 0
     cleanup_on_failure: bool = False
     terminal: bool = False
@@ -121,9 +134,9 @@ class ExecutionRecord:
     error: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     abort_requested: bool = False
-    # The attempt's end, decided and saved before its resource is cleaned up: {"retry": bool, "cleanup": bool}.
-    # A process stopped while cleaning up finishes the cleanup on resume instead of deciding again.
-    closing: dict[str, bool] | None = None
+    # The attempt's end, decided and saved before its resource is cleaned up. A process stopped while cleaning
+    # up finishes the cleanup on resume instead of deciding again.
+    closing: Closing | None = None
     # An ArrayNode's own state (propeller's ArrayNodeState less the per-element arrays, which are
     # ElementRecords): {"phase": ArrayNodePhase, "size": n, "version": task phase version, "error": ...}.
     array: dict[str, Any] | None = None
@@ -134,22 +147,40 @@ class ExecutionRecord:
     # its objects and outputs never collide with theirs (0 otherwise). What an attempt budget or an attempt
     # count should be measured from.
     first_attempt: int = 0
+    node_phase: int = 0  # the root node's NodePhase
+    started_at: float | None = None  # the current attempt's start (epoch seconds): its execution deadline
+    queued_at: float | None = None  # the node's first start: its active deadline
+
+    @property
+    def task_phase(self) -> int:
+        return self.phase
+
+    @task_phase.setter
+    def task_phase(self, value: int) -> None:
+        self.phase = value
 
     def to_row(self) -> bytes:
         # Field by field: dataclasses.asdict deep-copies every value and dominated the executor's profile.
         return orjson.dumps({name: getattr(self, name) for name in _RECORD_FIELDS})
 
     @classmethod
-    def from_row(cls, data: bytes) -> ExecutionRecord:
-        return cls(**orjson.loads(data))
+    def from_row(cls, data: bytes | str) -> ExecutionRecord:
+        return cls.from_json(orjson.loads(data))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExecutionRecord:
+        """A record from its stored JSON; keys an earlier version wrote and this one no longer keeps
+        (``user_failures``) are dropped."""
+        return cls(**{name: value for name, value in data.items() if name in _RECORD_FIELD_SET})
 
 
 @dataclass(slots=True)
 class ElementRecord:
     """One element of an ArrayNode, as far as it got (propeller's ``SubNodePhases``, ``SubNodeTaskPhases``,
-    ``SubNodeRetryAttempts``, ``SubNodeSystemFailures`` and delta timestamps for index ``index``).
+    ``SubNodeRetryAttempts``, ``SubNodeSystemFailures`` and delta timestamps for index ``index``): the node
+    status the node step reads and writes for a child task node.
 
-    Deviation: propeller keeps only those small numbers and fakes the plugin state every round (§3.1, §9.15);
+    Deviation: propeller keeps only those small numbers and fakes the plugin state every round;
     taskplug keeps the element's real plugin state, phase version, start time and last error, so a resumed
     executor continues each element where it was instead of rediscovering it.
     """
@@ -159,28 +190,46 @@ class ElementRecord:
     task_phase: int = 0  # the Phase the plugin last reported for the current attempt
     phase_version: int = 0
     reason: str = ""
-    attempts: int = 0  # the current retry attempt (0-based), as SubNodeRetryAttempts
+    attempts: int = 0  # the current retry attempt (0-based), as SubNodeRetryAttempts (the step's ``attempt``)
     system_failures: int = 0
     state_version: int = 0
     plugin_state: dict[str, Any] | None = None
     started_at: float | None = None  # when the current attempt started (epoch seconds), for its timeout
     cleanup_on_failure: bool = False
-    # The attempt's end, decided and saved before its object is cleaned up:
-    # {"retry": bool, "cleanup": bool, "phase": NodePhase it ends in}.
-    closing: dict[str, Any] | None = None
+    # The attempt's end, decided and saved before its object is cleaned up.
+    closing: Closing | None = None
     error: dict[str, Any] | None = None  # why the element (or its last attempt) failed
     logs: list[dict[str, Any]] | None = None  # the log links last reported for the current attempt
+    queued_at: float | None = None  # when the element first started: its active deadline
+
+    @property
+    def attempt(self) -> int:
+        return self.attempts
+
+    @attempt.setter
+    def attempt(self, value: int) -> None:
+        self.attempts = value
+
+    @property
+    def first_attempt(self) -> int:
+        return 0
 
     def to_row(self) -> bytes:
         return orjson.dumps({name: getattr(self, name) for name in _ELEMENT_FIELDS})
 
     @classmethod
-    def from_row(cls, data: bytes) -> ElementRecord:
-        return cls(**orjson.loads(data))
+    def from_row(cls, data: bytes | str) -> ElementRecord:
+        return cls.from_json(orjson.loads(data))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ElementRecord:
+        return cls(**{name: value for name, value in data.items() if name in _ELEMENT_FIELD_SET})
 
 
 _RECORD_FIELDS = tuple(ExecutionRecord.__dataclass_fields__)
+_RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 _ELEMENT_FIELDS = tuple(ElementRecord.__dataclass_fields__)
+_ELEMENT_FIELD_SET = frozenset(_ELEMENT_FIELDS)
 _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 

@@ -41,14 +41,20 @@ from taskplug.k8s._errors import (
 from taskplug.k8s._exec_context import PluginTaskExecutionContext
 from taskplug.k8s._names import convert_to_dns1123_subdomain_compatible, fixed_length_unique_id
 from taskplug.k8s._object import (
+    ATTEMPT_ANNOTATION,
     EXECUTION_ID_LABEL,
     FINALIZER,
+    MACHINERY_ANNOTATIONS,
+    MACHINERY_LABELS,
     add_object_metadata,
+    attempt_of,
     build_object,
     execution_labels,
+    is_attempts_object,
     owner_key,
     owner_key_of,
     registered_kind,
+    stamp_attempt,
 )
 from taskplug.k8s._observed import ObservedObjectError, describe_object
 from taskplug.k8s._operator import NextStatus, Operator, StatusStepOperator
@@ -111,11 +117,14 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ATTEMPT_ANNOTATION",
     "EVENT",
     "EXECUTION_ID_LABEL",
     "FINALIZER",
     "K8S_SECTION",
     "LOGS_SECTION",
+    "MACHINERY_ANNOTATIONS",
+    "MACHINERY_LABELS",
     "PLUGINS_ROOT_SECTION",
     "POD",
     "PRIMARY_CONTAINER_KEY",
@@ -159,6 +168,7 @@ __all__ = [
     "api_error_of",
     "apply_flyte_pod_configuration",
     "apply_k8s_resource_overrides",
+    "attempt_of",
     "build_identity_pod",
     "build_object",
     "build_raw_pod",
@@ -178,6 +188,7 @@ __all__ = [
     "get_reported_at",
     "get_task_phase_with_logs",
     "is_already_exists",
+    "is_attempts_object",
     "is_bad_request",
     "is_conflict",
     "is_forbidden",
@@ -200,6 +211,7 @@ __all__ = [
     "resources_to_k8s",
     "sanitize_label_value",
     "service_account_name",
+    "stamp_attempt",
     "task_logs",
     "to_k8s_pod_spec",
     "to_k8s_resource_requirements",

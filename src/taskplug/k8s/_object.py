@@ -2,8 +2,10 @@
 
 Follows flytepropeller/pkg/controller/nodes/task/k8s/plugin_manager.go (``launchResource``,
 ``addObjectMetadata``) and the labels of nodes/task/taskexec_context.go. :func:`build_object` is the one
-place the created object is assembled: the plugin manager sends what it returns, ``taskplug render`` prints
-it, and ``taskplug.testing.check_k8s_plugin`` checks it (in the manner of lightkube's ``prepare_request``).
+place the created object is assembled: the plugin manager sends what it returns (with
+:data:`ATTEMPT_ANNOTATION` added by :func:`stamp_attempt`, so that it adopts and deletes only its own
+attempt's objects), ``taskplug render`` prints it, and ``taskplug.testing.check_k8s_plugin`` checks it (in
+the manner of lightkube's ``prepare_request``).
 
 Every created object carries the ``execution-id`` label of its owner; when the informer sees the object
 change, :func:`owner_key_of` reads the key back and the engine wakes the executions that own it
@@ -22,23 +24,45 @@ from taskplug.k8s._config import K8sPluginConfig
 from taskplug.k8s._exec_context import PluginTaskExecutionContext
 from taskplug.k8s._names import convert_to_dns1123_subdomain_compatible
 from taskplug.k8s._plugin import K8sPlugin
-from taskplug.k8s._secrets import k8s_task_execution_metadata, sanitize_label_value
+from taskplug.k8s._secrets import (
+    EXECUTION_IDENTITY_LABEL,
+    SECRET_POD_LABEL,
+    k8s_task_execution_metadata,
+    sanitize_label_value,
+)
 
 __all__ = [
+    "ATTEMPT_ANNOTATION",
     "EXECUTION_ID_LABEL",
     "FINALIZER",
+    "MACHINERY_ANNOTATIONS",
+    "MACHINERY_LABELS",
     "add_object_metadata",
+    "attempt_of",
     "build_object",
     "execution_labels",
+    "is_attempts_object",
     "owner_key",
     "owner_key_of",
     "registered_kind",
+    "stamp_attempt",
 ]
 
 KubeObject = dict[str, Any]
 
 FINALIZER: Final = "flyte.org/finalizer-k8s"
 EXECUTION_ID_LABEL: Final = "execution-id"
+ATTEMPT_ANNOTATION: Final = "taskplug.io/task-execution"
+"""The annotation naming the one attempt an object was created for (project/domain/name/node/attempt): the
+plugin manager adopts an object that already exists, and deletes one, only when it names this attempt."""
+_OWNER_LABELS: Final = (EXECUTION_ID_LABEL, "node-id")
+MACHINERY_LABELS: Final = frozenset(
+    {*_OWNER_LABELS, "interruptible", "task-name", EXECUTION_IDENTITY_LABEL, SECRET_POD_LABEL}
+)
+"""The labels the machinery sets on every object itself (the owner's execution and node route the object
+back to its execution): a submitter through the API may not set them."""
+MACHINERY_ANNOTATIONS: Final = frozenset({ATTEMPT_ANNOTATION})
+"""The annotations the machinery sets itself: a submitter through the API may not set them."""
 
 
 def execution_labels(
@@ -68,6 +92,35 @@ def owner_key_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     if not execution_id:
         return None
     return str(meta.get("namespace") or ""), str(execution_id)
+
+
+def attempt_of(meta: TaskExecutionMetadata) -> str:
+    """The :data:`ATTEMPT_ANNOTATION` value of an attempt: ``project/domain/name/unique-node-id/attempt``
+    (the unique node id tells a map element from the node that holds it)."""
+    tid = meta.task_execution_id
+    execution = tid.id.node_execution_id.execution_id
+    node = tid.unique_node_id or tid.id.node_execution_id.node_id
+    return f"{execution.project}/{execution.domain}/{execution.name}/{node}/{tid.id.retry_attempt}"
+
+
+def stamp_attempt(obj: KubeObject, meta: TaskExecutionMetadata) -> KubeObject:
+    """Mark ``obj`` as created for this attempt (:data:`ATTEMPT_ANNOTATION`, over whatever the spec said).
+    Mutates and returns ``obj``."""
+    metadata = obj.setdefault("metadata", {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), ATTEMPT_ANNOTATION: attempt_of(meta)}
+    return obj
+
+
+def is_attempts_object(existing: Mapping[str, Any], meta: TaskExecutionMetadata) -> bool:
+    """Whether an object found under this attempt's name was created for this attempt: its
+    :data:`ATTEMPT_ANNOTATION` names it; an object without one (created before taskplug stamped them) must
+    carry this attempt's ``execution-id`` and ``node-id`` labels."""
+    found = existing.get("metadata") or {}
+    stamped = (found.get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+    if stamped is not None:
+        return bool(stamped == attempt_of(meta))
+    theirs = found.get("labels") or {}
+    return all(theirs.get(k) == meta.labels.get(k) for k in _OWNER_LABELS if k in meta.labels)
 
 
 def _union(*maps: Mapping[str, str] | None) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """``LocalCluster``: the embedded Kubernetes API, its controllers, and their lifecycle.
 
-In the spirit of kwok: one object store with API-server semantics, ResourceQuota admission, a scheduler, a
+In the spirit of kwok: one object store with API-server semantics, ResourceQuota admission, Pod Security
+admission at the ``baseline`` level (``pod_security="privileged"`` admits every pod), a scheduler, a
 kubelet (real processes, or simulated), operators for custom resources, scripted faults, an in-process
 client and an HTTP façade. ``async with LocalCluster(...) as cluster`` runs every controller as a task of
 one ``asyncio.TaskGroup`` (owned by a runner task, so entering and leaving may happen in different tasks);
@@ -35,6 +36,7 @@ from taskplug.localcluster._kubelet import ProcessKubelet
 from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._nodes import DEFAULT_NODE, NodeConfig, node_object
 from taskplug.localcluster._podlog import LogOptions, previous_not_found, select_log
+from taskplug.localcluster._podsecurity import PodSecurityAdmission, PodSecurityLevel
 from taskplug.localcluster._podstatus import ImagePolicy
 from taskplug.localcluster._quota import QuotaController
 from taskplug.localcluster._resources import NAMESPACE, NODE, POD, TypeRegistry, deep_copy, format_time
@@ -67,9 +69,12 @@ class LocalCluster:
         workdir: Path | None = None,
         memory_poll_interval: float = 0.05,
         kill_grace_seconds: float = 2.0,
+        pod_security: PodSecurityLevel = "baseline",
     ) -> None:
         if mode not in ("process", "simulated"):
             raise ValueError(f"mode must be 'process' or 'simulated', not {mode!r}")
+        # Checked first, so that a bad level starts nothing.
+        self.pod_security = PodSecurityAdmission(pod_security)
         self.mode = mode
         self.clock: Clock = clock or SystemClock()
         self.types = TypeRegistry()
@@ -77,6 +82,8 @@ class LocalCluster:
         self.faults = Faults(self.clock)
         self.timers = Timers(self.clock)
         self.quota = QuotaController(self.store)
+        self.store.admission.append(self.pod_security.admit)
+        self.store.update_admission.append(self.pod_security.admit)
         self.recorder = EventRecorder(self.store, limit=event_limit)
         self.scheduler = Scheduler(self.store, self.recorder)
         self._nodes = list(nodes) if nodes is not None else [DEFAULT_NODE]

@@ -36,12 +36,17 @@ Follows pkg/kubelet/kuberuntime at the level the API shows:
   the kubelet, even a SIGKILLed one: the first has a parent-death signal (``prctl(PR_SET_PDEATHSIG)``), and a
   small reaper process (one per kubelet, started with the first container) holds the list of groups and
   kills them when its pipe from the kubelet closes, which the kernel does when the kubelet's process dies;
+* a container runs as the user its security context asks for (:mod:`._runas`): switched to that uid and
+  those gids between fork and exec when the kubelet is root — its working directory and volumes opened to
+  it, its termination-message file made for it —, else not run at all (``CreateContainerConfigError``
+  naming the field), and refused with the kubelet's words when ``runAsNonRoot`` meets root;
 * an error while running one pod fails that pod alone (see :mod:`._kubeletbase`).
 
 Deviation: ``args`` without ``command`` is run as the command (there is no image entrypoint); a
 container's env ``valueFrom`` supports ``fieldRef`` and ``resourceFieldRef`` only (``secretKeyRef`` and
 ``configMapKeyRef`` give ``CreateContainerConfigError``); ``envFrom``, probes and volumes other than
-``emptyDir`` are not supported (``sizeLimit`` and ``medium`` are not enforced). A process has no mount
+``emptyDir`` and ``hostPath`` (admitted only by a cluster that allows privileged pods; its ``type`` is not
+checked) are not supported (``sizeLimit`` and ``medium`` are not enforced). A process has no mount
 namespace: a container sees a volume at its ``mountPath`` (``subPath`` included) through the text it is
 given — each mount path in its ``command``, ``args`` and ``env`` values, as a whole path or the start of
 one, is rewritten to the volume's folder — so a program that finds a mount path elsewhere (in a file it
@@ -67,6 +72,7 @@ from taskplug.localcluster._errors import go_quote
 from taskplug.localcluster._events import EventRecorder
 from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
+from taskplug.localcluster._runas import RunAs, RunAsError, current_identity, run_as
 from taskplug.localcluster._store import Store
 
 __all__ = [
@@ -322,6 +328,13 @@ class _PodWorker:
             c["name"]: c
             for c in (runtime.spec.get("initContainers") or []) + (runtime.spec.get("containers") or [])
         }
+        # Where each container sits in the spec, for the messages that name one of its fields.
+        self.paths = {
+            c["name"]: f"spec.{field}[{i}]"
+            for field in ("initContainers", "containers")
+            for i, c in enumerate(runtime.spec.get(field) or [])
+        }
+        self.shared = False  # the pod's folders are opened to the other users its containers run as
         # Native sidecars: restartable init containers.
         self.sidecars = [
             c["name"] for c in runtime.spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
@@ -333,6 +346,14 @@ class _PodWorker:
             str(v.get("name")): self.dir / "volumes" / str(v.get("name"))
             for v in runtime.spec.get("volumes") or []
             if isinstance(v, dict) and "emptyDir" in v and _is_folder_name(v.get("name"))
+        }
+        # Admitted only on a cluster that allows privileged pods: this machine's folder, as it is.
+        self.host_paths = {
+            str(v.get("name")): Path(str(v["hostPath"].get("path") or ""))
+            for v in runtime.spec.get("volumes") or []
+            if isinstance(v, dict)
+            and isinstance(v.get("hostPath"), dict)
+            and str(v["hostPath"].get("path") or "").startswith("/")
         }
 
     def stop(self, how: str) -> None:
@@ -482,12 +503,15 @@ class _PodWorker:
             await asyncio.gather(sleeper, *stoppers, return_exceptions=True)
 
     def _mounts(self, container: dict[str, Any]) -> list[tuple[str, str]]:
-        """``(mount path, host folder)`` of the container's mounts of the pod's emptyDir volumes."""
+        """``(mount path, host folder)`` of the container's mounts of the pod's emptyDir and hostPath
+        volumes."""
         mounts = []
         for mount in container.get("volumeMounts") or []:
             if not isinstance(mount, dict):
                 continue
-            folder = self.volumes.get(str(mount.get("name")))
+            volume = str(mount.get("name"))
+            host = self.host_paths.get(volume)
+            folder = self.volumes.get(volume, host)
             path = str(mount.get("mountPath") or "")
             if folder is None or not path.startswith("/"):
                 continue
@@ -497,7 +521,12 @@ class _PodWorker:
                 if sub.startswith("/") or ".." in parts:
                     continue
                 folder = folder.joinpath(*parts)
+                if host is not None:
+                    mounts.append((path, str(folder)))
+                    continue  # this machine's folder: used as it is, never created or opened up
                 folder.mkdir(parents=True, exist_ok=True)
+                if self.shared:
+                    folder.chmod(0o777)  # as the volume itself (an emptyDir is 0777)
             mounts.append((path, str(folder)))
         return mounts
 
@@ -563,15 +592,30 @@ class _PodWorker:
         container = self.containers[name]
         term_path = self.dir / "termination" / name
         term_path.unlink(missing_ok=True)
+        euid, egid, groups = current_identity()
+        try:
+            identity: RunAs | RunAsError = run_as(
+                rt.pod, container, self.paths[name], euid=euid, egid=egid, groups=groups
+            )
+        except RunAsError as err:
+            identity = err
+        if isinstance(identity, RunAs) and identity.switches:
+            self._share_folders()
         map_paths = mount_path_mapper(self._mounts(container))
         try:
             env = self._env(container, term_path, map_paths)
+            if isinstance(identity, RunAsError):  # the kubelet checks the user after the environment
+                raise _ConfigError(str(identity))
+            runas = identity
         except _ConfigError as err:
             rt.waiting(name, "CreateContainerConfigError", str(err))
             kubelet.publish(rt)
             kubelet.event(rt, "Failed", f"Error: {err}", warning=True, container=name)
             await self.stop_event.wait()
             return 1
+        if runas.uid is not None:
+            env["HOME"] = str(self.dir / "work")  # this machine's HOME is the kubelet user's
+        self._open_termination_file(term_path, runas)
         argv = [
             map_paths(expand_vars(str(a), env))
             for a in (container.get("command") or []) + (container.get("args") or [])
@@ -604,6 +648,11 @@ class _PodWorker:
                     start_new_session=True,
                     pass_fds=() if reaper_fd is None else (reaper_fd,),
                     preexec_fn=_preexec(block_sigterm=copilot is not None, reaper_fd=reaper_fd),
+                    # Switched between fork and exec, before the preexec function (which arms the
+                    # parent-death signal, cleared by a change of user).
+                    user=runas.uid,
+                    group=runas.gid,
+                    extra_groups=runas.groups,
                 )
             except (OSError, ValueError, subprocess.SubprocessError) as err:
                 # ValueError: a NUL in an argument or the environment, '=' in an env name (what no exec can
@@ -636,6 +685,36 @@ class _PodWorker:
         rt.terminated(name, code, reason="OOMKilled" if oom else None, message=message)
         kubelet.publish(rt)
         return code
+
+    def _share_folders(self) -> None:
+        """Let a container running as another user than the kubelet reach the pod's folders: the working
+        directory (shared, sticky) and the volumes (0777, as an emptyDir is) become writable by all, the
+        folders above them traversable but not listable; the logs stay the kubelet's."""
+        if self.shared:
+            return
+        self.shared = True
+        for folder in (self.kubelet.workdir, self.dir, self.dir / "termination", self.dir / "volumes"):
+            if folder.exists():
+                folder.chmod(0o711)
+        (self.dir / "logs").chmod(0o700)
+        (self.dir / "work").chmod(0o1777)
+        for folder in self.volumes.values():
+            folder.chmod(0o777)
+
+    @staticmethod
+    def _open_termination_file(term_path: Path, identity: RunAs) -> None:
+        """Create the termination message file for a container run as another user, owned by it (the
+        kubelet creates and mounts it; a process of another user could not create it in the folder)."""
+        if not identity.switches:
+            return
+        term_path.touch(mode=0o600)
+        os.chown(
+            term_path,
+            -1 if identity.uid is None else identity.uid,
+            -1 if identity.gid is None else identity.gid,
+        )
+        if identity.uid is None:
+            term_path.chmod(0o660)  # only the group is switched: the group writes it
 
     @staticmethod
     def _memory_limit(container: dict[str, Any]) -> int | None:

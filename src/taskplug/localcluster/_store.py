@@ -182,6 +182,9 @@ class Store:
         self._compacted_rv = 0  # every event with rv > this is still in the history
         self._watchers: dict[TypeKey, set[Watcher]] = {}
         self.admission: list[Admission] = []
+        # Admission of a client's update (PUT, PATCH): what must hold of every version of an object, not
+        # only of the one created (Pod Security admission checks updates too).
+        self.update_admission: list[Admission] = []
         self.observers: list[Observer] = []
 
     # -- reads -------------------------------------------------------------------------------------------
@@ -442,6 +445,8 @@ class Store:
         meta["generation"] = old_meta.get("generation", 1)
         if validate:
             validate_object(rtype, new)  # a client's write; the controllers' own writes are trusted
+            for admit in self.update_admission:
+                admit(rtype, new)
         if new == old:
             return old  # a no-op write keeps its version and sends no event
         if bump_generation and new.get("spec") != old.get("spec"):

@@ -17,7 +17,8 @@ Follows, in the order a create goes through them:
   size, finalizers); pods and pod templates (containers and init containers: names that are DNS-1123
   labels unique in the pod, an image, env var names — ``RelaxedEnvironmentVariableValidation``, GA since
   1.34 — and ``valueFrom``, resource names and quantities — non-negative, whole for extended resources,
-  requests within limits —, ``terminationMessagePolicy``, ``imagePullPolicy``; ``restartPolicy``,
+  requests within limits —, ``terminationMessagePolicy``, ``imagePullPolicy``, the security context's
+  user and group ids (``IsValidUserID``/``IsValidGroupID``, pod and container); ``restartPolicy``,
   ``nodeSelector``, ``serviceAccountName``, ``nodeName``, ``activeDeadlineSeconds``, tolerations, required
   node affinity); node taints; quota ``spec.hard``. Every problem is a cause of one 422 ``Invalid``, in
   Kubernetes' order and words (``Pod "x" is invalid: spec.containers[0].name: Invalid value: …``).
@@ -551,6 +552,36 @@ _ENV_VAR: Final = _struct(
         secretKeyRef=_struct("SecretKeySelector", name=_S, key=_S, optional=_B),
     ),
 )
+_SECURITY_CONTEXT: Final = _struct(
+    "SecurityContext",
+    capabilities=_struct("Capabilities", add=_STRINGS, drop=_STRINGS),
+    privileged=_B,
+    seLinuxOptions=_opaque("SELinuxOptions"),
+    windowsOptions=_opaque("WindowsSecurityContextOptions"),
+    runAsUser=_I64,
+    runAsGroup=_I64,
+    runAsNonRoot=_B,
+    readOnlyRootFilesystem=_B,
+    allowPrivilegeEscalation=_B,
+    procMount=_S,
+    seccompProfile=_opaque("SeccompProfile"),
+    appArmorProfile=_opaque("AppArmorProfile"),
+)
+_POD_SECURITY_CONTEXT: Final = _struct(
+    "PodSecurityContext",
+    seLinuxOptions=_opaque("SELinuxOptions"),
+    windowsOptions=_opaque("WindowsSecurityContextOptions"),
+    runAsUser=_I64,
+    runAsGroup=_I64,
+    runAsNonRoot=_B,
+    supplementalGroups=_List(_I64),
+    supplementalGroupsPolicy=_S,
+    fsGroup=_I64,
+    sysctls=_List(_opaque("Sysctl")),
+    fsGroupChangePolicy=_S,
+    seccompProfile=_opaque("SeccompProfile"),
+    appArmorProfile=_opaque("AppArmorProfile"),
+)
 _CONTAINER: Final = _struct(
     "Container",
     name=_S,
@@ -577,7 +608,7 @@ _CONTAINER: Final = _struct(
     terminationMessagePath=_S,
     terminationMessagePolicy=_S,
     imagePullPolicy=_S,
-    securityContext=_opaque("SecurityContext"),
+    securityContext=_SECURITY_CONTEXT,
     stdin=_B,
     stdinOnce=_B,
     tty=_B,
@@ -603,7 +634,7 @@ _AFFINITY: Final = _struct(
 )
 _POD_SPEC: Final = _struct(
     "PodSpec",
-    volumes=_List(_struct("Volume", name=_S)),
+    volumes=_List(_struct("Volume", name=_S, hostPath=_struct("HostPathVolumeSource", path=_S, type=_S))),
     initContainers=_List(_CONTAINER),
     containers=_List(_CONTAINER),
     ephemeralContainers=_List(_opaque("EphemeralContainer")),
@@ -620,7 +651,7 @@ _POD_SPEC: Final = _struct(
     hostPID=_B,
     hostIPC=_B,
     shareProcessNamespace=_B,
-    securityContext=_opaque("PodSecurityContext"),
+    securityContext=_POD_SECURITY_CONTEXT,
     imagePullSecrets=_List(_struct("LocalObjectReference", name=_S)),
     hostname=_S,
     subdomain=_S,
@@ -1295,6 +1326,26 @@ def _env_errors(env: list[Obj], path: str) -> list[FieldError]:
     return errors
 
 
+def _id_errors(context: Obj, path: str, fields: tuple[str, ...]) -> list[FieldError]:
+    """IsValidUserID / IsValidGroupID of a security context's ids (the kubelet hands them to the runtime)."""
+    errors: list[FieldError] = []
+    for field in fields:
+        values = context.get(field)
+        items = (
+            [(f"{path}.{field}[{i}]", v) for i, v in enumerate(values)]
+            if isinstance(values, list)
+            else [(f"{path}.{field}", values)]
+        )
+        for item_path, value in items:
+            if value is not None and not 0 <= value <= 2**31 - 1:
+                errors.append(
+                    FieldError(
+                        item_path, "Invalid value", "must be between 0 and 2147483647, inclusive", value
+                    )
+                )
+    return errors
+
+
 def _container_errors(container: Obj, path: str) -> list[FieldError]:
     """validateContainerCommon, for the fields the kubelet reads (the duplicate check is the caller's)."""
     errors: list[FieldError] = []
@@ -1317,6 +1368,9 @@ def _container_errors(container: Obj, path: str) -> list[FieldError]:
     pull = container.get("imagePullPolicy")
     if pull and pull not in _PULL_POLICIES:
         errors.append(_not_supported(f"{path}.imagePullPolicy", pull, _PULL_POLICIES))
+    errors += _id_errors(
+        container.get("securityContext") or {}, f"{path}.securityContext", ("runAsUser", "runAsGroup")
+    )
     return errors
 
 
@@ -1506,6 +1560,11 @@ def _pod_spec_errors(spec: Obj, path: str) -> list[FieldError]:
                 FieldError(f"{path}.{field}", "Invalid value", m, value) for m in is_dns1123_label(value)
             ]
     errors += _toleration_errors(spec.get("tolerations") or [], f"{path}.tolerations")
+    errors += _id_errors(
+        spec.get("securityContext") or {},
+        f"{path}.securityContext",
+        ("runAsUser", "runAsGroup", "supplementalGroups", "fsGroup"),
+    )
     return errors
 
 

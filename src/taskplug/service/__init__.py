@@ -1,6 +1,6 @@
 """Beyond one process: executor replicas sharing executions through PostgreSQL, an HTTP API, a web view.
 
-The design follows the research in the project's service notes (Flyte's sharded propellers and the
+The design (docs/service.md) follows research into (Flyte's sharded propellers and the
 FlyteWorkflow CRD as state; Temporal's fenced shard writes; the PostgreSQL job queues): liveness on a replica
 row with a heartbeat in database time, fencing on the execution row (owner + epoch checked in the statement
 of every write), claims by short ``FOR UPDATE SKIP LOCKED`` statements, NOTIFY as a wake-up hint behind a
@@ -14,22 +14,32 @@ from taskplug.service._migrations import MIGRATIONS, SchemaError, migrate, schem
 
 if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extra), the web view the `web` one
     from taskplug.service._api_app import create_app, serve_http
+    from taskplug.service._auth import AuthSettings, OidcSettings, auth_settings, local_warning
     from taskplug.service._gc import GcReport, collect_garbage
     from taskplug.service._pgstore import PostgresStateStore
     from taskplug.service._reaper import reap_orphans
     from taskplug.service._replica import Replica, ReplicaSettings
+    from taskplug.service._tokens import TokenInfo, create_token, list_tokens, revoke_token
 
 __all__ = [
     "MIGRATIONS",
+    "AuthSettings",
     "GcReport",
+    "OidcSettings",
     "PostgresStateStore",
     "Replica",
     "ReplicaSettings",
     "SchemaError",
+    "TokenInfo",
+    "auth_settings",
     "collect_garbage",
     "create_app",
+    "create_token",
+    "list_tokens",
+    "local_warning",
     "migrate",
     "reap_orphans",
+    "revoke_token",
     "schema_version",
     "serve_http",
 ]
@@ -45,5 +55,13 @@ __getattr__ = lazy_exports(
         "collect_garbage": "taskplug.service._gc",
         "create_app": "taskplug.service._api_app",
         "serve_http": "taskplug.service._api_app",
+        "AuthSettings": "taskplug.service._auth",
+        "OidcSettings": "taskplug.service._auth",
+        "auth_settings": "taskplug.service._auth",
+        "local_warning": "taskplug.service._auth",
+        "TokenInfo": "taskplug.service._tokens",
+        "create_token": "taskplug.service._tokens",
+        "list_tokens": "taskplug.service._tokens",
+        "revoke_token": "taskplug.service._tokens",
     },
 )

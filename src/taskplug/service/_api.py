@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException
 from taskplug.core import SpecError
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
 from taskplug.service._api_submit import SubmitRequest, parse_submission, relaunch_submission
+from taskplug.service._auth import principal_of
 from taskplug.service._web_render import PHASES, node_phase_name
 
 __all__ = [
@@ -130,6 +131,8 @@ class Execution(_Out):
     finished_at: datetime | None
     abort_requested_at: datetime | None
     duration_seconds: float | None
+    submitted_by: str | None
+    """Who submitted (or relaunched) it: ``token:<name>``, ``proxy:<user>``, ``oidc:<email or sub>``, ``local``."""
 
 
 class ExecutionPage(_Out):
@@ -264,6 +267,7 @@ def execution_view(row: Row) -> dict[str, Any]:
         "finished_at": finished,
         "abort_requested_at": row["abort_requested_at"],
         "duration_seconds": duration,
+        "submitted_by": row.get("submitted_by"),
     }
 
 
@@ -320,7 +324,11 @@ async def submit_execution(request: Request, response: Response) -> dict[str, An
         status = 400 if e.path == "request body" else 422
         raise ApiError(status, e.reason, field=None if status == 400 else e.path) from None
     row, created, same = await _db(request).submit(
-        key=submission.key, task_type=submission.task_type, spec=submission.spec, labels=submission.labels
+        key=submission.key,
+        task_type=submission.task_type,
+        spec=submission.spec,
+        labels=submission.labels,
+        submitted_by=principal_of(request).identity,
     )
     if not created and not same:
         raise ApiError(
@@ -474,7 +482,11 @@ async def relaunch(request: Request, key: str) -> Row:
     except SpecError as e:
         raise ApiError(422, f"execution {key!r} cannot be relaunched: {e.reason}", field=e.path) from None
     row, _, _ = await _db(request).submit(
-        key=submission.key, task_type=submission.task_type, spec=submission.spec, labels=submission.labels
+        key=submission.key,
+        task_type=submission.task_type,
+        spec=submission.spec,
+        labels=submission.labels,
+        submitted_by=principal_of(request).identity,
     )
     return row
 

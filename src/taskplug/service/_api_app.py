@@ -4,6 +4,7 @@
 it on uvicorn, on 127.0.0.1 unless told otherwise. At start the app applies the schema's migrations (under
 their advisory lock, as every process that opens the database does), opens a small connection pool, and
 starts the live feed; at stop it ends the feed and closes the pool. The server never drives an execution.
+Every request passes :class:`~._auth.AuthMiddleware` (who it is from, and whether its role allows it).
 """
 
 from __future__ import annotations
@@ -30,8 +31,18 @@ from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metri
 from taskplug.service._api import router as api_router
 from taskplug.service._api_queries import ServiceDB
 from taskplug.service._api_submit import MAX_BODY_BYTES
+from taskplug.service._api_tokens import router as tokens_router
+from taskplug.service._auth import (
+    Authenticator,
+    AuthMiddleware,
+    AuthSettings,
+    add_security_scheme,
+    api_description,
+)
 from taskplug.service._migrations import migrate
+from taskplug.service._tokens import TokenStore
 from taskplug.service._web import router as web_router
+from taskplug.service._web_auth import router as web_auth_router
 from taskplug.service._web_feed import Feed
 from taskplug.service._web_render import environment
 
@@ -54,6 +65,7 @@ def create_app(
     pool_size: int = 10,
     db_timeout: float = 5.0,
     allowed_hosts: Sequence[str] | None = None,
+    auth: AuthSettings | None = None,
 ) -> FastAPI:
     """The API (``/api/v1``) and the web view over the database at ``dsn``.
 
@@ -63,11 +75,14 @@ def create_app(
     database connection before it is answered 503 (the API's error body, or a page saying so), so that a
     database that went away is reported at once rather than after a client's own timeout;
     ``allowed_hosts``: the ``Host`` headers answered (all when None), so that a page of another site cannot
-    reach a loopback server through a name it rebinds to 127.0.0.1.
+    reach a loopback server through a name it rebinds to 127.0.0.1; ``auth``: who may do what
+    (:mod:`._auth`; the default is a loopback server's: its one user is let in as ``local`` until a token
+    exists).
 
     A request that changes something (submit, abort) sent by a page of another origin is refused (403):
-    the server has no login, so a cross-site form must not be able to abort or submit through a browser
-    that can reach it."""
+    a browser that is signed in (or that a loopback server lets in) must not abort or submit for a
+    cross-site form."""
+    settings = auth if auth is not None else AuthSettings()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,6 +93,7 @@ def create_app(
         await pool.open(wait=True)
         feed = Feed(dsn, pool, poll_interval=poll_interval)
         app.state.db = ServiceDB(pool)
+        app.state.auth = Authenticator(settings, TokenStore(pool, cache_seconds=settings.cache_seconds))
         app.state.feed = feed
         await feed.start_position()
         task = asyncio.create_task(feed.run(), name="taskplug-live-feed")
@@ -92,6 +108,7 @@ def create_app(
     app = FastAPI(
         title="taskplug",
         summary="Task executions driven by taskplug's executor replicas: submit, follow, abort.",
+        description=api_description(settings),
         version="1",
         lifespan=lifespan,
         # The docs page is served below from assets on this server (FastAPI's own would load them from a CDN).
@@ -99,6 +116,7 @@ def create_app(
         redoc_url=None,
         openapi_url=f"{API_PREFIX}/openapi.json",
     )
+    app.add_middleware(AuthMiddleware)  # inside the cross-site check: a refused request is not looked up
     app.add_middleware(_SameOrigin)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
@@ -108,14 +126,17 @@ def create_app(
     for exc_class, handler in api_error_handlers.items():
         app.add_exception_handler(exc_class, handler)
     app.add_exception_handler(psycopg.OperationalError, _on_database_down)
+    app.include_router(tokens_router)
     app.include_router(api_router)
     # Where probes and Prometheus look by default, beside their /api/v1 places.
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+    app.include_router(web_auth_router)
     app.include_router(web_router)
     app.mount("/static", StaticFiles(packages=[("taskplug.service", "web/static")]), name="static")
     favicon = resources.files("taskplug.service").joinpath("web/static/favicon.svg").read_bytes()
     _add_api_docs(app)
+    add_security_scheme(app, settings)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def _favicon() -> Response:
@@ -179,15 +200,25 @@ class _SameOrigin:
 _LOOPBACK: Final = ("127.0.0.1", "localhost")
 
 
-def serve_http(dsn: str, *, host: str = DEFAULT_HOST, port: int = 8080, replica_ttl: float = 10.0) -> None:
+def serve_http(
+    dsn: str,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = 8080,
+    replica_ttl: float = 10.0,
+    auth: AuthSettings | None = None,
+) -> None:
     """Run the server until SIGINT/SIGTERM (uvicorn). Bound to loopback, it answers only the loopback names."""
     import uvicorn
 
     hosts = list(_LOOPBACK) if host in _LOOPBACK else None
     uvicorn.run(
-        create_app(dsn, replica_ttl=replica_ttl, allowed_hosts=hosts),
+        create_app(dsn, replica_ttl=replica_ttl, allowed_hosts=hosts, auth=auth),
         host=host,
         port=port,
         log_level="info",
         timeout_graceful_shutdown=3,
+        # The peer's address decides whether a proxy's user header is believed: uvicorn must not replace it
+        # with X-Forwarded-For (which it does by default for a peer on 127.0.0.1).
+        proxy_headers=False,
     )

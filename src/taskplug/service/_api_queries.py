@@ -54,6 +54,7 @@ EXECUTION_COLUMNS: Final = (
     "updated_at",
     "started_at",
     "finished_at",
+    "submitted_by",
 )
 """The execution row's columns a view shows (not ``spec`` nor ``record``: those can be large)."""
 
@@ -134,16 +135,23 @@ class ServiceDB:
             return int(row[0]) if row else 0
 
     async def submit(
-        self, *, key: str, task_type: str, spec: dict[str, Any], labels: dict[str, str]
+        self,
+        *,
+        key: str,
+        task_type: str,
+        spec: dict[str, Any],
+        labels: dict[str, str],
+        submitted_by: str | None = None,
     ) -> tuple[Row, bool, bool]:
         """Insert the execution unless ``key`` exists: (its row, whether it was created, whether an existing
-        one was submitted with the same spec and labels)."""
+        one was submitted with the same spec and labels). ``submitted_by``: the identity recorded on a new
+        one (an existing one keeps its submitter's)."""
         while True:
             async with self.pool.connection() as conn, conn.transaction():
                 cur = await conn.execute(
-                    "INSERT INTO taskplug_executions (key, task_type, plugin_id, spec, labels)"
-                    " VALUES (%s, %s, NULL, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING id",
-                    (key, task_type, Jsonb(spec), Jsonb(labels)),
+                    "INSERT INTO taskplug_executions (key, task_type, plugin_id, spec, labels, submitted_by)"
+                    " VALUES (%s, %s, NULL, %s, %s, %s) ON CONFLICT (key) DO NOTHING RETURNING id",
+                    (key, task_type, Jsonb(spec), Jsonb(labels), submitted_by),
                 )
                 created = await cur.fetchone() is not None
                 if created:

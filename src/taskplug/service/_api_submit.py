@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskplug.core import SpecError, load_document
 from taskplug.executor import parse_spec
+from taskplug.k8s import MACHINERY_ANNOTATIONS, MACHINERY_LABELS
 
 __all__ = [
     "KEY_PATTERN",
@@ -103,6 +104,7 @@ def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
         parsed = parse_spec(spec, source="api", fresh_name=False)
     except SpecError as e:
         raise SpecError(f"spec.{e.path}" if e.path else "spec", e.reason) from None
+    _refuse_machinery_fields(spec, request.labels)
     execution_key = parsed.execution_key
     if (
         request.key is not None
@@ -149,6 +151,34 @@ def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, o
         spec=renamed,
         labels={**labels, RELAUNCH_LABEL: of},
     )
+
+
+def _refuse_machinery_fields(spec: Mapping[str, Any], labels: Mapping[str, str]) -> None:
+    """What the machinery sets itself cannot come from a submitter: the name of an attempt's objects
+    (``execution.generatedName``), the labels that route an object to its execution and the annotation that
+    says which attempt made it, and the relaunch label. With them a submitter could name another
+    execution's pod and have it adopted, then deleted by its own abort (a spec run by ``taskplug run`` on
+    one's own machine may still set them)."""
+    execution = spec.get("execution")
+    if not isinstance(execution, Mapping):
+        return
+    if execution.get("generatedName") is not None:
+        raise SpecError(
+            "spec.execution.generatedName",
+            "the names of an attempt's objects are given by the server (execution name, node and attempt); "
+            "a submission cannot set them",
+        )
+    for section, reserved in (("labels", MACHINERY_LABELS), ("annotations", MACHINERY_ANNOTATIONS)):
+        for key in execution.get(section) or {}:
+            if key in reserved:
+                raise SpecError(
+                    f"spec.execution.{section}.{key}",
+                    f"{key!r} is set by taskplug itself on every object it creates; a submission cannot set it",
+                )
+    if RELAUNCH_LABEL in labels:
+        raise SpecError(
+            f"labels.{RELAUNCH_LABEL}", f"{RELAUNCH_LABEL!r} is set by the server on a relaunched execution"
+        )
 
 
 def _given_name(spec: Mapping[str, Any]) -> str | None:

@@ -12,7 +12,8 @@ Flyte keeps finished executions in flyteadmin's database until an operator delet
 ``max-ttl-hours``. This is the second for the replicas' tables.
 
 The cutoff has a floor (:data:`MIN_AGE`): the orphan reaper recognises an object that a paused ex-owner's
-late create made by its execution's row (service notes §3.4, 5), so a row must outlive every such create.
+late create made by its execution's row (docs/service.md, "No object created twice", item 5), so a row must
+outlive every such create.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The executor's state store on PostgreSQL, with every write fenced by the replica's claim.
 
 Follows Temporal's fenced shard writes (``common/persistence/sql/execution.go``: the ``range_id`` read in the
-write's own transaction) applied per execution row, as the service notes (§3.3) design it: a replica that
+write's own transaction) applied per execution row, as docs/service.md describes: a replica that
 claimed an execution holds ``(owner_id, lease_epoch)``, and every write says ``WHERE id = … AND owner_id = me
 AND lease_epoch = <claimed epoch>``. Writes are batched as :class:`SQLiteStateStore` batches them (one commit
 per ``commit_interval``, and at once when the executor flushes before deleting anything), and a batch is
@@ -10,7 +10,8 @@ whose data-modifying CTEs insert the events, attempts and map elements of the id
 it did not return is an execution this replica no longer owns: its writes are dropped and ``on_lost`` is
 told, so the replica stops driving it.
 
-A web-API create is not idempotent, so it is persisted before and after the call (service notes §3.4, 6),
+A web-API create is not idempotent, so it is persisted before and after the call (docs/service.md, "No object
+created twice", item 6),
 for a single task's attempt and a map task's element's retry attempt alike. Before:
 :meth:`PostgresStateStore.write_create_intent` (the executor's ``before_create``, awaited by the web-API
 adapters right before ``create`` or a sync plugin's ``do``) writes the intent — a ``taskplug_create_intents``
@@ -323,7 +324,8 @@ class PostgresStateStore:
         if self._carry_outcomes(record.key, (_TASK,)):
             # The first save after an intent is the round that made the call: its result (and the intent's
             # outcome) is committed now, outside the batch, so that a replica killed a moment later leaves
-            # its successor the job to follow rather than one to create again (service notes §3.4, 6).
+            # its successor the job to follow rather than one to create again (docs/service.md, "No object
+            # created twice", item 6).
             self.flush()
             return
         meta = _dumps(_resource_meta(record))

@@ -1,7 +1,8 @@
 """The orphan reaper: delete the Kubernetes objects of attempts that are already finished.
 
 Kubernetes cannot fence a create: an ex-owner paused after its create guard passed can have its create land
-after the new owner finished and cleaned up that attempt, resurrecting its object (service notes §3.4, 5).
+after the new owner finished and cleaned up that attempt, resurrecting its object (docs/service.md, "No
+object created twice", item 5).
 Flyte gets rid of such objects through owner references to the FlyteWorkflow CR (garbage collection when
 the workflow is deleted); taskplug's executions are rows, so every replica runs this pass instead: objects
 carrying taskplug's ``execution-id`` label whose execution is terminal, or whose name is an attempt its

@@ -1,6 +1,6 @@
 """An executor replica: one of any number of processes driving the executions stored in PostgreSQL.
 
-The protocol is the service notes' design B (§3.3–§3.5), which survived SIGKILL and SIGSTOP churn where a
+The protocol is the one docs/service.md describes, which survived SIGKILL and SIGSTOP churn where a
 per-execution lease did not:
 
 - **Liveness on the replica row.** Each process start is a new incarnation (a UUID row in
@@ -15,7 +15,8 @@ per-execution lease did not:
   every execution whose owner is fenced or gone.
 - **The create guard:** a create or delete is sent only while ``monotonic() < safe_until`` (the last
   confirmed heartbeat's send time + ``ttl`` − ``margin``): nobody can declare this replica dead before the
-  call lands (:class:`~taskplug.executor.GuardedKubeClient`). A replica that cannot confirm a heartbeat for ``ttl`` fences itself.
+  call lands (:class:`~taskplug.executor.GuardedKubeClient`). A replica that cannot confirm a heartbeat for
+  ``ttl`` fences itself.
 - **NOTIFY is a hint** (``taskplug_work``: claim now; ``taskplug_abort``: abort that execution now), with
   a poll behind it; every ``reconcile`` seconds the replica also re-reads which rows it owns.
 - **SIGTERM hands over** at once: the guard closes, pending writes are flushed, the rows are released and
@@ -57,6 +58,7 @@ from taskplug.executor import (
     ExecutorSettings,
     FencedError,
     GuardedKubeClient,
+    NodeKind,
     Platform,
     open_executor,
     parse_spec,
@@ -106,7 +108,7 @@ UPDATE taskplug_executions SET phase = 'PermanentFailure', terminal = true, erro
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSettings:
-    """How a replica takes part in the protocol (the module docstring); defaults are the service notes',
+    """How a replica takes part in the protocol (the module docstring); defaults are docs/service.md's,
     tests use ttl 3 s, heartbeat 0.5 s, margin 1 s, poll 0.25 s."""
 
     capacity: int = 500
@@ -503,8 +505,8 @@ class Replica:
                     inc, conn, row_id, epoch, "DuplicateExecution", f"execution {key} is already driven here"
                 )
                 continue
-            record = ExecutionRecord(**record_json) if record_json else None
-            elements = await self._elements(inc, conn, row_id) if spec.array is not None else []
+            record = ExecutionRecord.from_json(record_json) if record_json else None
+            elements = await self._elements(inc, conn, row_id) if spec.kind is NodeKind.ARRAY else []
             inc.store.claim(
                 key,
                 Claim(
@@ -531,7 +533,7 @@ class Replica:
             "SELECT record FROM taskplug_elements WHERE execution_id = %s ORDER BY idx", (row_id,)
         )
         inc.claim_statements += 1
-        return [ElementRecord(**r[0]) for r in await cur.fetchall()]
+        return [ElementRecord.from_json(r[0]) for r in await cur.fetchall()]
 
     async def _fail_row(
         self,

@@ -62,6 +62,7 @@ def _env(request: Request) -> Environment:
 
 
 def _render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    context.setdefault("viewer", request.scope.get("state", {}).get("principal"))  # who is signed in
     return HTMLResponse(_env(request).get_template(name).render(**context), status_code=status)
 
 

@@ -361,6 +361,8 @@ async def test_first_round_creates_the_object_with_flytes_metadata_and_reports_q
         "obj": "own",
         "tmpl": "a",
         "exec": "a",
+        # Not Flyte's: the attempt the object was created for, checked before adopting or deleting it.
+        "taskplug.io/task-execution": "testproject/development/exec1/n0/0",
     }
     assert meta["ownerReferences"][0]["kind"] == OWNER_KIND
     assert meta["finalizers"] == [FINALIZER]
@@ -923,6 +925,63 @@ async def test_object_events_become_additional_reasons_and_bump_the_stored_versi
     third = next_round(second)
     info3 = (await manager.handle(third)).info
     assert info3.info is not None and info3.info.additional_reasons == ()
+
+
+# -- adoption: an object that already exists under the attempt's name ----------------------------------------
+
+
+def attacker_tctx(name: str = "exec1-n0-0") -> StaticTaskExecutionContext:
+    """Another execution's attempt that names exec1's object and claims exec1's labels (what a submitter
+    could ask for before the API refused both)."""
+    return fake_task_context(
+        tasks_pb2.TaskTemplate(type="bare"),
+        namespace=NS,
+        labels={"execution-id": "exec1", "node-id": "n0"},
+        execution={"id": {"project": "evil", "name": "attacker"}, "generatedName": name},
+    )
+
+
+async def test_an_existing_object_created_for_this_attempt_is_adopted(harness: Harness) -> None:
+    manager = harness.manager(BarePodPlugin())
+    await manager.handle(make_tctx())
+    replayed = await manager.handle(make_tctx())  # a round that lost its state creates again
+    assert replayed.info.phase is Phase.QUEUED
+    assert harness.client.calls["create"] == 2
+    pod = await harness.client.inner.get(POD, NS, "exec1-n0-0")
+    assert (
+        pod["metadata"]["annotations"]["taskplug.io/task-execution"] == "testproject/development/exec1/n0/0"
+    )
+
+
+async def test_an_existing_object_of_another_execution_is_not_adopted_and_fails_the_attempt(
+    harness: Harness,
+) -> None:
+    victim = harness.manager(BarePodPlugin())
+    await victim.handle(make_tctx())
+    attacker = harness.manager(BarePodPlugin())
+
+    info = (await attacker.handle(attacker_tctx())).info
+
+    assert info.phase is Phase.RETRYABLE_FAILURE and info.err is not None
+    assert info.err.kind is ErrorKind.SYSTEM and info.err.code == "ResourceOwnedByAnother"
+    assert "Pod [flyte-ns/exec1-n0-0] already exists and was not created for this attempt" in info.err.message
+    assert "'testproject/development/exec1/n0/0'" in info.err.message
+
+
+async def test_abort_and_finalize_leave_another_executions_object_alone(harness: Harness) -> None:
+    config = K8sPluginConfig(inject_finalizer=True)
+    victim = harness.manager(BarePodPlugin(), config=config)
+    await victim.handle(make_tctx())
+    attacker = harness.manager(BarePodPlugin(), config=config)
+    tctx = attacker_tctx()
+    await attacker.handle(tctx)
+
+    await attacker.abort(tctx)
+    await attacker.finalize(tctx)
+
+    pod = await harness.client.inner.get(POD, NS, "exec1-n0-0")
+    assert pod["metadata"]["finalizers"] == [FINALIZER] and not pod["metadata"].get("deletionTimestamp")
+    assert harness.client.calls["delete"] == 0 and harness.client.calls["patch"] == 0
 
 
 # -- abort (Abort) -------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``plugins.k8s-array`` (Flyte's array/k8s/config.go, k8s-plugins.md §8.2) and the plugin's registration and
+"""``plugins.k8s-array`` (Flyte's array/k8s/config.go) and the plugin's registration and
 loading (Flyte's ``GetNewExecutorPlugin``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""flytekit's legacy map task (``flytekit.core.legacy_map_task.map_task``, k8s-plugins.md §8.1, arraynode.md
-§1.7), serialized by flytekit 1.16 (fixtures/make_legacy_map_fixture.py), rendered by the plugin, and run with
+"""flytekit's legacy map task (``flytekit.core.legacy_map_task.map_task``), serialized by flytekit 1.16
+(fixtures/make_legacy_map_fixture.py), rendered by the plugin, and run with
 ``taskplug run`` through ``templateFile:``: every sub-task pod runs ``pyflyte-map-execute`` as a local process
 on the embedded cluster, and the outputs equal what the same map gives when flytekit runs it locally.
 """

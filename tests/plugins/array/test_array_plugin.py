@@ -1,5 +1,5 @@
-"""The k8s array plugin round by round (Flyte's array/k8s executor + management + outputs, k8s-plugins.md
-§8.4-§8.7), over an in-memory cluster, with a fake clock that tests advance and never sleep on.
+"""The k8s array plugin round by round (Flyte's array/k8s executor + management + outputs), over an in-memory
+cluster, with a fake clock that tests advance and never sleep on.
 
 Each case drives ``handle`` as the executor does: the plugin state one round writes is what the next reads.
 """
@@ -73,7 +73,7 @@ async def drive(plugin: Any, tctx: Any, rounds: int = 1) -> tuple[Any, Any]:
     return transition, tctx
 
 
-# -- Start (§8.6) ---------------------------------------------------------------------------------------
+# -- Start ---------------------------------------------------------------------------------------
 
 
 async def test_start_sizes_the_array_from_its_input_lists_and_lists_every_sub_task(tmp_path: Path) -> None:
@@ -184,7 +184,7 @@ async def test_a_version_0_map_task_takes_its_size_and_min_successes_from_custom
     assert (state.array_size, state.min_success) == (4, 3)
 
 
-# -- PreLaunch, Launch (§8.4) ---------------------------------------------------------------------------
+# -- PreLaunch, Launch ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -213,7 +213,7 @@ async def test_steps_without_work_move_on_with_a_new_version(
     assert kube.calls == []
 
 
-# -- launching and checking (§8.5) -----------------------------------------------------------------------
+# -- launching and checking -----------------------------------------------------------------------
 
 
 async def test_the_first_checking_round_creates_one_pod_per_sub_task(tmp_path: Path) -> None:
@@ -302,7 +302,7 @@ async def test_finished_sub_tasks_are_not_looked_at_again(tmp_path: Path) -> Non
     assert kube.calls == [("get", f"{PARENT}-1")]
 
 
-# -- failures, retries and success criteria (§8.5) --------------------------------------------------------
+# -- failures, retries and success criteria --------------------------------------------------------
 
 
 async def test_a_failed_sub_task_is_retried_under_a_new_pod_name_while_attempts_remain(
@@ -542,7 +542,7 @@ async def test_a_map_task_without_outputs_succeeds_with_nothing_to_assemble(tmp_
 
 
 async def test_a_failed_map_task_without_outputs_still_reports_its_sub_tasks_errors(tmp_path: Path) -> None:
-    # Deviation (k8s-plugins.md Q13): Flyte reports ARRAY_JOB_GENERIC_FAILURE "Task has no outputs".
+    # Deviation: Flyte reports ARRAY_JOB_GENERIC_FAILURE "Task has no outputs".
     kube = FakeKube()
     plugin = make_plugin(kube)
     state = ArrayState(
@@ -613,7 +613,7 @@ async def test_an_output_assembly_that_fails_is_retried_then_fails_the_map_task_
     assert state_of(tctx).reason == "Failed to assemble outputs/errors."
 
 
-# -- creating pods (§8.8 through the rounds) ----------------------------------------------------------------
+# -- creating pods (through the rounds) ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -649,7 +649,7 @@ async def test_create_errors_are_sub_task_phases(
 
 
 async def test_an_unclassified_create_error_fails_the_round_and_gives_the_token_back(tmp_path: Path) -> None:
-    # Deviation (k8s-plugins.md Q12): Flyte drops this error and relaunches silently every round.
+    # Deviation: Flyte drops this error and relaunches silently every round.
     kube = FakeKube()
     plugin = make_plugin(kube, config={"resourceConfig": {"primaryLabel": "pods", "limit": 5}})
     manager = FakeResourceManager({"pods": 5})
@@ -679,7 +679,7 @@ async def test_a_round_replayed_after_a_restart_creates_no_pod_twice(tmp_path: P
 
 
 async def test_a_pod_that_cannot_be_built_fails_its_sub_task_permanently(tmp_path: Path) -> None:
-    # Deviation (k8s-plugins.md Q12): Flyte panics here (propeller turns it into an endless system retry).
+    # Deviation: Flyte panics here (propeller turns it into an endless system retry).
     kube = FakeKube()
     plugin = make_plugin(kube)
     template = array_template()
@@ -704,7 +704,7 @@ async def test_a_pod_that_cannot_be_built_fails_its_sub_task_permanently(tmp_pat
     )
 
 
-# -- allocation tokens (§8.5) ----------------------------------------------------------------------------
+# -- allocation tokens ----------------------------------------------------------------------------
 
 
 async def test_sub_tasks_wait_for_allocation_tokens_and_give_them_back_when_they_finish(

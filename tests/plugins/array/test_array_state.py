@@ -1,5 +1,5 @@
-"""The array state machine's pure rules (Flyte's array/core/state.go, errorcollector; k8s-plugins.md §8.3,
-§8.5 step 4, §8.6 ``ToArrayJob``, §8.7 error summary)."""
+"""The array state machine's pure rules (Flyte's array/core/state.go: ``ToArrayJob``, the
+error summary; errorcollector)."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def test_a_custom_that_is_not_an_array_job_is_a_bad_specification() -> None:
     assert raised.value.code == ErrorCode.BAD_TASK_SPECIFICATION
 
 
-# -- the error summary (§8.7) ----------------------------------------------------------------------------
+# -- the error summary ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

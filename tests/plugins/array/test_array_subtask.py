@@ -1,5 +1,5 @@
-"""A sub-task's pod and phase (Flyte's array/k8s/subtask.go and subtask_exec_context.go; k8s-plugins.md §8.4
-"Subtask execution context" and §8.8): built by the real pod plugin, then given the array's changes."""
+"""A sub-task's pod and phase (Flyte's array/k8s/subtask.go and subtask_exec_context.go): built by the real
+pod plugin, then given the array's changes."""
 
 from __future__ import annotations
 
@@ -312,7 +312,7 @@ def test_a_sub_task_past_its_system_failure_threshold_is_not_interruptible(tmp_p
 
 
 def test_the_configured_node_selector_and_tolerations_replace_the_computed_ones(tmp_path: Path) -> None:
-    # Flyte's legacy behaviour (k8s-plugins.md Q14): the interruptible and default ones are dropped.
+    # Flyte's legacy behaviour: the interruptible and default ones are dropped.
     array = {"node-selector": {"arrays": "yes"}, "tolerations": [{"key": "arrays", "operator": "Exists"}]}
     pod, _, _ = build(tmp_path, array=array, k8s=INTERRUPTIBLE, interruptible=True)
     assert pod["spec"]["nodeSelector"] == {"arrays": "yes"}

@@ -1,4 +1,4 @@
-"""Building the DaskJob (k8s-plugins.md §7.2): the custom, the workers, the scheduler, the job runner."""
+"""Building the DaskJob: the custom, the workers, the scheduler, the job runner."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def runner(job: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-# -- the custom (§1.2) ------------------------------------------------------------------------------------
+# -- the custom ------------------------------------------------------------------------------------
 
 
 def test_a_task_without_custom_fails_to_unmarshal_a_nil_struct() -> None:
@@ -84,7 +84,7 @@ def test_the_task_type_version_is_not_checked() -> None:
     assert worker(build(template=template))["replicas"] == 2
 
 
-# -- workers (§7.2 step 3) --------------------------------------------------------------------------------
+# -- workers --------------------------------------------------------------------------------
 
 
 def test_workers_rename_the_primary_container_and_take_the_workers_args() -> None:
@@ -197,7 +197,7 @@ def test_replica_resources_are_applied_after_the_pod_pipeline_so_tolerations_fol
     assert "nvidia.com/gpu" not in spec["containers"][0]["resources"]["limits"]
 
 
-# -- interruptibility (§7.2 step 1) ------------------------------------------------------------------------
+# -- interruptibility ------------------------------------------------------------------------
 
 SPOT = {
     "interruptible-tolerations": [{"key": "spot", "operator": "Exists"}],
@@ -220,7 +220,7 @@ def test_a_task_that_is_not_interruptible_puts_no_pod_on_spot_nodes() -> None:
         assert "tolerations" not in spec
 
 
-# -- scheduler (§7.2 step 4) ------------------------------------------------------------------------------
+# -- scheduler ------------------------------------------------------------------------------
 
 
 def test_the_scheduler_runs_dask_scheduler_with_its_ports_and_a_node_port_service() -> None:
@@ -267,7 +267,7 @@ def test_the_service_selector_names_the_generated_name() -> None:
     assert scheduler(job)["service"]["selector"]["dask.org/cluster-name"] == "custom-generated-name"
 
 
-# -- job runner (§7.2 step 5) -----------------------------------------------------------------------------
+# -- job runner -----------------------------------------------------------------------------
 
 
 def test_the_job_runner_is_the_tasks_own_container_renamed_and_never_restarted() -> None:
@@ -318,7 +318,7 @@ def test_a_k8s_pod_task_without_its_primary_container_is_a_bad_task() -> None:
         build(template=template)
 
 
-# -- metadata (§7.2 steps 2 and 6) ------------------------------------------------------------------------
+# -- metadata ------------------------------------------------------------------------
 
 
 def test_execution_labels_and_annotations_go_on_the_job_and_the_cluster() -> None:

@@ -1,4 +1,4 @@
-"""The ``plugins.dask`` section (k8s-plugins.md §7.1), the plugin's registration (§1.1) and the contract
+"""The ``plugins.dask`` section, the plugin's registration and the contract
 check."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A flytekitplugins-dask task, serialized by flytekit (fixtures/make_dask_fixture.py), rendered through
-``templateFile:`` as the DaskJob Flyte would create (k8s-plugins.md §10 item 7, §7.2)."""
+``templateFile:`` as the DaskJob Flyte would create."""
 
 from __future__ import annotations
 

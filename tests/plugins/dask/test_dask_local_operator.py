@@ -1,4 +1,4 @@
-"""The dask operator for the embedded cluster (k8s-plugins.md §7.4): what it creates, with which names,
+"""The dask operator for the embedded cluster: what it creates, with which names,
 labels, environment and owners, and how the runner pod drives the DaskJob. Pods are simulated here (no
 processes); test_dask_local_run.py runs real Dask processes."""
 

@@ -1,4 +1,4 @@
-"""The DaskJob's phase and log links (k8s-plugins.md §7.3), for statuses as the dask operator writes them."""
+"""The DaskJob's phase and log links, for statuses as the dask operator writes them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Tasks written with flytekit 1.16 and flytekitplugins-kf{pytorch,tensorflow,mpi}, serialized by flytekit
-(fixtures/make_kubeflow_fixtures.py), rendered through ``templateFile:`` into the jobs the plugins build
-(k8s-plugins.md §10)."""
+(fixtures/make_kubeflow_fixtures.py), rendered through ``templateFile:`` into the jobs the plugins build."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The training operator's rules (k8s-plugins.md §2.5; training-operator v1.8.0), as pure functions: the pods,
+"""The training operator's rules (training-operator v1.8.0), as pure functions: the pods,
 services and status one reconcile asks for, and what the plugins read from that status."""
 
 from __future__ import annotations

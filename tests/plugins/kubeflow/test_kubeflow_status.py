@@ -1,4 +1,4 @@
-"""Status → phase for the three kinds (k8s-plugins.md §2.3), log links (§2.4), custom info."""
+"""Status → phase for the three kinds, log links, custom info."""
 
 from __future__ import annotations
 

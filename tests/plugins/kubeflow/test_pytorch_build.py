@@ -1,4 +1,4 @@
-"""PyTorchJob building (k8s-plugins.md §3.1, §3.2, §2.2): v0 and v1 custom, replica specs, elastic policy,
+"""PyTorchJob building: v0 and v1 custom, replica specs, elastic policy,
 run policy, the worker env, errors."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_v0_builds_a_master_and_the_worker_count_from_one_pod() -> None:
 
 
 def test_a_v1_payload_read_as_v0_builds_a_master_only_job() -> None:
-    # Unknown keys are ignored, so nothing says the payload is of the other version (§1.2).
+    # Unknown keys are ignored, so nothing says the payload is of the other version.
     assert sorted(specs_of(build(V1_CUSTOM, version=0))) == ["Master"]
 
 
@@ -149,7 +149,7 @@ def test_an_elastic_config_becomes_the_elastic_policy_and_drops_the_master(
 
 
 def test_flytekits_elastic_payload_builds_workers_and_a_rendezvous_policy() -> None:
-    # As flytekit 1.16 sends Elastic(nnodes=2, nproc_per_node=4) (§10.3).
+    # As flytekit 1.16 sends Elastic(nnodes=2, nproc_per_node=4).
     custom = {
         "elasticConfig": {"maxReplicas": 2.0, "minReplicas": 2.0, "nprocPerNode": 4.0, "rdzvBackend": "c10d"},
         "workerReplicas": {"replicas": 2.0},

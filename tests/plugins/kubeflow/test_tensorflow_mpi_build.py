@@ -1,4 +1,4 @@
-"""TFJob and MPIJob building (k8s-plugins.md §4.1, §5.1, §2.2)."""
+"""TFJob and MPIJob building."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Building the RayJob (k8s-plugins.md §6.2): the custom, start parameters, head and worker templates, the
+"""Building the RayJob: the custom, start parameters, head and worker templates, the
 submitter, runtime env, shutdown and TTL."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def env_names(container: dict[str, Any]) -> list[str]:
     return [e["name"] for e in container.get("env") or []]
 
 
-# -- the custom (§1.2, §6.2.1) ----------------------------------------------------------------------------
+# -- the custom ----------------------------------------------------------------------------
 
 
 def test_a_task_without_custom_is_a_bad_task_naming_the_nil_struct() -> None:
@@ -95,7 +95,7 @@ def test_a_pod_that_cannot_be_built_is_reported_as_such() -> None:
     assert "[missing] not defined" in info.value.message
 
 
-# -- start parameters (§6.2.2) ----------------------------------------------------------------------------
+# -- start parameters ----------------------------------------------------------------------------
 
 ADDED_HEAD = {
     "include-dashboard": "true",
@@ -193,7 +193,7 @@ def test_the_configured_defaults_are_never_changed_by_a_build() -> None:
     assert config.defaults.head_node.start_parameters == {"disable-usage-stats": "true"}
 
 
-# -- service account (§6.2.1 step 4) ----------------------------------------------------------------------
+# -- service account ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -223,7 +223,7 @@ def test_every_ray_pod_gets_the_service_account(
         assert spec.get("serviceAccountName") == expected
 
 
-# -- head and workers (§6.2.3, §6.2.4) ---------------------------------------------------------------------
+# -- head and workers ---------------------------------------------------------------------
 
 
 def test_the_head_is_the_tasks_pod_with_the_primary_container_renamed_and_args_cleared() -> None:
@@ -374,7 +374,7 @@ def test_an_interruptible_task_makes_every_ray_pod_interruptible() -> None:
         assert spec["tolerations"] == [{"key": "spot", "operator": "Exists"}]
 
 
-# -- logs sidecar (§6.2.5) --------------------------------------------------------------------------------
+# -- logs sidecar --------------------------------------------------------------------------------
 
 SIDECAR = {
     "name": "logs",
@@ -429,7 +429,7 @@ def test_the_logs_sidecar_reuses_a_mount_the_head_already_has_at_tmp_ray() -> No
     ]
 
 
-# -- autoscaling (§6.2.3) ---------------------------------------------------------------------------------
+# -- autoscaling ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -479,7 +479,7 @@ def test_in_tree_autoscaling_is_always_written() -> None:
     assert build(ray_custom())["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is False
 
 
-# -- shutdown and TTL (§6.2.3) ----------------------------------------------------------------------------
+# -- shutdown and TTL ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -512,7 +512,7 @@ def test_shutdown_and_ttl(task: dict[str, Any], config: dict[str, Any], expected
     assert spec.get("ttlSecondsAfterFinished") != 0
 
 
-# -- runtime env (§6.2.3) ---------------------------------------------------------------------------------
+# -- runtime env ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -542,7 +542,7 @@ def test_a_runtime_env_that_is_not_base64_json_fails_the_build(runtime_env: str)
         build(ray_custom(runtimeEnv=runtime_env))
 
 
-# -- entrypoint and submitter (§6.2.3) --------------------------------------------------------------------
+# -- entrypoint and submitter --------------------------------------------------------------------
 
 
 def test_the_entrypoint_is_the_rendered_args_joined_with_empty_ones_quoted() -> None:

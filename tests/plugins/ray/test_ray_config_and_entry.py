@@ -1,4 +1,4 @@
-"""The ``plugins.ray`` section (k8s-plugins.md §6.1), the plugin's registration (§1.1) and the contract
+"""The ``plugins.ray`` section, the plugin's registration and the contract
 check."""
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def test_unknown_keys_and_bad_values_are_rejected_naming_the_path(text: str) -> 
 
 
 def test_a_remote_cluster_is_refused_rather_than_ignored() -> None:
-    # Deviation: the remote Ray cluster (§6.6) is not supported; enabling it is a config error.
+    # Deviation: the remote Ray cluster is not supported; enabling it is a config error.
     with pytest.raises(ConfigError) as info:
         load("plugins:\n  ray:\n    remoteClusterConfig: {enabled: true, endpoint: 'https://far:6443'}\n")
     assert str(info.value).startswith("plugins.ray.remoteClusterConfig.enabled")

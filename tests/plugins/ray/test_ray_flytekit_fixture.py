@@ -1,5 +1,5 @@
 """A flytekitplugins-ray task, serialized by flytekit (fixtures/make_ray_fixture.py), rendered through
-``templateFile:`` as the RayJob Flyte would create (k8s-plugins.md §10 item 6, §6.2)."""
+``templateFile:`` as the RayJob Flyte would create."""
 
 from __future__ import annotations
 

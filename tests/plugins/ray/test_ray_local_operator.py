@@ -1,4 +1,4 @@
-"""KubeRay for the embedded cluster (k8s-plugins.md §6.5): validation, the RayCluster and its pods, the
+"""KubeRay for the embedded cluster: validation, the RayCluster and its pods, the
 submitter Job, the RayJob's status as KubeRay writes it, TTL shutdown and deletion. The head and worker
 pods run the stand-in processes and the submitter the entrypoint, as local processes."""
 

@@ -1,4 +1,4 @@
-"""The RayJob's phase and log links (k8s-plugins.md §6.3, §6.4), for statuses as KubeRay 1.5.1 writes them."""
+"""The RayJob's phase and log links, for statuses as KubeRay 1.5.1 writes them."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_the_first_scheduling_report_after_launch_is_queued_version_one() -> Non
     assert again.version == 0
 
 
-# -- log links (§6.4) -------------------------------------------------------------------------------------
+# -- log links -------------------------------------------------------------------------------------
 
 
 def test_ray_jobs_have_no_log_links_unless_configured() -> None:

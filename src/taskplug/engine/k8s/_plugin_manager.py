@@ -62,6 +62,7 @@ from taskplug.engine.k8s._events import EventWatcher
 from taskplug.engine.k8s._informer import Informer, InformerFactory
 from taskplug.engine.k8s._monitor import K8sMetrics, ResourceLevelMonitor
 from taskplug.k8s import (
+    ATTEMPT_ANNOTATION,
     FINALIZER,
     K8S_SECTION,
     AbortBehavior,
@@ -77,8 +78,10 @@ from taskplug.k8s import (
     StaticPluginContext,
     add_object_metadata,
     api_error_of,
+    attempt_of,
     build_object,
     is_already_exists,
+    is_attempts_object,
     is_bad_request,
     is_conflict,
     is_forbidden,
@@ -87,6 +90,7 @@ from taskplug.k8s import (
     is_request_entity_too_large,
     owner_key_of,
     registered_kind,
+    stamp_attempt,
 )
 
 __all__ = [
@@ -506,6 +510,9 @@ class PluginManager:
                 PhaseInfo.failure("FailedToBuildResource", f"could not build resource for task: {e}")
             )
         rtype = self._rtype_for(obj)
+        # Deviation: the object names its attempt (an annotation): an object that already exists under its
+        # name is adopted only when it names this attempt (Flyte adopts whatever AlreadyExists).
+        stamp_attempt(obj, tctx.metadata)
 
         async def create() -> KubeObject:
             return await self.kube_client.create(rtype, obj)
@@ -523,7 +530,68 @@ class PluginManager:
         except Exception as err:
             if not is_already_exists(err):
                 return self._classify_create_error(err)
+            foreign = await self._foreign_at_create(tctx, rtype, obj)
+            if foreign is not None:
+                return Transition.to(foreign)
         return Transition.to(PhaseInfo.queued(self.clock.now(), 0, "task submitted to K8s"))
+
+    async def _foreign_at_create(
+        self, tctx: TaskExecutionContext, rtype: ResourceType, obj: KubeObject
+    ) -> PhaseInfo | None:
+        """The failure of an attempt whose object's name is taken by an object that is not its own (None
+        when the existing object is this attempt's: a replayed create, adopted). The foreign object is left
+        as it is, and :meth:`abort` and :meth:`finalize` leave it too."""
+        ns, name = _name_of(obj)
+        try:
+            existing = await self.kube_client.get(rtype, ns, name)
+        except Exception as e:
+            # Gone again (or unreadable): the round cannot decide; the next one creates it anew.
+            raise PluginError(
+                ErrorCode.SYSTEM_ERROR,
+                f"{rtype.kind} [{ns}/{name}] already exists but cannot be read",
+                cause=e,
+            ) from e
+        if is_attempts_object(existing, tctx.metadata):
+            return None
+        stamped = ((existing.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+        return PhaseInfo.system_retryable_failure(
+            "ResourceOwnedByAnother",
+            f"{rtype.kind} [{ns}/{name}] already exists and was not created for this attempt "
+            f"(its {ATTEMPT_ANNOTATION} is {stamped!r}, this attempt is {attempt_of(tctx.metadata)!r}): "
+            "it is left alone and this attempt fails",
+        )
+
+    async def _is_own(self, tctx: TaskExecutionContext, resource: Mapping[str, Any]) -> bool:
+        """Whether the object under ``resource``'s name is this attempt's (or there is none): what abort and
+        finalize may delete or patch. The informer's copy decides when it has one, else one GET."""
+        ns, name = _name_of(resource)
+        rtype = self._rtype_for(resource)
+        current = self.informer.get(ns, name) if rtype == self.rtype else None
+        if current is None:
+            try:
+                current = await self.kube_client.get(rtype, ns, name)
+            except Exception as e:
+                if is_not_found(e):
+                    return True  # nothing there: deleting it is a no-op
+                raise
+        if is_attempts_object(current, tctx.metadata):
+            return True
+        log.warning("%s [%s/%s] was not created for this attempt: left alone", rtype.kind, ns, name)
+        return False
+
+    async def _is_own_or_cleanup_error(
+        self, tctx: TaskExecutionContext, resource: KubeObject, failed_to: str
+    ) -> bool:
+        """:meth:`_is_own`, its failure a :class:`CleanupError` worded as the cleanup it prevents."""
+        try:
+            return await self._is_own(tctx, resource)
+        except Exception as e:
+            ns, name = _name_of(resource)
+            raise CleanupError(
+                f"{failed_to} resource with name [{ns}/{name}]. Error: {e}",
+                leftovers=[_ref(resource, self.rtype)],
+                cause=e,
+            ) from e
 
     def _classify_create_error(self, err: Exception) -> Transition:
         text = str(err)
@@ -609,6 +677,8 @@ class PluginManager:
         except Exception:
             log.exception("abort: failed to build the resource to abort")
             return
+        if not await self._is_own_or_cleanup_error(tctx, resource, "abort: failed to delete"):
+            return  # another attempt's (a name taken before this attempt's create): not ours to abort
         target = resource
         delete = True
         behavior: AbortBehavior | None = None
@@ -677,23 +747,38 @@ class PluginManager:
         errors: list[str] = []
         first_error: Exception | None = None
         ns, name = _name_of(resource)
-        last_error = await self._remove_finalizer(resource)
-        if last_error is not None:
-            errors.append(
-                f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
-                f"Error: {last_error}"
-            )
-            first_error = last_error
-        if (
+        deleting = (
             self.config.delete_resource_on_finalize
             and not self.properties.disable_delete_resource_on_finalize
-        ):
-            try:
-                await self._delete(resource)
-            except Exception as e:
-                if not is_not_found(e):
-                    errors.append(f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}")
-                    first_error = first_error or e
+        )
+        try:
+            own = await self._is_own(tctx, resource)
+        except Exception as e:
+            # Whose it is cannot be told: neither step is taken, and both are reported as not done.
+            own, first_error = False, e
+            errors.append(
+                f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
+                f"Error: {e}"
+            )
+            if deleting:
+                errors.append(f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}")
+        if own:
+            last_error = await self._remove_finalizer(resource)
+            if last_error is not None:
+                errors.append(
+                    f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
+                    f"Error: {last_error}"
+                )
+                first_error = last_error
+            if deleting:
+                try:
+                    await self._delete(resource)
+                except Exception as e:
+                    if not is_not_found(e):
+                        errors.append(
+                            f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}"
+                        )
+                        first_error = first_error or e
         if errors:
             # Deviation: Flyte returns an untyped multi-error; here it is one error naming every part and the
             # object that may be left behind (with our finalizer, or undeleted).

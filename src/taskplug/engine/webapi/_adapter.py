@@ -24,7 +24,8 @@ timer. Without ``enqueue`` the task still progresses, one resync period at a tim
 Persisting before the create: the adapters can be given ``before_create`` (:data:`BeforeCreate`), awaited
 after the write rate limit and right before ``create`` (the launch step) or a sync plugin's ``do``. Neither
 call is idempotent, so an executor replica uses it to record, fenced by its claim, that the call is about
-to be made (service notes §3.4, 6); when it raises (the execution is no longer this replica's), the round
+to be made (docs/service.md, "No object created twice", item 6); when it raises (the execution is no longer
+this replica's), the round
 errors and nothing is called.
 
 Deviations:

@@ -1,7 +1,7 @@
 """The dask operator for the embedded local cluster: it really runs the Dask cluster and the job.
 
 Follows the dask-kubernetes operator at commit abd02cd17b26 (``dask_kubernetes/operator/controller/
-controller.py``, k8s-plugins.md §7.4), with the names, labels and environment it gives things:
+controller.py``), with the names, labels and environment it gives things:
 
 * a new DaskJob gets ``status.jobStatus: JobCreated``;
 * on ``JobCreated`` it creates the DaskCluster named exactly like the job (labels and annotations from

@@ -1,6 +1,6 @@
 """The Dask plugin: a ``dask`` task as a dask-kubernetes ``DaskJob``.
 
-Follows flyteplugins/go/tasks/plugins/k8s/dask/dask.go (k8s-plugins.md §7). The task's ``custom`` is a
+Follows flyteplugins/go/tasks/plugins/k8s/dask/dask.go. The task's ``custom`` is a
 ``flyteidl.plugins.DaskJob``. The job runner (the task's own container), the scheduler and the workers are
 three copies of the task's pod after the full pod pipeline (``taskplug.k8s``); the runner and the scheduler
 are always built non-interruptible (losing either loses the job), the workers follow the task. The dask

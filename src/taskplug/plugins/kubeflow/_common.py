@@ -1,7 +1,7 @@
 """What the PyTorch, TensorFlow and MPI plugins share: reading ``custom``, building replica specs, the run
 policy, and mapping a job's status and pods to a phase with log links.
 
-Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/common/common_operator.go (k8s-plugins.md §1.2, §2).
+Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/common/common_operator.go.
 Everything here is a pure function of the task context, the platform's pod config and the time handed in.
 
 A replica spec is the task's whole pod, built once per replica through the pod pipeline

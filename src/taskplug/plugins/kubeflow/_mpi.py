@@ -1,7 +1,7 @@
 """The MPI plugin: an ``mpi`` task as a training-operator ``MPIJob`` (one launcher running ``mpirun``, and
 workers).
 
-Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi/mpi.go (k8s-plugins.md §5). ``custom`` is a
+Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/mpi/mpi.go. ``custom`` is a
 ``flyteidl.plugins.DistributedMPITrainingTask`` (version 0: counts, slots, and the worker command in the
 template config ``worker_spec_command``) or a ``flyteidl.plugins.kubeflow.DistributedMPITrainingTask``
 (version 1: launcher and worker replica specs, each with an optional command, a run policy, slots).

@@ -1,7 +1,7 @@
 """The three kubeflow plugins (``pytorch``, ``tensorflow``, ``mpi``) and their registrations.
 
 Follows the ``init()`` registrations and ``GetProperties`` / ``BuildIdentityResource`` / ``GetTaskPhase``
-of flyteplugins/go/tasks/plugins/k8s/kfoperators/{pytorch,tensorflow,mpi} (k8s-plugins.md §1.1): none is a
+of flyteplugins/go/tasks/plugins/k8s/kfoperators/{pytorch,tensorflow,mpi}: none is a
 default plugin; each watches its job kind; PyTorch asks the plugin manager for the *earliest* error
 aggregation when ``plugins.k8s.enable-distributed-error-aggregation`` is on. Each entry brings a training
 operator for the embedded cluster (``_local_operator``), so ``taskplug run`` can run these tasks.

@@ -1,6 +1,6 @@
 """The PyTorch plugin: a ``pytorch`` task as a training-operator ``PyTorchJob`` (master + workers, or elastic).
 
-Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/pytorch/pytorch.go (k8s-plugins.md §3). ``custom`` is a
+Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/pytorch/pytorch.go. ``custom`` is a
 ``flyteidl.plugins.DistributedPyTorchTrainingTask`` (task type version 0: a worker count and an optional
 elastic config) or a ``flyteidl.plugins.kubeflow.DistributedPyTorchTrainingTask`` (version 1, what flytekit
 1.16 sends: one replica spec for the master and one for the workers, a run policy, an elastic config).

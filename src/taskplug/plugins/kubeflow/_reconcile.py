@@ -1,7 +1,7 @@
 """The training operator's rules, as pure functions: which pods and services a job needs, how each pod is
 configured, and what the job's status says given its pods.
 
-Follows github.com/kubeflow/training-operator v1.8.0 (k8s-plugins.md §2.5): ``pkg/controller.v1/common``
+Follows github.com/kubeflow/training-operator v1.8.0: ``pkg/controller.v1/common``
 (``ReconcileJobs``, ``ReconcilePods``, ``CreateNewService``, ``DeletePodsAndServices``, ``CleanupJob``),
 ``pkg/core`` (replica statuses, back-off limit, active deadline, restart policy), ``pkg/util/status.go``
 (conditions), the PyTorch controller (``setPodEnv``, master and elastic env, ``UpdateJobStatus``), the

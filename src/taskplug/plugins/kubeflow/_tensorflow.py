@@ -1,7 +1,7 @@
 """The TensorFlow plugin: a ``tensorflow`` task as a training-operator ``TFJob`` (chief, workers, parameter
 servers, evaluator).
 
-Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/tensorflow/tensorflow.go (k8s-plugins.md §4).
+Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/tensorflow/tensorflow.go.
 ``custom`` is a ``flyteidl.plugins.DistributedTensorflowTrainingTask`` (version 0: counts) or a
 ``flyteidl.plugins.kubeflow.DistributedTensorflowTrainingTask`` (version 1: a replica spec per role).
 """

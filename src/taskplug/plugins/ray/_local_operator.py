@@ -1,7 +1,7 @@
 """KubeRay for the embedded local cluster: it really runs the Ray cluster's pods and the job's entrypoint.
 
 Follows KubeRay v1.5.1's RayJob and RayCluster controllers (``ray-operator/controllers/ray/
-{rayjob_controller.go, raycluster_controller.go, common/pod.go, common/job.go}``, k8s-plugins.md §6.5), with
+{rayjob_controller.go, raycluster_controller.go, common/pod.go, common/job.go}``), with
 the names, labels and environment KubeRay gives things:
 
 * validation first: an invalid RayJob (name longer than 47 characters or not a DNS-1035 label, a negative

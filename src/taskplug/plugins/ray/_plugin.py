@@ -1,6 +1,6 @@
 """The Ray plugin: a ``ray`` task as a KubeRay ``RayJob``.
 
-Follows flyteplugins/go/tasks/plugins/k8s/ray/ray.go (k8s-plugins.md §6). The task's ``custom`` is a
+Follows flyteplugins/go/tasks/plugins/k8s/ray/ray.go. The task's ``custom`` is a
 ``flyteidl.plugins.RayJob``. The head, every worker group and the submitter are copies of the task's pod
 after the full pod pipeline (``taskplug.k8s``): head and workers with the primary container renamed
 ``ray-head`` / ``ray-worker`` and its args cleared (KubeRay writes the ``ray start`` command), the

@@ -2,20 +2,20 @@
 array handler drives its sub-nodes (flytepropeller/pkg/controller/nodes/array/handler.go, with the element
 side of nodes/executor.go and nodes/task/handler.go).
 
-The rules are :mod:`taskplug.executor._arraynode`'s; this module does the I/O around them, one round at a
+The rules are :mod:`taskplug.executor.nodes._array_rules`'s; this module does the I/O around them, one round at a
 time (the executor calls :meth:`ArrayRun.round` whenever the execution is woken):
 
 * **None** — validate the inputs and size the node (R1), write the node's ``inputs.pb`` (full lists), send the
   Queued event listing every element, move to Executing.
 * **Executing** — choose the window (R4), evaluate its elements concurrently (bounded by
   ``node-execution-worker-count``): each element's plugin ``handle`` with a context built as propeller
-  builds an element's (its generated name §3.2, paths §3.3, index variables §3.4, its slice of the inputs
-  §3.5, the de-listed template §3.6); decide each element's end (success after its outputs are checked, a
-  retry under separate user and system budgets §3.8, or a failure); save those decisions and flush them
+  builds an element's (its generated name, paths, index variables, its slice of the inputs, the
+  de-listed template); decide each element's end (success after its outputs are checked, a
+  retry under separate user and system budgets, or a failure); save those decisions and flush them
   *before* any object is aborted or finalized, then clean up; count, and move on (R7–R10); send one event
-  for the round listing the elements that changed (§6.1).
+  for the round listing the elements that changed.
 * **Failing** — abort and finalize every element still running, fail with the elements' errors (R13).
-* **Succeeding** — gather the outputs in element order, ``none`` where an element did not succeed (§4.2).
+* **Succeeding** — gather the outputs in element order, ``none`` where an element did not succeed.
 
 Deviations from propeller, each for a reason:
 
@@ -27,7 +27,7 @@ Deviations from propeller, each for a reason:
   fails its attempt after ``max-round-errors`` rounds in a row.
 * Deviation: The node's error lists every failed element's error, each kept from the round it failed;
   propeller overwrites its message each round while an element is Failing and keeps only that round's
-  messages, so the first error can be lost (§9.1).
+  messages, so the first error can be lost.
 * Deviation: An element's cleanup (abort, finalize) that keeps failing is retried for
   ``executor.max-round-errors`` rounds in a row, then given up, as a single task's is: the node aborts what
   still runs (within the same bound) and ends PermanentFailure ``CleanupFailed`` (kind SYSTEM), naming every
@@ -35,7 +35,7 @@ Deviations from propeller, each for a reason:
   failing cleanup every round until the workflow's own retries run out).
 * Deviation: A succeeded element's outputs are checked when it succeeds (error.pb first, then every
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
-  than shifting later outputs down a place (§9.2).
+  than shifting later outputs down a place.
 
 (The element's kept plugin state is ``ElementRecord``'s deviation.)
 """
@@ -46,8 +46,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, timedelta
-from typing import Any, Protocol, runtime_checkable
+from datetime import UTC
+from typing import Any
 
 from flyteidl.core import literals_pb2
 
@@ -60,102 +60,41 @@ from taskplug.core import (
     PhaseInfo,
     Plugin,
     PluginError,
-    ResourceManager,
     StaticTaskExecutionContext,
-    format_go_duration,
+    TaskExecutionContext,
     literal_map_to_plain,
 )
-from taskplug.executor._arraynode import (
+from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
+from taskplug.executor._store import ElementRecord, Event, ExecutionRecord
+from taskplug.executor.nodes._array_context import ElementContext, array_paths, element_parts
+from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
     ArrayNodePhase,
-    ArrayNodeSettings,
     ErrorCollector,
-    NodePhase,
     array_size,
     count_phases,
-    decide_retry,
     delisted_template,
     element_generated_name,
     element_unique_id,
-    error_json,
     external_resource_id,
     gather_outputs,
     infer_parallelism,
     min_successes_for,
     next_array_phase,
     remaining_parallelism,
-    retries_exhausted,
     task_phase_for_node_phase,
     window,
 )
-from taskplug.executor._arraytasks import ElementContext, array_paths, element_parts
-from taskplug.executor._datastore import DataStore
-from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
-from taskplug.executor._store import ElementRecord, Event, ExecutionRecord, StateStore
+from taskplug.executor.nodes._host import NodeHost, flush_store
+from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._retry import max_attempts_for
+from taskplug.executor.nodes._settings import RunSettings
+from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState, error_json
+from taskplug.executor.nodes._task import TaskHandler
 
-__all__ = ["CLEANUP_FAILED", "ArrayHost", "ArrayRun", "ArrayRunSettings", "AsyncFlush", "flush_store"]
+__all__ = ["ArrayRun"]
 
 log = logging.getLogger(__name__)
-
-CLEANUP_FAILED = "CleanupFailed"
-"""The error code of an execution whose cleanup (abort, finalize) failed ``executor.max-round-errors`` times
-in a row and was given up (a single task's, or a map element's)."""
-
-
-@runtime_checkable
-class AsyncFlush(Protocol):
-    """An optional capability of a state store: a flush that may wait, so that concurrent callers share one
-    commit (``PostgresStateStore`` groups them into one batch statement)."""
-
-    async def aflush(self) -> None: ...
-
-
-async def flush_store(store: StateStore) -> None:
-    """Put ``store``'s pending writes on disk before going on (before anything is deleted, before waiters
-    are released): through its ``aflush`` when it has one, else its ``flush``."""
-    if isinstance(store, AsyncFlush):
-        await store.aflush()
-    else:
-        store.flush()
-
-
-class ArrayHost(Protocol):
-    """What an ArrayNode needs of the executor running it."""
-
-    data: DataStore
-    store: StateStore
-    clock: Clock
-    resource_manager: ResourceManager | None
-
-    def emit(self, key: str, event: Event) -> None:
-        """Store ``event`` for execution ``key`` and tell the listener."""
-        ...
-
-    def index_generated_name(self, name: str, key: str) -> None:
-        """Let ``enqueue_task_execution(name)`` wake execution ``key``."""
-        ...
-
-    def unindex_generated_name(self, name: str) -> None: ...
-
-    def wake(self, key: str) -> None: ...
-
-    def wake_after(self, key: str, seconds: float) -> None: ...
-
-    def finish(self, key: str) -> None:
-        """The execution reached its terminal phase (saved, flushed, waiters released)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayRunSettings:
-    """The executor settings an ArrayNode uses."""
-
-    data_root: str
-    resync_period: float
-    max_system_failures: int
-    max_round_errors: int
-    max_plugin_phase_versions: int
-    array: ArrayNodeSettings
 
 
 @dataclass(slots=True)
@@ -167,6 +106,7 @@ class _Step:
     entry: dict[str, Any] | None = None  # its external-resource entry for the round's event
     error: bool = False  # the plugin could not decide (nothing changed)
     retried: bool = False  # its attempt ended and the next one is due
+    next_round_in: float | None = None  # when the element wants its next round without an event
 
 
 def _now_iso(clock: Clock) -> str:
@@ -178,11 +118,11 @@ class ArrayRun:
 
     def __init__(
         self,
-        host: ArrayHost,
+        host: NodeHost,
         spec: ExecutionSpec,
         record: ExecutionRecord,
         plugin: Plugin,
-        settings: ArrayRunSettings,
+        settings: RunSettings,
     ) -> None:
         assert spec.array is not None
         self.host = host
@@ -213,14 +153,9 @@ class ArrayRun:
         self.node_id = tid.node_execution_id.node_id or "n0"
         self.node_attempt = tid.retry_attempt
         self.data_dir, self.output_dir = array_paths(spec, settings.data_root)
-        self.max_attempts = (
-            self.array.min_attempts
-            if self.array.min_attempts is not None and self.array.min_attempts != 1
-            else settings.array.default_max_attempts
-        )
+        self.max_attempts = max_attempts_for(self.array.min_attempts, host.step.settings.default_max_attempts)
         self._contexts: dict[int, ElementContext] = {}
-        self._round_errors: dict[int, int] = {}
-        self._cleanup_errors: dict[int, int] = {}  # consecutive failed cleanups (abort, finalize) per element
+        self._runtimes: dict[int, NodeRuntime] = {}  # each element's in-memory counters
         # A cleanup given up (executor.max-round-errors): the message and what may be left behind.
         self._given_up: dict[str, Any] | None = state.get("cleanupFailed")
         self._names: dict[int, str] = {}
@@ -247,39 +182,6 @@ class ArrayRun:
         if self._given_up is not None:
             self.record.array["cleanupFailed"] = self._given_up
         self.host.store.save(self.record)
-
-    def _cleanup_failed(self, element: ElementRecord, error: Exception, step: str, decided: str) -> bool:
-        """Count a failed cleanup of ``element``; True when it reached ``max-round-errors`` in a row and is
-        given up (its leftovers noted for the node's end, as a single task's ``CleanupFailed``)."""
-        index = element.index
-        count = self._cleanup_errors.get(index, 0) + 1
-        self._cleanup_errors[index] = count
-        log.warning("%s[%d]: %s failed (%d in a row): %s", self.key, index, step, count, error)
-        if count < self.settings.max_round_errors:
-            return False
-        self._cleanup_errors.pop(index, None)
-        leftovers = [dict(o) for o in getattr(error, "leftovers", ()) if isinstance(o, dict)]
-        log.error("%s[%d]: cleanup given up: %s", self.key, index, error)
-        for o in leftovers:
-            log.error(
-                "%s[%d]: left behind: %s %s/%s",
-                self.key,
-                index,
-                o.get("kind"),
-                o.get("namespace"),
-                o.get("name"),
-            )
-        given_up = self._given_up or {"messages": [], "leftovers": []}
-        given_up["messages"].append(
-            f"element {index}: the attempt ended ({decided}) but its cleanup failed {count} times in a row "
-            f"(executor.max-round-errors) and was given up; last {step} error: {error}"
-        )
-        given_up["leftovers"].extend(leftovers)
-        self._given_up = given_up
-        element.closing = None
-        self._unindex(index)
-        self._contexts.pop(index, None)
-        return True
 
     def _cleanup_failed_error(self) -> dict[str, Any]:
         """The node's end when a cleanup was given up: ``CleanupFailed`` (SYSTEM), every given-up element in
@@ -327,6 +229,22 @@ class ArrayRun:
         """Stop routing any element's events to this node (the executor forgets it)."""
         for index in list(self._names):
             self._unindex(index)
+
+    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+        """(index, retry attempt) of the element whose context ``tctx`` is: an element's context names its
+        node ``n<index>`` and carries its retry attempt (``element_parts``), checked against the generated
+        name the node gives that element's attempt, so a context of anything else is refused."""
+        task = tctx.metadata.task_execution_id
+        node_id = task.id.node_execution_id.node_id
+        attempt = task.id.retry_attempt
+        digits = node_id[1:]
+        index = int(digits) if node_id.startswith("n") and digits.isdigit() else -1
+        if not 0 <= index < self.size or self.generated_name(index, attempt) != task.generated_name:
+            raise PluginError(
+                ErrorCode.SYSTEM_ERROR,
+                f"[{task.generated_name}] is no element of map task {self.key}: nothing is created",
+            )
+        return index, attempt
 
     def _unindex(self, index: int) -> None:
         old = self._names.pop(index, None)
@@ -499,20 +417,12 @@ class ArrayRun:
         return any(NodePhase(e.node_phase) is NodePhase.NOT_YET_STARTED for e in self.elements)
 
     def _next_wake(self, steps: Sequence[_Step], closed: Sequence[_Step]) -> float:
-        """When the next round is due without an event: the resync period, sooner for an attempt's timeout,
-        a plugin that could not decide (backing off as a single task does) or a cleanup that failed."""
+        """When the next round is due without an event: the resync period, sooner for an element's deadline,
+        a plugin that could not decide or a cleanup that failed (each backing off as a single task does)."""
         delay = self.settings.resync_period
-        errors = [self._round_errors.get(s.index, 0) for s in steps if s.error]
-        if errors:
-            delay = min(delay, 2.0 ** max(errors) * 0.05)
-        if any(self.elements[s.index].closing is not None for s in closed):
-            delay = min(delay, 1.0)
-        timeout = self.array.timeout
-        if timeout is not None:
-            now = self.host.clock.now().timestamp()
-            for element in self.elements:
-                if element.started_at is not None and not NodePhase(element.node_phase).is_terminal:
-                    delay = min(delay, max(element.started_at + timeout - now, 0.0))
+        for step in (*steps, *closed):
+            if step.next_round_in is not None:
+                delay = min(delay, step.next_round_in)
         return delay
 
     async def _bounded(self, indices: Sequence[int], work: Callable[[int], Awaitable[_Step]]) -> list[_Step]:
@@ -531,67 +441,58 @@ class ArrayRun:
         return results
 
     # -- one element ------------------------------------------------------------------------------------
+    def _runtime(self, index: int) -> NodeRuntime:
+        runtime = self._runtimes.get(index)
+        if runtime is None:
+            runtime = self._runtimes[index] = NodeRuntime()
+        return runtime
+
+    def _label(self, index: int) -> str:
+        return f"{self.key}[{index}]"
+
+    def _handler(self, element: ElementRecord) -> TaskHandler:
+        """The element's task handler for this round: a child task node, run through the node step."""
+        tctx = self.task_context(element)
+        prepare = None
+        if self.needs_template_file:
+
+            async def prepare(node: NodeState) -> None:
+                if node.task_phase == int(Phase.UNDEFINED):
+                    await self.host.data.write(
+                        tctx.task_reader.path, self.element_template.SerializeToString()
+                    )
+
+        return TaskHandler(
+            plugin=self.plugin,
+            tctx=tctx,
+            data=self.host.data,
+            max_plugin_phase_versions=self.settings.max_plugin_phase_versions,
+            prepare=prepare,
+        )
+
     async def _evaluate(self, index: int) -> _Step:
         element = self.elements[index]
         step = _Step(index)
         if element.closing is not None:
             return step  # decided, only its cleanup is left (below)
-        now = self.host.clock.now().timestamp()
-        if NodePhase(element.node_phase) is NodePhase.NOT_YET_STARTED:
-            element.node_phase = int(NodePhase.RUNNING)
-            step.changed = True
-        if element.started_at is None:
-            element.started_at = now
-            step.changed = True
+        if self.record.abort_requested and NodePhase(element.node_phase) is NodePhase.NOT_YET_STARTED:
+            # An abort arrived while this round runs: start nothing more (the next round aborts what runs).
+            return step
         self._index(element)
-        tctx = self.task_context(element)
-        timeout = self.array.timeout
-        if timeout is not None and now - element.started_at >= timeout:
-            # nodes/executor.go execute: the attempt's execution deadline passed; the object is aborted.
-            info = PhaseInfo.retryable_failure_with_cleanup(
-                "TimeoutExpired",
-                f"task execution timeout [{format_go_duration(timedelta(seconds=timeout))}] expired",
-            )
-        else:
-            if self.needs_template_file and element.task_phase == int(Phase.UNDEFINED):
-                await self.host.data.write(tctx.task_reader.path, self.element_template.SerializeToString())
-            try:
-                transition = await self.plugin.handle(tctx)
-            except Exception as e:  # the plugin could not decide this round
-                errors = self._round_errors.get(index, 0) + 1
-                self._round_errors[index] = errors
-                log.warning("%s[%d]: round error %d: %s", self.key, index, errors, e)
-                if errors < self.settings.max_round_errors:
-                    step.error = True
-                    return step
-                self._round_errors.pop(index, None)
-                code = e.code if isinstance(e, PluginError) else ErrorCode.SYSTEM_ERROR
-                info = PhaseInfo.system_retryable_failure(
-                    str(code), f"the plugin failed {errors} rounds in a row: {e}"
-                )
-            else:
-                self._round_errors.pop(index, None)
-                info = transition.info
-                written, version, state = tctx.plugin_state.written
-                if written:
-                    element.state_version = version
-                    element.plugin_state = dict(state) if state is not None else None
-                    step.changed = True
-                if (
-                    info.phase == Phase(element.task_phase)
-                    and info.version > self.settings.max_plugin_phase_versions
-                ):
-                    info = PhaseInfo.system_failure(
-                        ErrorCode.TOO_MANY_PLUGIN_PHASE_VERSIONS,
-                        f"plugin phase version {info.version} exceeds tasks.max-plugin-phase-versions "
-                        f"({self.settings.max_plugin_phase_versions})",
-                    )
-        element.cleanup_on_failure = element.cleanup_on_failure or info.cleanup_on_failure
-        if info.phase is Phase.SUCCESS:
-            info = await self._check_success(element, tctx, info)
-        if info.phase.is_failure or info.phase is Phase.ABORTED:
-            info = await self._decide_failure(element, tctx, info)
-        self._record(element, info, step)
+        evaluation = await self.host.step.evaluate(
+            element,
+            self._handler(element),
+            self._runtime(index),
+            label=self._label(index),
+            max_attempts=self.max_attempts,
+            time_limit=self.array.timeout,
+        )
+        step.changed = evaluation.changed
+        step.next_round_in = evaluation.next_round_in
+        if evaluation.info is None:  # the plugin could not decide: evaluated again after a back-off
+            step.error = True
+            return step
+        self._record(element, evaluation.info, step)
         return step
 
     def _record(self, element: ElementRecord, info: PhaseInfo, step: _Step) -> None:
@@ -612,123 +513,42 @@ class ArrayRun:
         step.changed = True
         step.entry = self._entry(element, phase, logs=logs)
 
-    async def _check_success(
-        self, element: ElementRecord, tctx: StaticTaskExecutionContext, info: PhaseInfo
-    ) -> PhaseInfo:
-        """A pod that succeeded may be a task that failed (flytekit writes error.pb and exits 0), or one that
-        wrote no outputs: as Flyte's task handler does, look for the error document, then the outputs."""
-        output_prefix = tctx.output_writer.output_prefix
-        found = await self.host.data.read_error_recoverable(f"{output_prefix}/error.pb")
-        if found is not None:
-            error, recoverable = found
-            return PhaseInfo(
-                Phase.RETRYABLE_FAILURE if recoverable else Phase.PERMANENT_FAILURE, 0, None, error
-            )
-        outputs_path = f"{output_prefix}/outputs.pb"
-        writer = tctx.output_writer
-        try:
-            if writer.reader is not None:
-                outputs = await writer.reader.read()
-                if outputs is not None:
-                    # In-memory outputs (web-API plugins, echo) go where the gather reads every element's.
-                    await self.host.data.write(outputs_path, outputs.SerializeToString())
-            else:
-                outputs = await self.host.data.read_outputs(outputs_path)
-        except ValueError as e:
-            return PhaseInfo.failure("OutputsNotFound", str(e))
-        declared = (
-            list(self.element_template.interface.outputs.variables)
-            if self.element_template.HasField("interface")
-            else []
-        )
-        if declared:
-            if outputs is None:
-                return PhaseInfo.failure(
-                    "OutputsNotFound", f"Outputs not generated by task execution (expected {outputs_path})"
-                )
-            missing = sorted(set(declared) - set(outputs.literals))
-            if missing:
-                return PhaseInfo.failure(
-                    "OutputsNotFound", f"the task wrote {outputs_path} without output(s) {missing}"
-                )
-        element.closing = {"retry": False, "cleanup": False, "phase": int(NodePhase.SUCCEEDED)}
-        element.node_phase = int(NodePhase.SUCCEEDING)
-        element.error = None
-        return info
-
-    async def _decide_failure(
-        self, element: ElementRecord, tctx: StaticTaskExecutionContext, info: PhaseInfo
-    ) -> PhaseInfo:
-        err = info.err or ExecutionError(
-            ErrorCode.TASK_FAILED_UNKNOWN_ERROR, "the task failed with no error", ErrorKind.SYSTEM
-        )
-        if err.kind is ErrorKind.USER and err.code != "TimeoutExpired":
-            document = await self.host.data.read_error(f"{tctx.output_writer.output_prefix}/error.pb")
-            if document is not None:
-                # flytekit writes the user's exception here; it says more than the pod's exit code.
-                err = ExecutionError(document.code or err.code, document.message, document.kind)
-        cleanup = element.cleanup_on_failure
-        if info.phase is Phase.RETRYABLE_FAILURE:
-            decision = decide_retry(
-                kind=err.kind,
-                attempts=element.attempts,
-                system_failures=element.system_failures,
-                max_attempts=self.max_attempts,
-                max_system_failures=self.settings.max_system_failures,
-                ignore_retry_cause=self.settings.array.ignore_retry_cause,
-            )
-            if err.kind is ErrorKind.SYSTEM:
-                element.system_failures += 1
-            if decision.retry:
-                element.error = error_json(err)
-                element.closing = {"retry": True, "cleanup": cleanup, "phase": int(NodePhase.RUNNING)}
-                element.node_phase = int(NodePhase.RETRYABLE_FAILURE)
-                return PhaseInfo(Phase.RETRYABLE_FAILURE, 0, info.info, err, info.reason)
-            err = retries_exhausted(err, decision)
-        elif err.kind is ErrorKind.SYSTEM:
-            # Deviation: propeller counts a permanent SYSTEM failure twice (and a count past its compact
-            # array's width panics every round after, §9.14); it is one failure, counted once.
-            element.system_failures += 1
-        element.error = error_json(err)
-        element.closing = {"retry": False, "cleanup": cleanup, "phase": int(NodePhase.FAILED)}
-        element.node_phase = int(NodePhase.FAILING)
-        return PhaseInfo(Phase.PERMANENT_FAILURE, 0, info.info, err, info.reason)
+    def _given_up_cleanup(self, element: ElementRecord, given_up: GivenUp, decided: str) -> None:
+        """Note an element whose cleanup was given up, for the node's ``CleanupFailed`` end (as a single
+        task's): the element ends, what may be left behind is listed."""
+        given = self._given_up or {"messages": [], "leftovers": []}
+        given["messages"].append(f"element {element.index}: {given_up.describe(decided)}")
+        given["leftovers"].extend(given_up.leftovers)
+        self._given_up = given
+        element.closing = None
+        self._unindex(element.index)
+        self._contexts.pop(element.index, None)
 
     async def _close(self, index: int) -> _Step:
         """Finish a decided element: abort its object when due, finalize, then retry or end it."""
         element = self.elements[index]
         step = _Step(index)
-        closing = element.closing
-        if closing is None:
+        if element.closing is None:
             return step
-        tctx = self.task_context(element)
-        action = "abort" if closing.get("cleanup") else "finalize"
-        try:
-            if closing.get("cleanup"):
-                await self.plugin.abort(tctx)
-            action = "finalize"
-            await self.plugin.finalize(tctx)
-        except Exception as e:
-            if self._cleanup_failed(element, e, action, str(Phase(element.task_phase))):
-                # Given up: the element ends failed (a retry is not started on top of what may be left).
-                element.node_phase = int(NodePhase.FAILED)
-                step.changed = True
+        decided = str(Phase(element.task_phase))
+        cleanup = await self.host.step.close(
+            element, self._handler(element), self._runtime(index), label=self._label(index)
+        )
+        if cleanup.given_up is not None:
+            # Given up: the element ends failed (a retry is not started on top of what may be left).
+            self._given_up_cleanup(element, cleanup.given_up, decided)
+            element.node_phase = int(NodePhase.FAILED)
+            step.changed = True
             return step
-        self._cleanup_errors.pop(index, None)
-        element.closing = None
+        if not cleanup.done:
+            step.next_round_in = cleanup.next_round_in
+            return step
         step.changed = True
-        if closing.get("retry"):
+        if cleanup.retried:
             step.retried = True
-            element.attempts += 1
-            element.node_phase = int(NodePhase.RUNNING)
-            element.task_phase, element.phase_version, element.reason = int(Phase.UNDEFINED), 0, ""
-            element.state_version, element.plugin_state = 0, None
-            element.started_at = None
-            element.cleanup_on_failure = False
             element.logs = None
             self._index(element)
         else:
-            element.node_phase = int(closing.get("phase", int(NodePhase.FAILED)))
             self._unindex(index)
             self._contexts.pop(index, None)
         return step
@@ -761,17 +581,12 @@ class ArrayRun:
 
         async def abort(index: int) -> _Step:
             element = self.elements[index]
-            tctx = self.task_context(element)
-            action = "abort"
-            try:
-                await self.plugin.abort(tctx)
-                action = "finalize"
-                await self.plugin.finalize(tctx)
-            except Exception as e:
+            cleanup = await self.host.step.clean_up(
+                self._handler(element), self._runtime(index), label=self._label(index), abort=True
+            )
+            if cleanup.given_up is not None:
                 decided = "Aborted" if self.record.abort_requested else str(Phase(element.task_phase))
-                if not self._cleanup_failed(element, e, action, decided):
-                    errors.collect(index, str(e))
-                    return _Step(index, error=True)
+                self._given_up_cleanup(element, cleanup.given_up, decided)
                 element.node_phase = int(
                     NodePhase.FAILED
                     if NodePhase(element.node_phase) is NodePhase.FAILING
@@ -781,12 +596,13 @@ class ArrayRun:
                     element, task_phase_for_node_phase(NodePhase(element.node_phase))
                 )
                 return _Step(index, changed=True)
-            self._cleanup_errors.pop(index, None)
+            if not cleanup.done:
+                errors.collect(index, str(cleanup.error))
+                return _Step(index, error=True)
             element.closing = None
             if NodePhase(element.node_phase) is NodePhase.SUCCEEDING:
-                element.node_phase = int(
-                    NodePhase.SUCCEEDED
-                )  # its outputs are checked; only cleanup was left
+                # Its outputs are checked; only cleanup was left.
+                element.node_phase = int(NodePhase.SUCCEEDED)
             elif NodePhase(element.node_phase) is NodePhase.FAILING:
                 element.node_phase = int(NodePhase.FAILED)
             else:

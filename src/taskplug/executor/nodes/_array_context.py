@@ -1,5 +1,5 @@
-"""An ArrayNode element's task-execution context, as propeller builds a sub-node's (§3.2–§3.6 of
-arraynode.md): flytepropeller/pkg/controller/nodes/array/{handler.go buildArrayNodeContext,
+"""An ArrayNode element's task-execution context, as propeller builds a sub-node's:
+flytepropeller/pkg/controller/nodes/array/{handler.go buildArrayNodeContext,
 node_execution_context.go, execution_context.go} and nodes/task/taskexec_context.go.
 
 Shared by the executor (``_arrayrun.py``, one context per element and round) and ``taskplug render`` /
@@ -23,7 +23,9 @@ from taskplug.core import (
     TaskExecutionID,
     TaskExecutionMetadata,
 )
-from taskplug.executor._arraynode import (
+from taskplug.executor._paths import normalize_root
+from taskplug.executor._spec import ExecutionSpec
+from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
     delisted_template,
     element_generated_name,
@@ -31,8 +33,6 @@ from taskplug.executor._arraynode import (
     element_unique_id,
     index_env,
 )
-from taskplug.executor._paths import normalize_root
-from taskplug.executor._spec import ExecutionSpec
 from taskplug.k8s import sanitize_label_value
 
 __all__ = ["ElementContext", "array_paths", "element_parts", "element_task_context"]
@@ -70,7 +70,7 @@ class ElementContext:
 
 
 def array_paths(spec: ExecutionSpec, data_root: str) -> tuple[str, str]:
-    """§3.3: the node's data dir (``inputs.pb``, element data dirs) and output dir (element outputs and the
+    """the node's data dir (``inputs.pb``, element data dirs) and output dir (element outputs and the
     node's own ``outputs.pb``)."""
     tid = spec.metadata.task_execution_id.id
     execution = tid.node_execution_id.execution_id
@@ -90,7 +90,7 @@ def element_parts(
     max_attempts: int = 1,
     element_template: Any = None,
 ) -> ElementContext:
-    """Element ``index``'s context at ``attempt``, as propeller builds a sub-node's (§3.2–§3.6): its generated
+    """Element ``index``'s context at ``attempt``, as propeller builds a sub-node's: its generated
     name and unique id, its labels and index variables, its slice of the inputs read from the node's one
     ``inputs.pb``, its output and raw-data prefixes, the template with de-listed outputs."""
     array = spec.array

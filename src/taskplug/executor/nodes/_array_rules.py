@@ -2,7 +2,7 @@
 
 Follows flytepropeller/pkg/controller/nodes/array/{handler.go, utils.go, event_recorder.go,
 node_execution_context.go, execution_context.go}, nodes/common/utils.go (``GenerateUniqueID``),
-nodes/executor.go (``isEligibleForRetry``), flyteplugins' pluginmachinery/encoding/encoder.go
+flyteplugins' pluginmachinery/encoding/encoder.go
 (``FixedLengthUniqueIDForParts``) and plugins/array/errorcollector. ``_arrayrun.py`` does the I/O around
 them (element contexts, plugin calls, the data store, the state store, events).
 
@@ -18,11 +18,13 @@ import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
+from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._settings import ParallelismBehavior
 from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [
@@ -31,20 +33,14 @@ __all__ = [
     "DEFAULT_GENERATED_NAME_MAX_LENGTH",
     "MAX_ERROR_MESSAGE_LENGTH",
     "ArrayNodePhase",
-    "ArrayNodeSettings",
     "Counts",
     "ErrorCollector",
-    "NodePhase",
-    "ParallelismBehavior",
-    "RetryDecision",
     "array_size",
     "count_phases",
-    "decide_retry",
     "delisted_template",
     "element_generated_name",
     "element_inputs",
     "element_unique_id",
-    "error_json",
     "external_resource_id",
     "fixed_length_unique_id_for_parts",
     "gather_outputs",
@@ -55,7 +51,6 @@ __all__ = [
     "next_array_phase",
     "none_literal",
     "remaining_parallelism",
-    "retries_exhausted",
     "task_phase_for_node_phase",
     "window",
 ]
@@ -74,66 +69,6 @@ class ArrayNodePhase(enum.IntEnum):
     EXECUTING = 1
     FAILING = 2
     SUCCEEDING = 3
-
-
-class NodePhase(enum.IntEnum):
-    """An element's node phase (``v1alpha1.NodePhase``, the values propeller stores in ``SubNodePhases``)."""
-
-    NOT_YET_STARTED = 0
-    QUEUED = 1
-    RUNNING = 2
-    FAILING = 3
-    SUCCEEDING = 4
-    SUCCEEDED = 5
-    FAILED = 6
-    SKIPPED = 7
-    RETRYABLE_FAILURE = 8
-    TIMING_OUT = 9
-    TIMED_OUT = 10
-    DYNAMIC_RUNNING = 11
-    RECOVERED = 12
-    # Deviation: Flyte leaves an aborted element's phase as it was (Abort does not update SubNodePhases);
-    # taskplug records that it was aborted, so `-o json` and the live view do not show it running forever.
-    ABORTED = 13
-
-    def __str__(self) -> str:
-        return "".join(part.capitalize() for part in self.name.split("_"))
-
-    @property
-    def is_terminal(self) -> bool:
-        """``isTerminalNodePhase`` (plus taskplug's Aborted)."""
-        return self in _TERMINAL
-
-
-_TERMINAL: Final = frozenset(
-    {
-        NodePhase.SUCCEEDED,
-        NodePhase.FAILED,
-        NodePhase.TIMED_OUT,
-        NodePhase.SKIPPED,
-        NodePhase.RECOVERED,
-        NodePhase.ABORTED,
-    }
-)
-
-
-class ParallelismBehavior(enum.StrEnum):
-    """``array-node-config.default-parallelism-behavior``."""
-
-    UNLIMITED = "unlimited"
-    WORKFLOW = "workflow"
-    HYBRID = "hybrid"
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayNodeSettings:
-    """The executor's ArrayNode knobs (config ``executor.array-node``; Flyte's keys named there)."""
-
-    parallelism_behavior: ParallelismBehavior = ParallelismBehavior.UNLIMITED
-    max_parallelism: int = 25  # the workflow's (FlyteAdmin maxParallelism); 0 = no limit
-    default_max_attempts: int = 1  # node-config.default-max-attempts
-    ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
-    workers: int = 8  # node-execution-worker-count: element plugin calls at once within a round
 
 
 # -- names ----------------------------------------------------------------------------------------------
@@ -178,7 +113,7 @@ def external_resource_id(
     execution_name: str, array_node_id: str, array_attempt: int, index: int, retry: int
 ) -> str:
     """The id an element has in the node's events (``generateExternalResourceID``):
-    ``FLUIDP(50, [exec, A, a]) + "-n<i>-<retry>"``. Equal to the pod name while nothing is hashed (§9.9)."""
+    ``FLUIDP(50, [exec, A, a]) + "-n<i>-<retry>"``. Equal to the pod name while nothing is hashed."""
     prefix = fixed_length_unique_id_for_parts(
         DEFAULT_GENERATED_NAME_MAX_LENGTH, (execution_name, array_node_id, str(array_attempt))
     )
@@ -296,7 +231,7 @@ def remaining_parallelism(max_parallelism: int, current: int, size: int) -> int:
 
     Deviation: Flyte computes ``MaxParallelism - CurrentParallelism`` in uint32, so a workflow
     ``MaxParallelism`` of 0 ("no limit") leaves 0 when nothing else runs, and an ArrayNode relying on the
-    workflow's parallelism never evaluates an element and hangs (§9.13); here 0 means no limit.
+    workflow's parallelism never evaluates an element and hangs; here 0 means no limit.
     """
     if max_parallelism <= 0:
         return size
@@ -396,48 +331,6 @@ def next_array_phase(size: int, counts: Counts, min_successes: int) -> ArrayNode
     return ArrayNodePhase.EXECUTING
 
 
-@dataclass(frozen=True, slots=True)
-class RetryDecision:
-    """Whether a retryable failure gets another attempt, and the ``[current/max]`` propeller reports."""
-
-    retry: bool
-    current: int
-    maximum: int
-
-
-def decide_retry(
-    *,
-    kind: ErrorKind | str,
-    attempts: int,
-    system_failures: int,
-    max_attempts: int,
-    max_system_failures: int,
-    ignore_retry_cause: bool = False,
-) -> RetryDecision:
-    """``isEligibleForRetry`` for an element's retryable failure (before the failure is counted).
-
-    A SYSTEM failure is retried while fewer than ``max_system_failures`` happened; any other while
-    ``attempts + 1 - system_failures < max_attempts``; with ``ignore_retry_cause`` while
-    ``attempts + 1 < max_attempts``.
-    """
-    if ignore_retry_cause:
-        current = attempts + 1
-    elif str(kind) == ErrorKind.SYSTEM:
-        return RetryDecision(system_failures < max_system_failures, system_failures, max_system_failures)
-    else:
-        current = attempts + 1 - system_failures
-    return RetryDecision(current < max_attempts, current, max_attempts)
-
-
-def retries_exhausted(err: ExecutionError, decision: RetryDecision) -> ExecutionError:
-    """The permanent failure an element ends with when its retries are spent (nodes/executor.go)."""
-    return ExecutionError(
-        f"RetriesExhausted|{err.code}",
-        f"[{decision.current}/{decision.maximum}] currentAttempt done. Last Error: {err.kind}::{err.message}",
-        ErrorKind.USER,
-    )
-
-
 class ErrorCollector:
     """flyteplugins' ``ErrorMessageCollector``: messages deduplicated, each with the indices that reported
     it merged into ranges (``[0-2][5]: message``)."""
@@ -516,11 +409,11 @@ def none_literal() -> literals_pb2.Literal:
 def gather_outputs(
     output_names: Sequence[str], results: Sequence[literals_pb2.LiteralMap | None]
 ) -> literals_pb2.LiteralMap:
-    """§4.2: one collection per declared output, element ``i`` at position ``i``; an element that did not
+    """one collection per declared output, element ``i`` at position ``i``; an element that did not
     succeed (``None``) contributes a ``none`` literal to every output.
 
     Deviation: Flyte's gather swallows an element's unreadable outputs and appends only the literals it
-    found, so a later element's value lands at an earlier index (§9.2). Here a succeeded element that lacks
+    found, so a later element's value lands at an earlier index. Here a succeeded element that lacks
     a declared output is an error (ValueError naming it), never a shorter list.
     """
     collections: dict[str, list[literals_pb2.Literal]] = {name: [] for name in output_names}
@@ -536,9 +429,3 @@ def gather_outputs(
     for name, items in collections.items():
         out.literals[name].collection.literals.extend(items)
     return out
-
-
-def error_json(err: ExecutionError | None) -> dict[str, Any] | None:
-    if err is None:
-        return None
-    return {"code": err.code, "message": err.message, "kind": str(err.kind)}

@@ -1,0 +1,259 @@
+"""A single task's execution: its root node is one task node, run through the node step and the task handler.
+
+Follows the task-node part of flytepropeller (nodes/executor.go over nodes/task/handler.go) for a node that is
+the whole execution: every new phase or version the plugin reports becomes an event; the node's decision
+(success with its outputs, a retry while the budgets last, a failure for good with propeller's
+``RetriesExhausted|<code>``) is saved before the cleanup runs; an abort request aborts and finalizes; a
+cleanup given up ends the execution ``CleanupFailed``, listing what may be left behind.
+
+The inputs (and, for a task whose command line asks for ``{{.TaskTemplatePath}}``, the template) are written
+to the data store in the first round, as part of the round, so a store that refuses them errors the round
+within the same bound as an API that cannot be reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flyteidl.core import literals_pb2
+
+from taskplug.core import (
+    ErrorCode,
+    ErrorKind,
+    ExecutionError,
+    Phase,
+    PhaseInfo,
+    Plugin,
+    PluginError,
+    StaticTaskExecutionContext,
+    TaskExecutionContext,
+    literal_map_to_plain,
+)
+from taskplug.executor._paths import ExecutionPaths
+from taskplug.executor._spec import ExecutionSpec
+from taskplug.executor._store import Closing, ExecutionRecord
+from taskplug.executor._tasks import task_context_for
+from taskplug.executor.nodes._host import NodeHost, flush_store, phase_event
+from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._retry import max_attempts_for
+from taskplug.executor.nodes._settings import RunSettings
+from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState
+from taskplug.executor.nodes._task import TaskHandler, needs_template_file
+
+__all__ = ["TaskNode", "end_record", "task_timeout"]
+
+
+def task_timeout(template: Any) -> float | None:
+    """A task's timeout in seconds (its ``metadata.timeout``, which flytekit also copies into the node's
+    metadata: the node's execution deadline); None when unset or zero."""
+    seconds = template.metadata.timeout.ToTimedelta().total_seconds() if template.HasField("metadata") else 0
+    return float(seconds) if seconds > 0 else None
+
+
+class TaskNode:
+    """One single-task execution's root node (its state is the execution's record)."""
+
+    def __init__(
+        self,
+        host: NodeHost,
+        spec: ExecutionSpec,
+        record: ExecutionRecord,
+        plugin: Plugin,
+        settings: RunSettings,
+    ) -> None:
+        self.host = host
+        self.spec = spec
+        self.record = record
+        self.plugin = plugin
+        self.settings = settings
+        self.key = spec.execution_key
+        self.runtime = NodeRuntime()
+        self.timeout = task_timeout(spec.template)
+        self.max_attempts = max_attempts_for(
+            spec.metadata.max_attempts, host.step.settings.default_max_attempts
+        )
+        self._inputs_written = False
+        self._generated_name = ""
+
+    # -- what the executor asks -------------------------------------------------------------------------
+    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+        name = tctx.metadata.task_execution_id.generated_name
+        if name != self._generated_name:
+            raise PluginError(
+                ErrorCode.SYSTEM_ERROR,
+                f"[{name}] is not the current attempt of {self.key}: nothing is created",
+            )
+        return None, self.record.attempt
+
+    def elements_json(self) -> None:
+        return None
+
+    def unindex_all(self) -> None:
+        if self._generated_name:
+            self.host.unindex_generated_name(self._generated_name)
+            self._generated_name = ""
+
+    # -- a round ----------------------------------------------------------------------------------------
+    def _context(self) -> StaticTaskExecutionContext:
+        record = self.record
+        return task_context_for(
+            self.spec.for_attempt(record.attempt),
+            self.settings.data_root,
+            state_version=record.state_version,
+            state=record.plugin_state,
+            resource_manager=self.host.resource_manager,
+            generated_name_max_length=self.plugin.get_properties().generated_name_max_length,
+        )
+
+    def _handler(self) -> TaskHandler:
+        tctx = self._context()
+        name = tctx.metadata.task_execution_id.generated_name
+        if name != self._generated_name:
+            self.unindex_all()
+            self._generated_name = name
+            self.host.index_generated_name(name, self.key)
+
+        async def prepare(_: NodeState) -> None:
+            if self._inputs_written:
+                return
+            paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
+            await self.host.data.write(paths.input_path, self.spec.inputs.SerializeToString())
+            if needs_template_file(self.spec.template):
+                await self.host.data.write(
+                    f"{paths.input_prefix}/task.pb", self.spec.template.SerializeToString()
+                )
+            self._inputs_written = True
+
+        return TaskHandler(
+            plugin=self.plugin,
+            tctx=tctx,
+            data=self.host.data,
+            max_plugin_phase_versions=self.settings.max_plugin_phase_versions,
+            prepare=prepare,
+        )
+
+    async def round(self) -> None:
+        record = self.record
+        handler = self._handler()
+        if record.closing is not None:
+            # The attempt's end was decided and saved, its cleanup not finished (stopped in between, or
+            # finalize failed): finish the cleanup, never decide again.
+            await self._finish_closing(handler)
+            return
+        if record.abort_requested:
+            await self._abort(handler, reason="aborted by request")
+            return
+        evaluation = await self.host.step.evaluate(
+            record,
+            handler,
+            self.runtime,
+            label=self.key,
+            max_attempts=self.max_attempts,
+            time_limit=self.timeout,
+        )
+        info = evaluation.info
+        if info is None or evaluation.observed is None:  # the plugin could not decide this round
+            if evaluation.changed:
+                self.host.store.save(record)
+            self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
+            return
+        # The plugin's phase, then the node's decision when it differs (a retry budget spent:
+        # RetriesExhausted), each an event as they are for Flyte's task and node.
+        self._report(evaluation.observed)
+        self._report(info)
+        closing = _decided(record)  # set by the step this round
+        if closing is None:
+            self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
+            self.host.store.save(record)
+            return
+        if closing.get("retry"):
+            record.error = None  # the execution's error is its end's; an attempt's is in its events
+        elif info.phase is Phase.SUCCESS:
+            record.outputs = self._plain_outputs(evaluation.outputs)
+            record.outcome = str(Phase.SUCCESS)
+        else:
+            record.outcome = str(info.phase)
+        # The decision is on disk before anything is deleted, so a process stopped in between finishes the
+        # cleanup on resume (above) instead of finding the object gone, reading that as an external deletion
+        # and charging a failure that did not happen.
+        self.host.store.save(record)
+        await flush_store(self.host.store)
+        await self._finish_closing(handler)
+        self.host.store.save(record)
+
+    def _report(self, info: PhaseInfo) -> None:
+        event = phase_event(self.record, info)
+        if event is not None:
+            self.host.emit(self.key, event)
+
+    def _plain_outputs(self, outputs: literals_pb2.LiteralMap | None) -> dict[str, Any]:
+        # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
+        template = self.spec.template
+        interface = template.interface.outputs if template.HasField("interface") else None
+        return literal_map_to_plain(outputs or literals_pb2.LiteralMap(), interface)
+
+    async def _finish_closing(self, handler: TaskHandler) -> None:
+        record = self.record
+        retry_due = bool((record.closing or {}).get("retry"))
+        cleanup = await self.host.step.close(record, handler, self.runtime, label=self.key)
+        if cleanup.given_up is not None:
+            self._give_up(cleanup.given_up, retry_due=retry_due)
+        elif not cleanup.done:
+            self.host.wake_after(self.key, cleanup.next_round_in or self.settings.resync_period)
+        elif cleanup.retried:
+            self.host.store.save(record)
+            self.host.wake(self.key)
+        else:
+            self.host.finish(self.key)
+
+    async def _abort(self, handler: TaskHandler, *, reason: str) -> None:
+        record = self.record
+        cleanup = await self.host.step.clean_up(handler, self.runtime, label=self.key, abort=True)
+        if cleanup.given_up is not None:
+            self._give_up(cleanup.given_up, retry_due=False)
+            return
+        if not cleanup.done:
+            self.host.wake_after(self.key, cleanup.next_round_in or self.settings.resync_period)
+            return
+        record.node_phase = int(NodePhase.ABORTED)
+        self._report(PhaseInfo(Phase.ABORTED, 0, None, None, reason))
+        record.outcome = str(Phase.ABORTED)
+        record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
+        self.host.finish(self.key)
+
+    def _give_up(self, given_up: GivenUp, *, retry_due: bool) -> None:
+        record = self.record
+        decided = record.outcome or (
+            "Aborted"
+            if record.abort_requested
+            else ("RetryableFailure" if retry_due else str(Phase(record.phase)))
+        )
+        listed = GivenUp.listing(given_up.leftovers)
+        message = given_up.describe(decided) + (f"; may be left behind: {listed}" if listed else "")
+        end_record(
+            self.host, record, ExecutionError(CLEANUP_FAILED, message, ErrorKind.SYSTEM), given_up.leftovers
+        )
+
+
+def _decided(record: ExecutionRecord) -> Closing | None:
+    return record.closing
+
+
+def end_record(
+    host: NodeHost,
+    record: ExecutionRecord,
+    err: ExecutionError,
+    leftovers: list[dict[str, Any]] | None = None,
+) -> None:
+    """End an execution now, PermanentFailure with ``err`` (no more rounds, no more cleanup); ``leftovers``:
+    what a given-up cleanup may have left behind, kept with the error for the result."""
+    event = phase_event(record, PhaseInfo(Phase.PERMANENT_FAILURE, 0, None, err))
+    if event is not None:
+        host.emit(record.key, event)
+    error: dict[str, Any] = {"code": err.code, "message": err.message, "kind": str(err.kind)}
+    if leftovers is not None:
+        error["leftovers"] = leftovers
+    record.error = error
+    record.outcome = str(Phase.PERMANENT_FAILURE)
+    record.closing = None
+    host.finish(record.key)
