@@ -249,8 +249,12 @@ def test_relaunch_appears_when_the_execution_ends_and_opens_the_new_one(
     expect(page.locator("#relaunch")).to_be_visible(timeout=LIVE)
     expect(page.locator("#abort")).to_have_count(0)
 
+    # Relaunch asks first, as Abort does: a page whose form confirms.
     page.click("#relaunch")
-    expect(page).not_to_have_url(re.compile(re.escape(key) + "$"))
+    expect(page.locator("#confirm-relaunch")).to_be_visible()
+    screenshot(page, tmp_path, "execution-relaunch-confirm")
+    page.click("#confirm-relaunch")
+    expect(page).not_to_have_url(re.compile(re.escape(key) + "(/relaunch)?$"))
     expect(page.locator("#phase")).to_have_text("Queued")
     expect(page.locator("#relaunch-of")).to_have_text(key)
     new_key = page.locator("#key").inner_text()
@@ -327,3 +331,62 @@ def test_the_api_docs_page_renders_every_route_from_this_server_alone(
     }
     assert hosts == {urlsplit(server).netloc}, hosts
     screenshot(page, tmp_path, "api-docs")
+
+
+def test_a_page_of_another_origin_cannot_frame_the_view(
+    browser: Any, server: str, replica: ReplicaDouble
+) -> None:
+    """``frame-ancestors 'none'`` (and ``X-Frame-Options: DENY``): a decoy page cannot put Abort or Relaunch
+    under the user's click. The refusal is the browser's console error, so this page is not watched."""
+    key = "p/d/br-framed/n0"
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.request.post(f"{server}/api/v1/executions", data={"spec": pod_spec("br-framed")})
+        page.set_content(
+            f'<iframe id="decoy" src="{server}/executions/{key}" width="800" height="600"></iframe>'
+        )
+        frame = page.frame_locator("#decoy")
+        page.wait_for_load_state("load")
+        assert frame.locator("#key").count() == 0
+        assert frame.locator("#abort").count() == 0
+        # The same page opened directly (not framed) shows it.
+        page.goto(f"{server}/executions/{key}")
+        expect(page.locator("#key")).to_have_text(key)
+    finally:
+        context.close()
+
+
+def test_a_rebound_name_cannot_drive_the_server_from_a_page(browser: Any, postgres_dsn: str) -> None:
+    """DNS rebinding, simulated: Chromium resolves ``rebound.example`` to 127.0.0.1 (as an attacker's DNS
+    would after the page loaded), so a page of that origin sends ``Host: rebound.example:PORT``. A server
+    bound to loopback, however spelled, answers none of it — no page, no read, no submission — while 127.0.0.1 still works."""
+    from taskplug.service import host_policy
+
+    # Bound as `serve --host 127.000.000.001` was (that spelling answered every Host before).
+    app = create_app(postgres_dsn, poll_interval=0.25, allowed_hosts=host_policy("127.000.000.001"))
+    rules = "--host-resolver-rules=MAP rebound.example 127.0.0.1"
+    with serve_app(app) as url:
+        port = url.rsplit(":", 1)[1]
+        # A Chromium of its own (the same binary as the module's): the resolver rule is a launch argument.
+        rebinding = browser.browser_type.launch(
+            executable_path=shutil.which("chromium"), headless=True, args=[*CHROMIUM_ARGS, rules]
+        )
+        try:
+            # bypass_csp: the attacker's page is the attacker's, not under this server's policy.
+            page = rebinding.new_context(bypass_csp=True).new_page()
+            rebound = f"http://rebound.example:{port}"
+            assert page.goto(f"{rebound}/executions").status == 400
+            # The page's own scripts, same-origin to the rebound name, as the attacker's would run.
+            read = page.evaluate("fetch('/api/v1/executions').then(r => r.status)")
+            submit = page.evaluate(
+                """spec => fetch('/api/v1/executions', {method: 'POST',
+                    headers: {'Content-Type': 'application/json'}, body: JSON.stringify({spec})})
+                    .then(r => r.status)""",
+                pod_spec("br-rebound"),
+            )
+            assert (read, submit) == (400, 400)
+            assert page.goto(f"{url}/executions").status == 200
+            assert page.request.get(f"{url}/api/v1/executions/p/d/br-rebound/n0").status == 404
+        finally:
+            rebinding.close()

@@ -221,8 +221,16 @@ def test_relaunch_is_offered_once_ended_and_leads_to_the_new_execution(
     page = client.get(f"/executions/{key}").text
     assert f'<form method="post" action="/executions/{key}/relaunch">' in page
 
-    # A plain form post (no JavaScript needed): redirected to the new execution's page.
-    response = client.post(f"/executions/{key}/relaunch", follow_redirects=False)
+    # A plain form post (no JavaScript needed) first asks, as Abort does, and submits nothing.
+    before = len(client.get("/api/v1/executions", params={"limit": 500}).json()["items"])
+    asked = client.post(f"/executions/{key}/relaunch", follow_redirects=False)
+    assert asked.status_code == 200
+    assert 'id="confirm-relaunch"' in asked.text
+    assert '<input type="hidden" name="confirm" value="yes">' in asked.text
+    assert len(client.get("/api/v1/executions", params={"limit": 500}).json()["items"]) == before
+
+    # Its form confirms: redirected to the new execution's page.
+    response = client.post(f"/executions/{key}/relaunch", data={"confirm": "yes"}, follow_redirects=False)
 
     assert response.status_code == 303
     new_key = response.headers["location"].removeprefix("/executions/")
@@ -247,7 +255,7 @@ def test_a_relaunch_this_version_cannot_run_is_refused_on_a_page_naming_the_fiel
         )
         before = conn.execute("SELECT count(*) FROM taskplug_executions").fetchone()
 
-        response = client.post(f"/executions/{key}/relaunch", follow_redirects=False)
+        response = client.post(f"/executions/{key}/relaunch", data={"confirm": "yes"}, follow_redirects=False)
 
         assert response.status_code == 422
         assert 'id="refused"' in response.text

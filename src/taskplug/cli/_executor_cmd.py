@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from taskplug.cli._cluster_options import cluster_options, kube_client
+from taskplug.cli._store import PASSWORD_HELP, check_store, store_error, warn_if_password
 from taskplug.core import SpecError
 from taskplug.executor import Platform, executor_settings
 from taskplug.service import Replica, ReplicaSettings
@@ -24,11 +25,12 @@ from taskplug.service import Replica, ReplicaSettings
 __all__ = ["executor"]
 
 
-@click.command("executor")
+@click.command("executor", epilog=PASSWORD_HELP)
 @click.option(
     "--store",
     required=True,
-    help="The executions' database: postgresql://user@host:port/db (taskplug run keeps SQLite).",
+    help="The executions' database: postgresql://user@host:port/db (taskplug run keeps SQLite); the "
+    "password from PGPASSWORD or PGPASSFILE.",
 )
 @cluster_options(
     kubeconfig_help="Create objects on this cluster (default: an embedded cluster in this process).",
@@ -86,6 +88,11 @@ def executor(
             param_hint="--store",
         )
     try:
+        check_store(store)
+    except SpecError as e:
+        fail(str(e))
+    warn_if_password(store)
+    try:
         settings = ReplicaSettings(
             capacity=capacity,
             heartbeat=heartbeat,
@@ -109,8 +116,9 @@ def executor(
     except Exception as e:
         import psycopg
 
-        if isinstance(e, psycopg.OperationalError):
-            fail(f"--store: cannot use the database: {e}")
+        # Any error of the driver is the database's (libpq's words may quote the URL: redacted).
+        if isinstance(e, psycopg.Error):
+            fail(str(store_error(store, e)))
         raise
 
 

@@ -13,6 +13,7 @@ from datetime import timedelta
 import click
 
 from taskplug.cli._output import dump, handles_bad_input
+from taskplug.cli._store import PASSWORD_HELP, check_store, store_error, warn_if_password
 from taskplug.core import SpecError, parse_go_duration
 
 __all__ = ["gc"]
@@ -34,9 +35,12 @@ def parse_age(text: str) -> timedelta:
     return age
 
 
-@click.command()
+@click.command(epilog=PASSWORD_HELP)
 @click.option(
-    "--store", required=True, metavar="URL", help="The replicas' database: postgresql://user@host/db."
+    "--store",
+    required=True,
+    metavar="URL",
+    help="The replicas' database: postgresql://user@host/db (the password from PGPASSWORD or PGPASSFILE).",
 )
 @click.option(
     "--older-than",
@@ -61,8 +65,8 @@ def gc(store: str, older_than: str, batch: int, dry_run: bool, output: str) -> N
     Every execution that reached a terminal phase more than --older-than ago goes, with its events,
     attempts, map elements and create intents, a batch per transaction, beside running replicas.
     """
-    if not store.startswith(("postgresql://", "postgres://")):
-        raise SpecError("--store", f"{store!r} is not a postgresql:// URL (the replicas' shared database)")
+    check_store(store)
+    warn_if_password(store)
     age = parse_age(older_than)
     import psycopg
 
@@ -73,7 +77,7 @@ def gc(store: str, older_than: str, batch: int, dry_run: bool, output: str) -> N
             migrate(conn)
             report = collect_garbage(conn, older_than=age, batch=batch, dry_run=dry_run)
     except psycopg.Error as e:
-        raise SpecError("--store", f"cannot use the database: {str(e).strip()}") from None
+        raise store_error(store, e) from None
     if output == "json":
         document = {
             "cutoff": report.cutoff.isoformat(),

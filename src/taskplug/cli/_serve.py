@@ -5,25 +5,47 @@ it never drives an execution, so any number of servers can run beside any number
 127.0.0.1 unless ``--host`` says otherwise; the API is at ``/api/v1`` (OpenAPI at ``/api/v1/docs``), the web
 view at ``/executions``. Who may use it: API tokens (``taskplug token``), an authenticating proxy's user
 header, OIDC bearer tokens (``taskplug.service._auth``); bound to loopback with none of these, its one user is
-let in as ``local``; bound elsewhere with none, it refuses to start.
+let in as ``local``; bound elsewhere with none, it refuses to start. It answers only the ``Host`` names of its bind address (``--allowed-host`` adds
+one), caps live streams and bounds how long a request may take to arrive (``taskplug.service``'s limits).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from taskplug.cli._output import handles_bad_input
+from taskplug.cli._store import PASSWORD_HELP, check_store, store_error, warn_if_password
 from taskplug.core import SpecError
 
 __all__ = ["serve"]
 
 
-@click.command()
+@click.command(epilog=PASSWORD_HELP)
 @click.option(
-    "--store", required=True, metavar="URL", help="The replicas' database: postgresql://user@host/db."
+    "--store",
+    required=True,
+    metavar="URL",
+    help="The replicas' database: postgresql://user@host/db (the password from PGPASSWORD or PGPASSFILE).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback by default).")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also answer requests whose Host header is NAME (a DNS name or proxy name of this server); by "
+    "default only the bind address's own names are answered. Repeatable.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The platform config the replicas run with: a submission whose task type no enabled plugin runs, "
+    "or that asks for more than its executor.limits, is refused (422).",
+)
 @click.option(
     "--replica-ttl",
     default=10.0,
@@ -68,12 +90,54 @@ __all__ = ["serve"]
     help="Bound to a non-loopback address with no tokens, proxy or OIDC: let everyone in (a trusted network "
     "only).",
 )
+@click.option(
+    "--max-streams",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Live-view streams open at once; past it 503 with Retry-After.",
+)
+@click.option(
+    "--max-streams-per-client",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Live-view streams open at once from one client address (behind a proxy: the proxy's).",
+)
+@click.option(
+    "--header-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds a request's headers may take to arrive; then 408 and the connection closed.",
+)
+@click.option(
+    "--body-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds a request's body may take to arrive after its headers; then 408 and closed.",
+)
+@click.option(
+    "--idle-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds a kept-alive connection may stay idle between requests.",
+)
 @handles_bad_input
 def serve(
     store: str,
     host: str,
     port: int,
+    allowed_hosts: tuple[str, ...],
+    config_path: Path | None,
     replica_ttl: float,
+    max_streams: int,
+    max_streams_per_client: int,
+    header_timeout: float,
+    body_timeout: float,
+    idle_timeout: float,
     trusted_proxies: tuple[str, ...],
     proxy_user_header: str | None,
     proxy_role_header: str | None,
@@ -95,8 +159,8 @@ def serve(
     run commands as the user running taskplug serve. Bound to any other address with none configured,
     serve refuses to start unless --insecure-no-auth is given.
     """
-    if not store.startswith(("postgresql://", "postgres://")):
-        raise SpecError("--store", f"{store!r} is not a postgresql:// URL (the replicas' shared database)")
+    check_store(store)
+    warn_if_password(store)
     if bool(oidc_issuer) != bool(oidc_audience):
         raise SpecError(
             "--oidc-audience" if oidc_issuer else "--oidc-issuer",
@@ -104,8 +168,37 @@ def serve(
         )
     import psycopg
 
-    from taskplug.service import OidcSettings, auth_settings, local_warning, migrate, serve_http
+    from taskplug.service import (
+        OidcSettings,
+        ServeLimits,
+        auth_settings,
+        host_policy,
+        local_warning,
+        migrate,
+        platform_task_types,
+        serve_http,
+    )
 
+    try:
+        host_policy(host, extra=allowed_hosts)
+    except ValueError as e:
+        raise SpecError("--host", str(e)) from None
+    task_types = None
+    submission_limits = None
+    if config_path is not None:
+        from taskplug.executor import Platform
+        from taskplug.executor import submission_limits as limits_of
+
+        platform = Platform.load(config_path)
+        task_types = platform_task_types(platform)
+        submission_limits = limits_of(platform)
+    limits = ServeLimits(
+        max_streams=max_streams,
+        max_streams_per_client=max_streams_per_client,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        idle_timeout=idle_timeout,
+    )
     # Reach the database and bring its schema up before serving, so that a wrong URL or a database this
     # version cannot use is exit 2 naming --store (the app's own start-up migration then finds nothing to do).
     try:
@@ -113,7 +206,7 @@ def serve(
             migrate(conn)
             row = conn.execute("SELECT EXISTS (SELECT 1 FROM taskplug_tokens)").fetchone()
     except psycopg.Error as e:
-        raise SpecError("--store", f"cannot use the database: {str(e).strip()}") from None
+        raise store_error(store, e) from None
     oidc = None
     if oidc_issuer and oidc_audience:
         if oidc_role_claim is not None and not oidc_role_claim.strip():
@@ -131,4 +224,14 @@ def serve(
     )
     if settings.anonymous is not None and not (row and row[0]):
         click.echo(f"warning: {local_warning()}", err=True)
-    serve_http(store, host=host, port=port, replica_ttl=replica_ttl, auth=settings)
+    serve_http(
+        store,
+        host=host,
+        port=port,
+        replica_ttl=replica_ttl,
+        allowed_hosts=allowed_hosts,
+        limits=limits,
+        task_types=task_types,
+        auth=settings,
+        submission_limits=submission_limits,
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
+from taskplug.executor._limits import SubmissionLimits, check_limits, submission_limits
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
     EXECUTOR_SECTION,
@@ -81,7 +82,9 @@ __all__ = [
     "SQLiteStateStore",
     "StateStore",
     "StateStoreError",
+    "SubmissionLimits",
     "WritesCreateIntent",
+    "check_limits",
     "check_state_file",
     "executor_settings",
     "load_spec",
@@ -89,6 +92,7 @@ __all__ = [
     "open_executor",
     "parse_spec",
     "render_object",
+    "submission_limits",
     "task_context_for",
 ]
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from taskplug.core import SpecError
+from taskplug.executor._platform import EXECUTOR_SECTION, Platform
 from taskplug.executor._spec import ExecutionSpec
 
-__all__ = ["SubmissionLimits", "check_limits"]
+__all__ = ["SubmissionLimits", "check_limits", "submission_limits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +66,14 @@ def check_limits(spec: ExecutionSpec, limits: SubmissionLimits) -> None:
             "arrayNode.parallelism",
             f"is {parallelism}; at most {limits.max_parallelism} are allowed (executor.limits.max-parallelism)",
         )
+
+
+def submission_limits(platform: Platform) -> SubmissionLimits:
+    """The platform's ``executor.limits`` (what replicas, ``taskplug run`` and ``taskplug serve --config``
+    check a spec against)."""
+    limits = platform.config.get(EXECUTOR_SECTION).limits
+    return SubmissionLimits(
+        max_attempts=limits.max_attempts,
+        max_elements=limits.max_elements,
+        max_parallelism=limits.max_parallelism,
+    )

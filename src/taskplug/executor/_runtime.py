@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 from taskplug.core import TASKS_SECTION, Clock, PluginResolver
 from taskplug.engine import open_plugins
 from taskplug.executor._executor import Executor, ExecutorSettings
-from taskplug.executor._limits import SubmissionLimits
+from taskplug.executor._limits import submission_limits
 from taskplug.executor._platform import EXECUTOR_SECTION, Platform
 from taskplug.executor._store import Event, StateStore
 from taskplug.executor.nodes._settings import ArrayNodeSettings, ParallelismBehavior
@@ -36,11 +36,7 @@ def executor_settings(platform: Platform) -> ExecutorSettings:
         max_round_errors=cfg.max_round_errors,
         max_plugin_phase_versions=platform.config.get(TASKS_SECTION).max_plugin_phase_versions,
         default_max_attempts=cfg.node.default_max_attempts,
-        limits=SubmissionLimits(
-            max_attempts=cfg.limits.max_attempts,
-            max_elements=cfg.limits.max_elements,
-            max_parallelism=cfg.limits.max_parallelism,
-        ),
+        limits=submission_limits(platform),
         ignore_retry_cause=cfg.node.ignore_retry_cause,
         array=ArrayNodeSettings(
             parallelism_behavior=ParallelismBehavior(array.default_parallelism_behavior),

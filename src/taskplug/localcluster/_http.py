@@ -78,6 +78,11 @@ class ApiBackend(Protocol):
     def logs(self, namespace: str, name: str, container: str | None = None) -> str: ...
 
 
+READ_TIMEOUT: Final = 60.0
+"""Seconds a client has to send a request's headers (or anything, on a new or idle connection) and, after
+them, its body; then the connection is closed (408 for a late body), as kube-apiserver's HTTP server bounds
+``ReadHeaderTimeout`` and idle connections. A watch, once asked, is the server's to end: not bounded."""
+
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
 """kube-apiserver's limit on a request body (``MaxRequestBodyBytes``, 3 MB); larger ones get a 413 Status."""
 
@@ -155,13 +160,20 @@ def _resource_entries(types: TypeRegistry, api_version: str) -> list[dict[str, A
     return entries
 
 
+class _BodyTimeout(Exception):
+    """The request's body did not arrive within the read timeout."""
+
+
 class _Api:
-    def __init__(self, cluster: ApiBackend, address: str, access: AccessPolicy) -> None:
+    def __init__(
+        self, cluster: ApiBackend, address: str, access: AccessPolicy, *, read_timeout: float = READ_TIMEOUT
+    ) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self.types = cluster.types
         self.address = address
         self.access = access
+        self.read_timeout = read_timeout
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         head = next((p for p in request.path.split("/") if p), "")
@@ -174,6 +186,13 @@ class _Api:
             return _error(err)
         except web.HTTPRequestEntityTooLarge:
             return _error(request_entity_too_large(MAX_BODY_BYTES))
+        except _BodyTimeout:
+            # The rest of the body may still come: the connection cannot carry another request.
+            response = _error(
+                KubeApiError(408, "Timeout", f"the request body did not arrive within {self.read_timeout:g}s")
+            )
+            response.force_close()
+            return response
         except web.HTTPException as err:
             return _error(KubeApiError(err.status, err.reason.replace(" ", ""), err.text or err.reason))
         except Exception as err:
@@ -393,7 +412,11 @@ class _Api:
         return await follow_log(request, select_log(text, options), read, written=len(text))
 
     async def _raw_body(self, request: web.Request, *, yaml_allowed: bool) -> Any:
-        raw = await request.read()
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                raw = await request.read()
+        except TimeoutError:
+            raise _BodyTimeout from None
         try:
             return load_document(raw, "body", yaml_allowed=yaml_allowed)
         except DocumentError as err:
@@ -472,10 +495,17 @@ class _Api:
 
 
 async def start_server(
-    cluster: ApiBackend, *, host: str, port: int, token: str, tls: ssl.SSLContext
+    cluster: ApiBackend,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    tls: ssl.SSLContext,
+    read_timeout: float = READ_TIMEOUT,
 ) -> tuple[web.AppRunner, str]:
     """Serve ``cluster`` over TLS on ``host:port`` to clients holding ``token``; returns the runner and the
-    base URL."""
+    base URL. ``read_timeout``: seconds for a request's headers (or a connection's first or next request,
+    aiohttp's keep-alive timer, which also runs from a connection's start) and for its body."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     holder: dict[str, _Api] = {}
 
@@ -484,11 +514,25 @@ async def start_server(
 
     app.router.add_route("*", "/{tail:.*}", handle)
     # handler_cancellation: a watch whose client hung up must end, not wait for its next event.
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    # keepalive_timeout runs from a connection's start and between requests (aiohttp's idle timer), so it
+    # bounds a request's headers too; lingering_time bounds reading what is left of a refused body.
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handler_cancellation=True,
+        keepalive_timeout=read_timeout,
+        lingering_time=min(10.0, read_timeout),
+    )
     await runner.setup()
+    # asyncio bounds the TLS handshake itself (60 s); aiohttp's keep-alive timer runs once it is done.
     site = web.TCPSite(runner, host, port, ssl_context=tls)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
-    holder["api"] = _Api(cluster, f"{bound_host}:{bound_port}", AccessPolicy(token, bound_host=bound_host))
+    holder["api"] = _Api(
+        cluster,
+        f"{bound_host}:{bound_port}",
+        AccessPolicy(token, bound_host=bound_host),
+        read_timeout=read_timeout,
+    )
     netloc = f"[{bound_host}]" if ":" in bound_host else bound_host
     return runner, f"https://{netloc}:{bound_port}"

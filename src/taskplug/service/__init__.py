@@ -14,8 +14,11 @@ from taskplug.service._migrations import MIGRATIONS, SchemaError, migrate, schem
 
 if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extra), the web view the `web` one
     from taskplug.service._api_app import create_app, serve_http
+    from taskplug.service._api_submit import platform_task_types
     from taskplug.service._auth import AuthSettings, OidcSettings, auth_settings, local_warning
     from taskplug.service._gc import GcReport, collect_garbage
+    from taskplug.service._hosts import HostPolicy, host_policy
+    from taskplug.service._limits import ServeLimits
     from taskplug.service._pgstore import PostgresStateStore
     from taskplug.service._reaper import reap_orphans
     from taskplug.service._replica import Replica, ReplicaSettings
@@ -25,19 +28,23 @@ __all__ = [
     "MIGRATIONS",
     "AuthSettings",
     "GcReport",
+    "HostPolicy",
     "OidcSettings",
     "PostgresStateStore",
     "Replica",
     "ReplicaSettings",
     "SchemaError",
+    "ServeLimits",
     "TokenInfo",
     "auth_settings",
     "collect_garbage",
     "create_app",
     "create_token",
+    "host_policy",
     "list_tokens",
     "local_warning",
     "migrate",
+    "platform_task_types",
     "reap_orphans",
     "revoke_token",
     "schema_version",
@@ -63,5 +70,9 @@ __getattr__ = lazy_exports(
         "create_token": "taskplug.service._tokens",
         "list_tokens": "taskplug.service._tokens",
         "revoke_token": "taskplug.service._tokens",
+        "ServeLimits": "taskplug.service._limits",
+        "HostPolicy": "taskplug.service._hosts",
+        "host_policy": "taskplug.service._hosts",
+        "platform_task_types": "taskplug.service._api_submit",
     },
 )

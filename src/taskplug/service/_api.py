@@ -16,6 +16,7 @@ this is its REST shape, with keys in place of admin's execution identifiers.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
@@ -28,10 +29,16 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from taskplug.core import SpecError
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
-from taskplug.service._api_submit import SubmitRequest, parse_submission, relaunch_submission
+from taskplug.service._api_submit import (
+    SubmitRequest,
+    TaskTypeCheck,
+    parse_submission,
+    relaunch_submission,
+)
 from taskplug.service._auth import principal_of
 from taskplug.service._web_render import PHASES, node_phase_name
 
@@ -224,6 +231,7 @@ class ErrorBody(_Out):
 _ERROR_MEANING: Final = {
     400: "The body is not JSON",
     404: "No execution has this key",
+    408: "The body did not arrive within the server's body deadline",
     409: "Conflicts with the execution's state",
     413: "The body is larger than the server takes",
     415: "The body is not application/json",
@@ -308,7 +316,7 @@ _SUBMIT_BODY: Final = {
     openapi_extra=_SUBMIT_BODY,
     responses={
         200: {"description": "The key existed: the execution it names"},
-        **_errors(400, 409, 413, 415, 422),
+        **_errors(400, 408, 409, 413, 415, 422),
     },
 )
 async def submit_execution(request: Request, response: Response) -> dict[str, Any]:
@@ -319,10 +327,15 @@ async def submit_execution(request: Request, response: Response) -> dict[str, An
         raise ApiError(415, f"the body must be application/json, not {media_type or 'untyped'}")
     body = await _read_bounded(request, limit)
     try:
-        submission = parse_submission(body, max_bytes=limit)
+        submission = parse_submission(body, max_bytes=limit, limits=request.app.state.submission_limits)
     except SpecError as e:
         status = 400 if e.path == "request body" else 422
         raise ApiError(status, e.reason, field=None if status == 400 else e.path) from None
+    task_types: TaskTypeCheck | None = request.app.state.task_types
+    if task_types is not None:
+        refused = await asyncio.to_thread(task_types, submission.task_type)
+        if refused is not None:
+            raise ApiError(422, refused, field="spec.template.type")
     row, created, same = await _db(request).submit(
         key=submission.key,
         task_type=submission.task_type,
@@ -346,10 +359,15 @@ async def _read_bounded(request: Request, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body is larger than {limit} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"the request body is larger than {limit} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, f"the request body is larger than {limit} bytes")
+    except ClientDisconnect:
+        # The client went away mid-body, or the server's body deadline closed the connection: no one reads
+        # an answer, but it is an answer, not a traceback.
+        raise ApiError(408, "the request body did not arrive") from None
     return bytes(body)
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import psycopg
@@ -22,15 +23,15 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from psycopg_pool import AsyncConnectionPool
 from starlette.datastructures import Headers
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from taskplug.executor import SubmissionLimits
 from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
 from taskplug.service._api import router as api_router
 from taskplug.service._api_queries import ServiceDB
-from taskplug.service._api_submit import MAX_BODY_BYTES
+from taskplug.service._api_submit import MAX_BODY_BYTES, TaskTypeCheck
 from taskplug.service._api_tokens import router as tokens_router
 from taskplug.service._auth import (
     Authenticator,
@@ -39,6 +40,10 @@ from taskplug.service._auth import (
     add_security_scheme,
     api_description,
 )
+from taskplug.service._controls import ControlCharacters
+from taskplug.service._headers import SecurityHeaders, content_security_policy
+from taskplug.service._hosts import HostCheck, HostPolicy, canonical_host, host_policy
+from taskplug.service._limits import DEFAULT_LIMITS, ServeLimits, StreamCap, deadline_protocol
 from taskplug.service._migrations import migrate
 from taskplug.service._tokens import TokenStore
 from taskplug.service._web import router as web_router
@@ -46,7 +51,7 @@ from taskplug.service._web_auth import router as web_auth_router
 from taskplug.service._web_feed import Feed
 from taskplug.service._web_render import environment
 
-__all__ = ["DEFAULT_HOST", "create_app", "serve_http"]
+__all__ = ["DEFAULT_HOST", "create_app", "serve_http", "uvicorn_config"]
 
 DEFAULT_HOST: Final = "127.0.0.1"
 
@@ -64,8 +69,11 @@ def create_app(
     poll_interval: float = 1.0,
     pool_size: int = 10,
     db_timeout: float = 5.0,
-    allowed_hosts: Sequence[str] | None = None,
+    allowed_hosts: Sequence[str] | HostPolicy | None = None,
     auth: AuthSettings | None = None,
+    limits: ServeLimits = DEFAULT_LIMITS,
+    task_types: TaskTypeCheck | None = None,
+    submission_limits: SubmissionLimits | None = None,
 ) -> FastAPI:
     """The API (``/api/v1``) and the web view over the database at ``dsn``.
 
@@ -74,10 +82,16 @@ def create_app(
     live feed reads the tables when no notification comes; ``db_timeout``: seconds a request waits for a
     database connection before it is answered 503 (the API's error body, or a page saying so), so that a
     database that went away is reported at once rather than after a client's own timeout;
-    ``allowed_hosts``: the ``Host`` headers answered (all when None), so that a page of another site cannot
-    reach a loopback server through a name it rebinds to 127.0.0.1; ``auth``: who may do what
-    (:mod:`._auth`; the default is a loopback server's: its one user is let in as ``local`` until a token
-    exists).
+    ``allowed_hosts``: the ``Host`` headers answered (all when None; a :class:`~._hosts.HostPolicy`, or
+    names), so that a page of another site cannot reach a loopback server through a name it rebinds to
+    127.0.0.1; ``auth``: who may do what (:mod:`._auth`; the default is a loopback server's: its one user is
+    let in as ``local`` until a token exists); ``limits``: the caps on live streams
+    (:class:`~._limits.ServeLimits`); ``task_types``: when given, a submission whose task type no enabled
+    plugin runs is 422 (the platform config's plugins); ``submission_limits``: what one submission may ask for
+    (``executor.limits``; its defaults when None).
+
+    Every answer carries the security headers (:mod:`._headers`); a path or query parameter holding a
+    control character is 422 naming it (:mod:`._controls`).
 
     A request that changes something (submit, abort) sent by a page of another origin is refused (403):
     a browser that is signed in (or that a loopback server lets in) must not abort or submit for a
@@ -95,6 +109,8 @@ def create_app(
         app.state.db = ServiceDB(pool)
         app.state.auth = Authenticator(settings, TokenStore(pool, cache_seconds=settings.cache_seconds))
         app.state.feed = feed
+        # Live streams read through at most half the pool: the API always finds a connection.
+        app.state.stream_reads = asyncio.Semaphore(max(1, pool_size // 2))
         await feed.start_position()
         task = asyncio.create_task(feed.run(), name="taskplug-live-feed")
         try:
@@ -116,10 +132,22 @@ def create_app(
         redoc_url=None,
         openapi_url=f"{API_PREFIX}/openapi.json",
     )
-    app.add_middleware(AuthMiddleware)  # inside the cross-site check: a refused request is not looked up
+    # Added innermost first: the headers go on every answer, the Host is checked before anything else,
+    # authentication inside the cross-site check (a refused request is not looked up).
+    app.add_middleware(AuthMiddleware)
     app.add_middleware(_SameOrigin)
+    app.add_middleware(StreamCap, limits=limits)
+    app.add_middleware(ControlCharacters)
     if allowed_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+        policy = (
+            allowed_hosts
+            if isinstance(allowed_hosts, HostPolicy)
+            else HostPolicy(frozenset(canonical_host(h) for h in allowed_hosts))
+        )
+        app.add_middleware(HostCheck, policy=policy)
+    app.add_middleware(SecurityHeaders)
+    app.state.task_types = task_types
+    app.state.submission_limits = submission_limits or SubmissionLimits()
     app.state.replica_ttl = replica_ttl
     app.state.max_body_bytes = max_body_bytes
     app.state.templates = environment()
@@ -156,6 +184,7 @@ async def _on_database_down(request: Request, exc: Exception) -> Response:
 
 
 _DOCS_ASSETS: Final = f"{API_PREFIX}/docs/assets"
+_INLINE_SCRIPT: Final = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 
 def _add_api_docs(app: FastAPI) -> None:
@@ -167,17 +196,22 @@ def _add_api_docs(app: FastAPI) -> None:
 
     @app.get(f"{API_PREFIX}/docs", include_in_schema=False)
     async def _docs() -> HTMLResponse:
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url=f"{API_PREFIX}/openapi.json",
             title="taskplug API",
             swagger_js_url=f"{_DOCS_ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
             swagger_favicon_url="/favicon.ico",
         )
+        # The page starts Swagger UI with one inline script: the policy allows exactly it, by its hash.
+        inline = _INLINE_SCRIPT.findall(bytes(page.body).decode())
+        page.headers["Content-Security-Policy"] = content_security_policy(*inline)
+        return page
 
 
 class _SameOrigin:
-    """Refuse a state-changing request a page of another origin sent (``Origin`` / ``Sec-Fetch-Site``).
+    """Refuse a state-changing request a page of another origin sent (``Origin`` / ``Sec-Fetch-Site``, or
+    ``Referer`` when a browser sent no ``Origin``).
     Plain ASGI, not ``BaseHTTPMiddleware``: the live pages' event streams pass through untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -188,6 +222,11 @@ class _SameOrigin:
             headers = Headers(scope=scope)
             origin = headers.get("origin")
             cross = headers.get("sec-fetch-site") == "cross-site"
+            # A browser that sends no Origin (an old one, or a form some privacy setting strips it from)
+            # still names the page in Referer: another site's is refused as its Origin would be.
+            referer = headers.get("referer") if origin is None else None
+            if referer is not None and urlsplit(referer).netloc != headers.get("host"):
+                cross = True
             if cross or (origin is not None and urlsplit(origin).netloc != headers.get("host")):
                 refused = JSONResponse(
                     {"error": {"message": "refused: a request from another site's page"}}, status_code=403
@@ -197,7 +236,23 @@ class _SameOrigin:
         await self.app(scope, receive, send)
 
 
-_LOOPBACK: Final = ("127.0.0.1", "localhost")
+def uvicorn_config(app: FastAPI, *, host: str, port: int, limits: ServeLimits = DEFAULT_LIMITS) -> Any:
+    """uvicorn's config for ``app`` on ``host:port`` with the read deadlines of ``limits`` (h11 with a
+    header and a body deadline, ``timeout_keep_alive`` for idle connections)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=3,
+        # The peer's address decides whether a proxy's user header is believed: uvicorn must not replace it
+        # with X-Forwarded-For (which it does by default for a peer on 127.0.0.1).
+        proxy_headers=False,
+        http=deadline_protocol(header_timeout=limits.header_timeout, body_timeout=limits.body_timeout),
+        timeout_keep_alive=max(1, round(limits.idle_timeout)),
+    )
 
 
 def serve_http(
@@ -206,19 +261,24 @@ def serve_http(
     host: str = DEFAULT_HOST,
     port: int = 8080,
     replica_ttl: float = 10.0,
+    allowed_hosts: Sequence[str] = (),
+    limits: ServeLimits = DEFAULT_LIMITS,
+    task_types: TaskTypeCheck | None = None,
     auth: AuthSettings | None = None,
+    submission_limits: SubmissionLimits | None = None,
 ) -> None:
-    """Run the server until SIGINT/SIGTERM (uvicorn). Bound to loopback, it answers only the loopback names."""
+    """Run the server until SIGINT/SIGTERM (uvicorn). It answers the ``Host`` names of its canonical bind
+    address (:func:`~._hosts.host_policy`) and ``allowed_hosts``; ``auth`` says who may do what."""
     import uvicorn
 
-    hosts = list(_LOOPBACK) if host in _LOOPBACK else None
-    uvicorn.run(
-        create_app(dsn, replica_ttl=replica_ttl, allowed_hosts=hosts, auth=auth),
-        host=host,
-        port=port,
-        log_level="info",
-        timeout_graceful_shutdown=3,
-        # The peer's address decides whether a proxy's user header is believed: uvicorn must not replace it
-        # with X-Forwarded-For (which it does by default for a peer on 127.0.0.1).
-        proxy_headers=False,
+    policy = host_policy(host, extra=allowed_hosts)
+    app = create_app(
+        dsn,
+        replica_ttl=replica_ttl,
+        allowed_hosts=policy,
+        auth=auth,
+        limits=limits,
+        task_types=task_types,
+        submission_limits=submission_limits,
     )
+    uvicorn.Server(uvicorn_config(app, host=host, port=port, limits=limits)).run()

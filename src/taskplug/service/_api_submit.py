@@ -16,15 +16,17 @@ import copy
 import hashlib
 import re
 import secrets
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskplug.core import SpecError, load_document
-from taskplug.executor import parse_spec
+from taskplug.core import PluginError, SpecError, load_document
+from taskplug.executor import Platform, SubmissionLimits, check_limits, parse_spec
 from taskplug.k8s import MACHINERY_ANNOTATIONS, MACHINERY_LABELS
+from taskplug.service._controls import control_character_field
 
 __all__ = [
     "KEY_PATTERN",
@@ -33,7 +35,9 @@ __all__ = [
     "RESERVED_KEY_SUFFIXES",
     "Submission",
     "SubmitRequest",
+    "TaskTypeCheck",
     "parse_submission",
+    "platform_task_types",
     "relaunch_submission",
 ]
 
@@ -49,8 +53,14 @@ RESERVED_KEY_SUFFIXES: Final = frozenset(
 )
 """Last segments a key cannot end with: ``/executions/{key}/events`` would be ambiguous."""
 
+DEFAULT_SUBMISSION_LIMITS: Final = SubmissionLimits()
+"""What a submission may ask for when ``taskplug serve`` is given no ``--config`` (``executor.limits``'s defaults)."""
+
 RELAUNCH_LABEL: Final = "relaunch-of"
 """The label a relaunched execution carries: the key of the execution it was relaunched from."""
+
+TaskTypeCheck = Callable[[str], str | None]
+"""Given a task type, why no enabled plugin runs it; None when one does."""
 
 _NAME_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # flyteadmin's (k8s rand's): no vowels, no words
 
@@ -82,17 +92,30 @@ class Submission:
     labels: dict[str, str]
 
 
-def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
-    """The submission in a request body; :class:`SpecError` naming the field when anything is wrong."""
+def parse_submission(
+    body: bytes, *, max_bytes: int, limits: SubmissionLimits = DEFAULT_SUBMISSION_LIMITS
+) -> Submission:
+    """The submission in a request body; :class:`SpecError` naming the field when anything is wrong,
+    including a spec asking for more than ``limits`` (attempts, map elements, parallelism)."""
     document = load_document(
         body, "request body", what="request body", yaml_allowed=False, max_bytes=max_bytes
     )
+    if isinstance(document, Mapping):
+        # Before anything parses it: PostgreSQL cannot store a NUL, a label is one line of text.
+        where = control_character_field(document)
+        if where is not None:
+            raise SpecError(where, "holds a control character (such as NUL) it cannot hold")
     try:
         request = SubmitRequest.model_validate(document)
     except ValidationError as e:
         first = e.errors()[0]
         path = ".".join(str(part) for part in first["loc"])
         raise SpecError(path, first["msg"]) from None
+    if RELAUNCH_LABEL in request.labels:
+        raise SpecError(
+            f"labels.{RELAUNCH_LABEL}",
+            "is set by the server on a relaunch (POST /executions/{key}/relaunch); a submission cannot set it",
+        )
     if "templateFile" in request.spec:
         raise SpecError(
             "spec.templateFile",
@@ -102,9 +125,10 @@ def parse_submission(body: bytes, *, max_bytes: int) -> Submission:
     spec = _named(request.spec, request.key)
     try:
         parsed = parse_spec(spec, source="api", fresh_name=False)
+        check_limits(parsed, limits)
     except SpecError as e:
         raise SpecError(f"spec.{e.path}" if e.path else "spec", e.reason) from None
-    _refuse_machinery_fields(spec, request.labels)
+    _refuse_machinery_fields(spec)
     execution_key = parsed.execution_key
     if (
         request.key is not None
@@ -153,10 +177,10 @@ def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, o
     )
 
 
-def _refuse_machinery_fields(spec: Mapping[str, Any], labels: Mapping[str, str]) -> None:
+def _refuse_machinery_fields(spec: Mapping[str, Any]) -> None:
     """What the machinery sets itself cannot come from a submitter: the name of an attempt's objects
     (``execution.generatedName``), the labels that route an object to its execution and the annotation that
-    says which attempt made it, and the relaunch label. With them a submitter could name another
+    says which attempt made it (the relaunch label is refused above). With them a submitter could name another
     execution's pod and have it adopted, then deleted by its own abort (a spec run by ``taskplug run`` on
     one's own machine may still set them)."""
     execution = spec.get("execution")
@@ -175,10 +199,6 @@ def _refuse_machinery_fields(spec: Mapping[str, Any], labels: Mapping[str, str])
                     f"spec.execution.{section}.{key}",
                     f"{key!r} is set by taskplug itself on every object it creates; a submission cannot set it",
                 )
-    if RELAUNCH_LABEL in labels:
-        raise SpecError(
-            f"labels.{RELAUNCH_LABEL}", f"{RELAUNCH_LABEL!r} is set by the server on a relaunched execution"
-        )
 
 
 def _given_name(spec: Mapping[str, Any]) -> str | None:
@@ -206,3 +226,30 @@ def _name_for(key: str | None) -> str:
     """An execution name of flyteadmin's form (``a`` + 19 characters): drawn from ``key``, or random."""
     digest = hashlib.sha256(key.encode() if key is not None else secrets.token_bytes(32)).digest()
     return "a" + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:19])
+
+
+def platform_task_types(platform: Platform) -> TaskTypeCheck:
+    """The check of ``taskplug serve --config``: a task type is run by a plugin the config enables, resolved
+    as a replica resolves it (:meth:`Platform.entry_for`); each type's answer is remembered (a web-API
+    plugin's discovery may ask a connector). Call it from a thread: resolution may block."""
+    answers: dict[str, str | None] = {}
+    lock = threading.Lock()
+
+    def check(task_type: str) -> str | None:
+        with lock:
+            if task_type in answers:
+                return answers[task_type]
+        try:
+            platform.entry_for(task_type)
+            answer = None
+        except PluginError as e:
+            answer = (
+                f"no enabled plugin runs task type {task_type!r}: enable a plugin that handles it in the "
+                f"config's tasks.task-plugins.enabled-plugins (or set default-for-task-types) ({e})"
+            )
+        with lock:
+            if len(answers) < 1024:  # the types a server sees are few; a flood of made-up ones is not kept
+                answers[task_type] = answer
+        return answer
+
+    return check

@@ -3,8 +3,8 @@
 ``/executions`` lists executions newest first with filters in the URL (a plain GET form: the Back button
 restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
 an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
-execution: header (phase, reason, times, owner replica, Abort with a confirmation, Relaunch once it ended,
-a link to the execution it was relaunched from), phase history, a card per
+execution: header (phase, reason, times, owner replica, Abort with a confirmation, Relaunch once it ended
+with a confirmation page, a link to the execution it was relaunched from), phase history, a card per
 attempt (error, log links, the object it created), a timeline, inputs and outputs, and the spec as
 submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution changes.
 ``/replicas`` shows the replica rows. What changed comes from the process's :class:`~._web_feed.Feed`.
@@ -15,10 +15,11 @@ notifications instead, so a phase change shows as soon as the replica commits it
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -151,9 +152,16 @@ async def executions_stream(
     return EventSourceResponse(_rows_events(request, query), ping=PING_SECONDS)
 
 
+def _stream_reads(request: Request) -> asyncio.Semaphore:
+    """What a live stream holds while it reads: the streams together use at most half the pool."""
+    reads: asyncio.Semaphore = request.app.state.stream_reads
+    return reads
+
+
 async def _rows_events(request: Request, query: _ListQuery) -> AsyncIterator[ServerSentEvent]:
     async with _feed(request).subscribe() as sub:
-        rows, _ = await _rows(request, query)
+        async with _stream_reads(request):
+            rows, _ = await _rows(request, query)
         shown = sub.watch = frozenset(r["id"] for r in rows)
         # Sent at once: whatever changed between the page's render and this connection shows now.
         yield ServerSentEvent(_fragment(request, "_rows.html", rows=rows), event="rows")
@@ -161,13 +169,14 @@ async def _rows_events(request: Request, query: _ListQuery) -> AsyncIterator[Ser
             changed = await sub.next(PING_SECONDS)
             if not changed:
                 continue
-            if (
-                changed != EVERYTHING
-                and not (changed & shown)
-                and not await _matches(request, query, changed)
-            ):
-                continue
-            rows, _ = await _rows(request, query)
+            async with _stream_reads(request):
+                if (
+                    changed != EVERYTHING
+                    and not (changed & shown)
+                    and not await _matches(request, query, changed)
+                ):
+                    continue
+                rows, _ = await _rows(request, query)
             shown = sub.watch = frozenset(r["id"] for r in rows)
             yield ServerSentEvent(_fragment(request, "_rows.html", rows=rows), event="rows")
 
@@ -221,7 +230,8 @@ async def _detail_events(request: Request, key: str, execution_id: int) -> Async
         changed: frozenset[int] = EVERYTHING
         while True:
             if changed == EVERYTHING or execution_id in changed:
-                context = await _detail(request, key)
+                async with _stream_reads(request):
+                    context = await _detail(request, key)
                 if context is None:
                     return
                 for section in _SECTIONS:
@@ -246,7 +256,12 @@ async def abort_from_page(request: Request, key: str) -> Response:
 
 @router.post("/executions/{key:path}/relaunch")
 async def relaunch_from_page(request: Request, key: str) -> Response:
-    """Relaunch from the page (a plain form, with or without JavaScript): on to the new execution's page."""
+    """Relaunch from the page (a plain form, with or without JavaScript): first a page that asks, as Abort
+    asks, whose form confirms (``confirm=yes``); then on to the new execution's page."""
+    if not await _confirmed(request):
+        if await _db(request).get(key) is None:
+            return _render(request, "missing.html", status=404, key=key)
+        return _render(request, "relaunch.html", key=key)
     try:
         row = await relaunch(request, key)
     except ApiError as e:
@@ -256,6 +271,19 @@ async def relaunch_from_page(request: Request, key: str) -> Response:
         return _render(request, "refused.html", status=e.status, key=key, message=message)
     _feed(request).publish({row["id"]})
     return RedirectResponse(f"/executions/{row['key']}", status_code=303)
+
+
+async def _confirmed(request: Request) -> bool:
+    """Whether the form says ``confirm=yes`` (a urlencoded body of a few bytes; a larger one is not a
+    confirmation form)."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return False
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > 1024:
+            return False
+    return ("confirm", "yes") in parse_qsl(body.decode("latin-1"))
 
 
 @router.get("/executions/{key:path}", response_class=HTMLResponse)
