@@ -470,3 +470,28 @@ def test_the_live_view_shows_the_tasks_latest_output_under_its_timeline(
         text = captured.get()
     assert "the task's output" in text
     assert "  | [bold]line 19[/bold]" in text and "line 11" not in text and "line 12" in text
+
+
+def test_taskplug_logs_finds_an_attempts_pods_its_map_elements_and_the_pods_an_operator_started(
+    tmp_path: Path,
+) -> None:
+    from taskplug.cli._logs import find_logs
+
+    root = tmp_path / "cluster"
+    pods = [
+        "ns_job-n0-0_u1",  # the attempt's pod
+        "ns_job-n0-1-driver_u2",  # a Spark driver of attempt 1
+        "ns_job-n0-1-worker-0_u3",  # a PyTorchJob worker
+        "ns_job-n0-0-3-1_u4",  # a map element's retry
+        "ns_job-n00-0_u5",  # another node
+        "ns_jobx-n0-0_u6",  # another execution
+    ]
+    for pod in pods:
+        (root / "run" / pod / "logs").mkdir(parents=True)
+        (root / "run" / pod / "logs" / "main.log").write_text(pod)
+    found = {(f.pod, f.attempt) for f in find_logs(root, "job", "n0")}
+    assert found == {("job-n0-0", 0), ("job-n0-1-driver", 1), ("job-n0-1-worker-0", 1), ("job-n0-0-3-1", 0)}
+    assert {f.pod for f in find_logs(root, "job", "n0", attempt=1)} == {
+        "job-n0-1-driver",
+        "job-n0-1-worker-0",
+    }

@@ -122,7 +122,9 @@ def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = Non
     """The log files of the pods of execution ``name`` (node ``node``) under a cluster folder, oldest
     first; ``attempt`` keeps one attempt's."""
     found: list[LogFile] = []
-    pattern = re.compile(rf"^[^_]+_({re.escape(name)}-{re.escape(node)}-(\d+)(?:-[0-9-]+)?)_[^_]+$")
+    # The attempt's own pod ({name}-{node}-{attempt}), a map element's ({…}-{index}[-{retry}]), and the pods an
+    # operator starts for it (a Spark driver, a PyTorchJob's master and workers: {…}-driver, {…}-worker-0).
+    pattern = re.compile(rf"^[^_]+_({re.escape(name)}-{re.escape(node)}-(\d+)(?:-[a-z0-9-]+)?)_[^_]+$")
     if not root.is_dir():
         return found
     for run in root.iterdir():
