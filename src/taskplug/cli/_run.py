@@ -58,7 +58,7 @@ from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
-from taskplug.core import PluginError, SpecError, TaskplugError
+from taskplug.core import PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
     Event,
@@ -74,6 +74,7 @@ from taskplug.executor import (
     load_spec,
     open_executor,
 )
+from taskplug.k8s import KubeApiError
 
 __all__ = ["run"]
 
@@ -144,17 +145,21 @@ async def _run(
                     # No live view but on a terminal: elsewhere it writes nothing until it ends (the events
                     # went line by line instead, see _event_sinks).
                     result = await ex.wait(key)
-                    coordinator.check(key)
-                    return result, finished
-                with Live(progress.render(), console=console, refresh_per_second=8, transient=False) as live:
-                    waiter = asyncio.ensure_future(ex.wait(key))
-                    while not waiter.done():
+                else:
+                    with Live(
+                        progress.render(), console=console, refresh_per_second=8, transient=False
+                    ) as live:
+                        waiter = asyncio.ensure_future(ex.wait(key))
+                        while not waiter.done():
+                            live.update(progress.render())
+                            await asyncio.wait({waiter}, timeout=0.125)
                         live.update(progress.render())
-                        await asyncio.wait({waiter}, timeout=0.125)
-                    live.update(progress.render())
-                console.print()
+                    console.print()
+                    result = waiter.result()
                 coordinator.check(key)
-                return waiter.result(), None
+                if kubeconfig is not None and finished is None and not result.succeeded:
+                    await _print_pod_log_tail(client, spec, result, as_json=as_json)
+                return result, finished
     except asyncio.CancelledError:
         if interrupts.cancelled:
             raise _Interrupted from None
@@ -524,24 +529,58 @@ _LOG_LINES = 20
 """How many of a failed attempt's last log lines ``run`` shows with its error."""
 
 
-def _print_log_tail(result: ExecutionResult, spec: ExecutionSpec, state_db: Path, fmt: str) -> None:
-    """The last lines the failed attempt's containers printed, before the outcome (stderr with ``-o json``)."""
-    execution = spec.metadata.task_execution_id.id.node_execution_id
+def _last_attempt(result: ExecutionResult) -> int | None:
     attempts = [int(e["attempt"]) for e in result.events if "attempt" in e]
-    attempt = attempts[-1] if attempts else None
-    files = find_logs(cluster_folder(state_db), execution.execution_id.name, execution.node_id, attempt)
-    if not files:
-        return
+    return attempts[-1] if attempts else None
+
+
+def _show_log(header: str, text: str, *, as_json: bool) -> None:
+    """A log's last lines under a header, before the outcome (on stderr with ``-o json``)."""
+    text = log_tail(text, _LOG_LINES)
+    if text.strip():
+        click.echo(header, err=as_json)
+        click.echo("".join(f"  | {line}" for line in text.splitlines(keepends=True)), err=as_json)
+
+
+def _print_log_tail(result: ExecutionResult, spec: ExecutionSpec, state_db: Path, fmt: str) -> None:
+    """The last lines the failed attempt's containers printed on the embedded cluster (their kept logs)."""
+    execution = spec.metadata.task_execution_id.id.node_execution_id
+    name = execution.execution_id.name
+    files = find_logs(cluster_folder(state_db), name, execution.node_id, _last_attempt(result))
     for f in files[-3:]:
-        text = log_tail(f.path.read_bytes().decode("utf-8", "replace"), _LOG_LINES)
-        if not text.strip():
-            continue
-        click.echo(
+        _show_log(
             f"the last lines of attempt {f.attempt}'s log (pod {f.pod}, container {f.container}; all of it: "
-            f"taskplug logs {execution.execution_id.name} --state-db {str(state_db)!r}):",
-            err=fmt == "json",
+            f"taskplug logs {name} --state-db {str(state_db)!r}):",
+            f.path.read_bytes().decode("utf-8", "replace"),
+            as_json=fmt == "json",
         )
-        click.echo("".join(f"  | {line}" for line in text.splitlines(keepends=True)), err=fmt == "json")
+
+
+async def _print_pod_log_tail(
+    client: object, spec: ExecutionSpec, result: ExecutionResult, *, as_json: bool
+) -> None:
+    """On a real cluster: the failed attempt's pod log, through the API, while its pod is there (Flyte keeps
+    a finished pod unless ``delete-resource-on-finalize``); nothing when it is gone or cannot be read."""
+    if not isinstance(client, ReadsPodLogs):
+        return
+    execution = spec.metadata.task_execution_id.id.node_execution_id
+    attempt = _last_attempt(result)
+    pod = f"{execution.execution_id.name}-{execution.node_id}-{attempt or 0}"
+    namespace = spec.metadata.namespace
+    text = None
+    for container in (pod, None):  # the task's container is named as its pod; else the pod's only one
+        try:
+            text = await client.pod_log(namespace, pod, container, tail_lines=_LOG_LINES)
+            break
+        except (KubeApiError, ConnectionError, TimeoutError):
+            continue
+    if text:
+        _show_log(
+            f"the last lines of attempt {attempt}'s log (pod {namespace}/{pod}; all of it: kubectl logs -n "
+            f"{namespace} {pod}):",
+            text,
+            as_json=as_json,
+        )
 
 
 def _load(
