@@ -9,12 +9,14 @@ there (its working folder, its volumes) is removed and the logs stay. ``taskplug
 pods of an execution by their names (``{name}-{node}-{attempt}``, a map's elements below it) and prints their
 logs, attempt by attempt; ``--follow`` keeps printing what is appended while the run that writes them runs.
 
-Deviation: a real cluster's logs are read through its API (``kubectl logs``); ``taskplug logs`` reads the
-embedded cluster's files only.
+On a real cluster (``--kubeconfig``) the logs are read through the API's ``pods/log``, of the pods that carry
+the execution's labels, for as long as the cluster keeps them (Flyte keeps a finished pod unless
+``delete-resource-on-finalize``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -23,13 +25,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Protocol
 
 import click
 
 from taskplug.cli._output import handles_bad_input
 from taskplug.core import SpecError
 from taskplug.executor import EXECUTOR_SECTION, Platform
-from taskplug.k8s import LOGS_SECTION, LogConfig
+from taskplug.k8s import (
+    ATTEMPT_ANNOTATION,
+    EXECUTION_ID_LABEL,
+    LOGS_SECTION,
+    POD,
+    KubeClient,
+    LogConfig,
+    ReadsPodLogs,
+    sanitize_label_value,
+)
 
 __all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
 
@@ -196,6 +208,15 @@ def _follow(offsets: dict[Path, int], root: Path, name: str, node: str, attempt:
     help="The state DB the run used (its logs are in cluster/ beside it) [default: the config's "
     "executor.state-db, .taskplug/state.db].",
 )
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the logs of a run on this cluster, through its API, instead of the embedded cluster's files.",
+)
+@click.option(
+    "--namespace",
+    help="With --kubeconfig: the pods' namespace [default: PROJECT-DOMAIN of an EXECUTION key].",
+)
 @click.option("--node", default="n0", show_default=True, help="The node of the execution.")
 @click.option("--attempt", type=int, default=None, help="Only this attempt's logs [default: every attempt].")
 @click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
@@ -205,6 +226,8 @@ def logs(
     execution: str,
     config_path: Path | None,
     state_db: Path | None,
+    kubeconfig: Path | None,
+    namespace: str | None,
     node: str,
     attempt: int | None,
     tail: int | None,
@@ -219,10 +242,17 @@ def logs(
     parts = execution.split("/")
     if len(parts) == 4:
         name, node = parts[2], parts[3]
+        namespace = namespace or f"{parts[0]}-{parts[1]}"
     elif len(parts) == 1 and parts[0]:
         name = parts[0]
     else:
         raise SpecError("EXECUTION", f"a name or PROJECT/DOMAIN/NAME/NODE, got {execution!r}")
+    if kubeconfig is not None:
+        if namespace is None:
+            raise SpecError("--namespace", "required with --kubeconfig and an execution name alone")
+        platform = Platform.load(config_path)
+        asyncio.run(_from_cluster(platform, kubeconfig, namespace, name, node, attempt, tail, follow))
+        return
     if state_db is None:
         state_db = Path(Platform.load(config_path).config.get(EXECUTOR_SECTION).state_db)
     root = cluster_folder(state_db)
@@ -246,3 +276,75 @@ def logs(
         for chunk in _follow(shown, root, name, node, attempt):
             sys.stdout.write(chunk)
             sys.stdout.flush()
+
+
+async def _from_cluster(
+    platform: Platform,
+    kubeconfig: Path,
+    namespace: str,
+    name: str,
+    node: str,
+    attempt: int | None,
+    tail: int | None,
+    follow: bool,
+) -> None:
+    """The logs of an execution's pods on a cluster, found by the labels every task object carries
+    (``execution-id``, ``node-id``) and ordered by the attempt their annotation names; followed by reading
+    each again until its pod has ended."""
+    client = platform.connect(kubeconfig)
+    try:
+        if not isinstance(client, ReadsPodLogs):
+            raise SpecError("--kubeconfig", "this client cannot read pod logs")
+        selector = f"{EXECUTION_ID_LABEL}={sanitize_label_value(name)},node-id={sanitize_label_value(node)}"
+        pods, _ = await client.list(POD, namespace, label_selector=selector)
+        found = sorted(
+            ((_attempt_of(pod), pod) for pod in pods if attempt is None or _attempt_of(pod) == attempt),
+            key=lambda item: (item[0], item[1]["metadata"]["name"]),
+        )
+        if not found:
+            raise SpecError(
+                "EXECUTION",
+                f"no pods of {name!r} (node {node}) in namespace {namespace!r}: gone (deleted on finalize), "
+                "or another namespace (--namespace)",
+            )
+        for number, pod in found:
+            pod_name = pod["metadata"]["name"]
+            for container in [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]:
+                if len(found) > 1 or len(pod["spec"]["containers"]) > 1:
+                    click.echo(f"==> attempt {number}: pod {pod_name}, container {container} <==")
+                text = await client.pod_log(namespace, pod_name, container, tail_lines=tail)
+                click.echo(text, nl=False)
+                if follow:
+                    await _follow_pod(
+                        client, namespace, pod_name, container, len(text) if tail is None else None
+                    )
+    finally:
+        await client.close()
+
+
+class _LogCluster(KubeClient, ReadsPodLogs, Protocol):
+    """A client that reads objects and pod logs."""
+
+
+async def _follow_pod(
+    client: _LogCluster, namespace: str, pod: str, container: str, shown: int | None
+) -> None:
+    """What a container appends to its log until its pod has ended (read again every second)."""
+    while True:
+        current = await client.get(POD, namespace, pod)
+        ended = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        text = await client.pod_log(namespace, pod, container)
+        if shown is None:
+            shown = len(text)
+        elif len(text) > shown:
+            click.echo(text[shown:], nl=False)
+            shown = len(text)
+        if ended:
+            return
+        await asyncio.sleep(1.0)
+
+
+def _attempt_of(pod: dict[str, Any]) -> int:
+    annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION, "")
+    last = str(annotation).rpartition("/")[2]
+    return int(last) if last.isdigit() else 0
