@@ -29,6 +29,7 @@ def test_help_lists_every_command_with_its_summary(runner: CliRunner) -> None:
     rows = {line.split(maxsplit=1)[0]: line.split(maxsplit=1)[1] for line in listed if line.strip()}
     assert list(rows) == [
         "run",
+        "logs",
         "render",
         "status",
         "plugins",

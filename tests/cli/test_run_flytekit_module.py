@@ -413,3 +413,83 @@ def test_a_yaml_spec_still_runs_without_flytekit(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert '"kind": "Pod"' in done.stdout
+
+
+@pytest.mark.parametrize("given", ["missing.txt", "file:///nowhere/missing.txt"])
+def test_a_file_input_that_does_not_exist_exits_2_naming_the_input_and_creates_nothing(
+    runner: CliRunner, module: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as e:
+        _spec(
+            module,
+            "typed",
+            "--n",
+            "1",
+            "--ratio",
+            "2",
+            "--label",
+            "x",
+            "--xs",
+            "[]",
+            "--counts",
+            "{}",
+            "--data",
+            given,
+        )
+    assert e.value.path == "--data" and "no such file or folder" in str(e.value)
+
+    state_db = tmp_path / "state.db"
+    result = invoke(
+        runner,
+        "run",
+        "--state-db",
+        state_db,
+        module,
+        "typed",
+        "--n",
+        "1",
+        "--ratio",
+        "2",
+        "--label",
+        "x",
+        "--xs",
+        "[]",
+        "--counts",
+        "{}",
+        "--data",
+        given,
+    )
+    assert_bad_input(result, "--data", "no such file or folder", given)
+    assert not state_db.exists() and not (tmp_path / ".taskplug").exists()
+
+
+def test_a_file_uri_that_exists_is_kept_as_given(module: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data.csv"
+    data.write_text("a\n")
+    spec = _spec(
+        module,
+        "typed",
+        "--n",
+        "1",
+        "--ratio",
+        "2",
+        "--label",
+        "x",
+        "--xs",
+        "[]",
+        "--counts",
+        "{}",
+        "--data",
+        data.as_uri(),
+    )
+    assert _inputs(spec)["data"] == data.as_uri()
+
+
+def test_the_tasks_param_lines_stay_one_per_line_in_its_help(runner: CliRunner) -> None:
+    result = invoke(runner, "run", WORKFLOWS, "add", "--help")
+    assert result.exit_code == 0, result.stderr
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert ":param a: the first addend" in lines
+    assert ":param b: the second addend" in lines
+    assert "Add two integers." in lines

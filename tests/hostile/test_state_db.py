@@ -430,12 +430,14 @@ def test_a_finished_execution_reports_its_stored_outcome_and_code_and_rerun_runs
     assert "not run again" in again.stdout
     assert _lines(ledger) == ["ran"]
 
-    # Edited to succeed: still the stored failure, and stderr says the spec changed; --rerun runs the edit.
+    # Edited to succeed: the stored failure is another spec's outcome, so it is refused (exit 2, nothing on
+    # stdout for a script to take), saying what differs and how to run it; --rerun runs the edit.
     _write(spec, _task_document(ledger, note="fixed"))
     edited = _run(tmp_path, spec, "-o", "json", "--state-db", "state.db")
-    assert edited.returncode == 1
-    assert json.loads(edited.stdout)["phase"] != "Success"
-    assert "spec changed since" in edited.stderr
+    assert edited.returncode == 2, edited.stderr
+    assert edited.stdout == ""
+    assert "with another spec: the task (its template" in edited.stderr
+    assert "--rerun" in edited.stderr and "execution.id.name" in edited.stderr
     assert _lines(ledger) == ["ran"]
 
     rerun = _run(tmp_path, spec, "-o", "json", "--state-db", "state.db", "--rerun")

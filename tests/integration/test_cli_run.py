@@ -79,7 +79,7 @@ async def test_json_output_on_success_is_one_document_with_phase_attempts_error_
     code, out, err = await _run(tmp_path, spec, "-o", "json", "--state-db", tmp_path / "state.db")
     assert code == 0, err
     document = json.loads(out)
-    assert list(document) == ["phase", "attempts", "error", "outputs", "events", "node"]
+    assert list(document) == ["execution", "phase", "attempts", "error", "outputs", "events", "node"]
     assert (document["phase"], document["attempts"], document["error"]) == ("Success", 1, None)
     assert document["outputs"] == {"greeting": "hello, world"}
     for event in document["events"]:
@@ -191,3 +191,52 @@ async def test_sigint_during_a_running_task_aborts_it_and_leaves_nothing_behind(
     await wait_until(lambda: pods_in(cluster) == {}, within=5, what="the pod is gone")
     assert cluster.kubelet is not None
     await wait_until(lambda: not cluster.kubelet.runs, within=5, what="no container left running")
+
+
+async def test_on_a_cluster_reached_by_kubeconfig_a_failure_shows_its_pods_last_log_lines(
+    served: tuple[LocalCluster, Path], tmp_path: Path
+) -> None:
+    _, kubeconfig = served
+    script = "import sys\nfor i in range(40):\n    print(f'step {i}', flush=True)\nsys.exit('gave up')"
+    spec = _write(tmp_path / "fails.yaml", container_spec_document("cli-remote-log", script))
+    code, out, err = await _run(
+        tmp_path, spec, "--kubeconfig", kubeconfig, "--state-db", tmp_path / "state.db"
+    )
+    assert code == 1, err
+    # Read through the API's pods/log (the embedded cluster here, a real API server the same way).
+    assert "pod it-dev/cli-remote-log-n0-0" in out and "kubectl logs -n it-dev cli-remote-log-n0-0" in out
+    assert "  | step 39\n" in out and "  | step 10\n" not in out
+    assert "Traceback" not in err
+    # taskplug logs reads the same pods through the API, found by the execution's labels.
+    proc = await asyncio.create_subprocess_exec(
+        TASKPLUG,
+        "logs",
+        "it/dev/cli-remote-log/n0",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--follow",
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    code, out, err = await _finish(proc)
+    assert code == 0, err
+    assert out.splitlines() == [f"step {i}" for i in range(40)] + ["gave up"]
+    proc = await asyncio.create_subprocess_exec(
+        TASKPLUG,
+        "logs",
+        "cli-remote-log",
+        "--namespace",
+        "it-dev",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--attempt",
+        "0",
+        "--tail",
+        "2",
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    code, out, err = await _finish(proc)
+    assert (code, out) == (0, "step 39\ngave up\n"), err

@@ -116,3 +116,74 @@ async def test_with_kubeconfig_the_task_runs_on_that_cluster_in_the_image_named(
     assert container["image"] == "ghcr.io/example/flyte-tasks:v7"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["PYTHONPATH"] == str(WORKFLOWS.parent)
+
+
+def test_a_named_execution_run_again_with_other_inputs_is_refused_not_answered_with_the_old_result(
+    tmp_path: Path,
+) -> None:
+    state = ("--state-db", tmp_path / "state.db", "--name", "add-once")
+    first = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "5")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["outputs"] == {"o0": 6}
+
+    # Other inputs under the same name: refused, saying which input differs and how to run it; no stale 6.
+    other = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "6")
+    assert other.returncode == 2, other.stderr
+    assert other.stdout == ""
+    assert "input(s) a differ" in other.stderr
+    assert "--rerun" in other.stderr and "--name" in other.stderr
+    assert "Traceback" not in other.stderr
+
+    # Another task under the same name: refused, naming the task.
+    task = _run(tmp_path, *state, WORKFLOWS, "greet")
+    assert task.returncode == 2 and "the task (its template" in task.stderr, task.stderr
+
+    # The same spec again: the stored outcome, as before.
+    same = _run(tmp_path, *state, "-o", "json", WORKFLOWS, "add", "--a", "5")
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["outputs"] == {"o0": 6}
+    assert "already finished" in same.stderr
+
+    # --rerun runs the new inputs under the name.
+    rerun = _run(tmp_path, *state, "--rerun", "-o", "json", WORKFLOWS, "add", "--a", "6")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["outputs"] == {"o0": 7}
+
+
+FRAMES = """
+import pandas as pd
+from flytekit import Secret, current_context, task
+
+
+@task
+def frame(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"x": list(range(n))})
+
+
+@task
+def total(df: pd.DataFrame) -> int:
+    return int(df["x"].sum())
+
+
+@task(secret_requests=[Secret(group="demo", key="token")])
+def secret() -> str:
+    return current_context().secrets.get("demo", "token")
+"""
+
+
+def test_a_dataframe_task_and_a_secret_run_as_the_readme_says(tmp_path: Path) -> None:
+    module = tmp_path / "frames.py"
+    module.write_text(FRAMES)
+    state = ("--state-db", tmp_path / "state.db", "-o", "json")
+    made = _run(tmp_path, *state, module, "frame", "--n", "4")
+    assert made.returncode == 0, made.stderr
+    dataset = json.loads(made.stdout)["outputs"]["o0"]
+    assert dataset["format"] == "parquet"
+    summed = _run(tmp_path, *state, module, "total", "--df", dataset["uri"])
+    assert summed.returncode == 0, summed.stderr
+    assert json.loads(summed.stdout)["outputs"] == {"o0": 6}
+
+    # A secret, given locally as flytekit reads it: _FSEC_<GROUP>_<KEY>.
+    told = _run(tmp_path, *state, "-e", "_FSEC_DEMO_TOKEN=abc", module, "secret")
+    assert told.returncode == 0, told.stderr
+    assert json.loads(told.stdout)["outputs"] == {"o0": "abc"}

@@ -76,8 +76,19 @@ async def test_kubectl_create_get_logs_and_delete_a_pod(
     assert code == 0
     pod = json.loads(out)
     assert (pod["kind"], pod["metadata"]["name"], pod["status"]["phase"]) == ("Pod", "demo", "Succeeded")
+    # The columns a real API server's Table gives kubectl, and a finished pod's row as kubectl prints it.
     code, out, _ = await run("get", "pods")
-    assert code == 0 and out.splitlines()[0].split() == ["NAME", "AGE"] and "demo" in out
+    assert code == 0, out
+    header, row = out.splitlines()
+    assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert row.split()[:4] == ["demo", "0/1", "Completed", "0"]
+    code, out, _ = await run("get", "pods", "-o", "wide")
+    assert code == 0, out
+    assert out.splitlines()[0].split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    code, out, _ = await run("get", "pod", "demo")
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["demo", "0/1", "Completed"]
+    code, out, _ = await run("get", "namespaces")
+    assert code == 0 and out.splitlines()[0].split() == ["NAME", "CREATED", "AT"]
     assert await run("logs", "demo") == (0, "hello from demo\n", "")
     code, out, _ = await run("delete", "pod", "demo")
     assert code == 0 and 'pod "demo" deleted' in out

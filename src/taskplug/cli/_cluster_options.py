@@ -47,9 +47,12 @@ def cluster_options(*, kubeconfig_help: str, cluster_mode_help: str) -> Callable
 
 
 @contextlib.asynccontextmanager
-async def kube_client(platform: Platform, kubeconfig: Path | None, mode: str) -> AsyncIterator[KubeClient]:
+async def kube_client(
+    platform: Platform, kubeconfig: Path | None, mode: str, *, workdir: Path | None = None
+) -> AsyncIterator[KubeClient]:
     """The cluster of ``kubeconfig``, or (None) an embedded one in ``mode``, with the operators the enabled
-    plugins bring for their custom resources."""
+    plugins bring for their custom resources; ``workdir`` is where the embedded one keeps its pods' folders
+    (their logs), a temporary folder when not given."""
     if kubeconfig is not None:
         client = platform.connect(kubeconfig)
         try:
@@ -60,7 +63,9 @@ async def kube_client(platform: Platform, kubeconfig: Path | None, mode: str) ->
     # Only a run on the embedded cluster loads it.
     from taskplug.localcluster import LocalCluster
 
-    async with LocalCluster(mode="simulated" if mode == "simulated" else "process") as cluster:
+    async with LocalCluster(
+        mode="simulated" if mode == "simulated" else "process", workdir=workdir
+    ) as cluster:
         # The embedded cluster has no operators of its own: every enabled plugin that brings one for its
         # custom resource (Spark, a plugin author's CRD) gets it registered here.
         for operator in local_operators(platform.config, platform.registry):

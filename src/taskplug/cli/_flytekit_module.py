@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import importlib
 import inspect
+import os
 import re
 import sys
 import typing
@@ -44,6 +45,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import click
 from flyteidl.core import literals_pb2, tasks_pb2, types_pb2
@@ -395,7 +397,7 @@ def _option(item: _Input) -> click.Option:
 
 def _task_command(path: Path, task_name: str, entity: Any, inputs: Sequence[_Input]) -> click.Command:
     function = getattr(entity, "task_function", None)
-    doc = inspect.cleandoc(function.__doc__) if function is not None and function.__doc__ else ""
+    doc = _help_text(inspect.cleandoc(function.__doc__)) if function is not None and function.__doc__ else ""
     summary = f"{type(entity).__name__} {entity.name} from {path.name}: its inputs as options."
     return click.Command(
         task_name,
@@ -403,6 +405,16 @@ def _task_command(path: Path, task_name: str, entity: Any, inputs: Sequence[_Inp
         help=f"{summary}\n\n{doc}" if doc else summary,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
+
+
+def _help_text(doc: str) -> str:
+    """A docstring as ``--help`` shows it: prose rewrapped, but a paragraph of reST fields (``:param a: …``,
+    ``:return: …``) kept one field per line (click's ``\\b`` marker), as they would otherwise run together."""
+    paragraphs = doc.split("\n\n")
+    kept = [
+        f"\b\n{p}" if any(line.lstrip().startswith(":") for line in p.splitlines()) else p for p in paragraphs
+    ]
+    return "\n\n".join(kept)
 
 
 def _parse_task_arguments(
@@ -444,7 +456,7 @@ def _plain(raw: str, literal_type: types_pb2.LiteralType, option: str, *, on_hos
                 raise SpecError(option, f"expected a number, got {raw!r}") from None
         return _yaml(raw, option)
     if kind in ("blob", "structured_dataset_type", "schema"):
-        return _location(raw, on_host=on_host)
+        return _location(raw, option, on_host=on_host)
     if kind == "enum_type":
         return raw
     if kind == "union_type":
@@ -469,14 +481,21 @@ def _yaml(raw: str, option: str) -> Any:
     return load_document(raw.encode(), option)
 
 
-def _location(raw: str, *, on_host: bool) -> str:
+def _location(raw: str, option: str, *, on_host: bool) -> str:
     """A file, folder or dataset input: a URI as given; on this machine, a local path made absolute (the
-    task's process runs in a folder of its own)."""
-    if on_host and "://" not in raw:
-        candidate = Path(raw).expanduser()
-        if candidate.exists():
-            return str(candidate.resolve())
-    return raw
+    task's process runs in a folder of its own). On this machine a local path or ``file://`` URI that does
+    not exist or cannot be read is a usage error now, naming the input, instead of a pod that fails in
+    flytekit's download (pyflyte's run checks the same before it uploads)."""
+    if not on_host:
+        return raw
+    if "://" in raw and not raw.startswith("file://"):
+        return raw
+    local = Path(unquote(urlparse(raw).path)) if raw.startswith("file://") else Path(raw).expanduser()
+    if not local.exists():
+        raise SpecError(option, f"no such file or folder: {raw!r} (looked for {str(local.absolute())!r})")
+    if not os.access(local, os.R_OK) or (local.is_dir() and not os.access(local, os.X_OK)):
+        raise SpecError(option, f"cannot be read: {raw!r}")
+    return raw if raw.startswith("file://") else str(local.resolve())
 
 
 def _takes_text(literal_type: types_pb2.LiteralType) -> bool:

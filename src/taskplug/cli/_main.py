@@ -8,15 +8,21 @@ one table of commands is :data:`COMMANDS`; ``tests/cli`` checks that its summari
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
 from taskplug import __version__
+from taskplug.cli._interrupts import install_early, settle
 
 __all__ = ["COMMANDS", "cli", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("taskplug.cli._run:run", "Run a task execution to a terminal phase and print its timeline..."),
+    "logs": (
+        "taskplug.cli._logs:logs",
+        "Print what an execution's containers printed, attempt by attempt...",
+    ),
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
     "status": (
         "taskplug.cli._status:status",
@@ -66,4 +72,8 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="taskplug")
+    install_early(sys.argv)
+    try:
+        cli(prog_name="taskplug")
+    finally:
+        settle()

@@ -9,7 +9,10 @@ What is shown comes from tasks, errors and the cluster, so no console here reads
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
+from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.progress_bar import ProgressBar
@@ -18,8 +21,20 @@ from rich.text import Text
 
 from taskplug.executor import Event
 
-__all__ = ["ArrayProgress", "Progress", "last_line", "phase_text", "plain_console"]
+__all__ = [
+    "ArrayProgress",
+    "EventLines",
+    "Progress",
+    "last_line",
+    "phase_text",
+    "plain_console",
+    "reason_line",
+    "same_file",
+]
 
+
+OUTPUT_LINES = 8
+"""How many of the task's last printed lines the live view shows under its timeline."""
 
 # An element's latest reported phase (the external resources' phase names) → the group it is counted in.
 _ELEMENT_GROUPS = {
@@ -91,15 +106,26 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def reason_line(text: str) -> str:
+    """What a person reads first of a reason: for a traceback (flytekit's ``Trace: … Message: …`` error, a
+    Python traceback) the exception's line, ``ValueError: x=3 is not acceptable``; other reasons as they are."""
+    if "Traceback (most recent call last)" in text or text.lstrip().startswith("Trace:"):
+        return last_line(text)
+    return text
+
+
 class Progress:
     """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
 
-    def __init__(self, console: Console, key: str) -> None:
+    def __init__(self, console: Console, key: str, *, output: Callable[[], str] | None = None) -> None:
         self.console = console
         self.key = key
         self.started = time.monotonic()
         self.events: list[Event] = []
         self.array: ArrayProgress | None = None
+        self.output = output
+        """What the running attempt's container has printed so far (the embedded cluster's log file), shown
+        under the timeline as it grows."""
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:
@@ -115,24 +141,69 @@ class Progress:
         return self.render()
 
     def render(self) -> RenderableType:
-        table = self._timeline()
-        if self.array is None:
-            return table
-        return Group(table, self.array.render())
+        parts: list[RenderableType] = [self._timeline()]
+        if self.array is not None:
+            parts.append(self.array.render())
+        printed = self.output() if self.output is not None else ""
+        lines = printed.splitlines()[-OUTPUT_LINES:]
+        if lines:
+            parts.append(Text("the task's output (taskplug logs for all of it):", style="dim"))
+            # What the task prints is plain text, never Rich markup.
+            parts.extend(Text(f"  | {line[:200]}") for line in lines)
+        return parts[0] if len(parts) == 1 else Group(*parts)
 
     def _timeline(self) -> Table:
         table = Table(box=None, show_header=True, header_style="bold")
         for column in ("attempt", "phase", "version", "reason", "elapsed"):
             table.add_column(column)
         # A map's events come one per round: its elements' view below says more than a long list of them.
-        for event in self.events[-6:] if self.array is not None else self.events[-15:]:
+        shown = self.events[-6:] if self.array is not None else self.events[-15:]
+        if len(shown) < len(self.events):
+            left_out = len(self.events) - len(shown)
+            table.add_row("…", Text(f"{left_out} earlier event(s) not shown", style="dim"), "", "", "")
+        for event in shown:
             # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
-            reason = Text(event.reason[:160])
+            reason = Text(reason_line(event.reason)[:160])
             table.add_row(str(event.attempt), phase_text(event.phase), str(event.version), reason, "")
         elapsed = f"{time.monotonic() - self.started:5.1f}s"
         current = self.events[-1].phase if self.events else "Submitting"
         table.add_row("", phase_text(current), "", "", elapsed)
         return table
+
+
+class EventLines:
+    """The events of one execution as lines written as they happen, for a stream that is not a terminal (a
+    pipe, a file: ``taskplug run … > log``), where a live view would write nothing until it ends. Each line
+    is flushed, so that a run killed mid-way leaves what it saw."""
+
+    def __init__(self, stream: TextIO, key: str) -> None:
+        self.stream = stream
+        self.key = key
+        self.started = time.monotonic()
+
+    def on_event(self, key: str, event: Event) -> None:
+        if key != self.key:
+            return
+        reason = " ".join(reason_line(event.reason).split())
+        line = f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"
+        if reason:
+            line += f"  {reason[:300]}"
+        if event.external_resources is not None:
+            line += f"  ({len(event.external_resources)} element(s) changed)"
+        try:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the run goes on, its outcome still decides the exit
+            pass
+
+
+def same_file(a: TextIO, b: TextIO) -> bool:
+    """Whether two streams write to the same file (``> log 2>&1``)."""
+    try:
+        one, two = os.fstat(a.fileno()), os.fstat(b.fileno())
+    except (OSError, ValueError):
+        return False
+    return (one.st_dev, one.st_ino) == (two.st_dev, two.st_ino)
 
 
 def phase_text(phase: str) -> Text:

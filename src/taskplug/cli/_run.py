@@ -31,12 +31,13 @@ import contextlib
 import dataclasses
 import enum
 import hashlib
-import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import click
+from flyteidl.core import literals_pb2
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.live import Live
@@ -52,11 +53,15 @@ from taskplug.cli._flytekit_module import (
     module_target_from_options,
     reject_module_options,
 )
+from taskplug.cli._hints import unsupported_task_type_hint
+from taskplug.cli._interrupts import Interrupts, for_run, release
+from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
-from taskplug.cli._progress import Progress, last_line, plain_console
-from taskplug.core import SpecError, TaskplugError
+from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
+from taskplug.core import Phase, PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
+    Event,
     ExecutionRecord,
     ExecutionResult,
     ExecutionSpec,
@@ -65,15 +70,18 @@ from taskplug.executor import (
     LocalCoordinator,
     Platform,
     SQLiteStateStore,
+    check_state_file,
     load_spec,
     open_executor,
 )
+from taskplug.k8s import KubeApiError
 
 __all__ = ["run"]
 
 
 class _Interrupted(Exception):
-    """Signalled twice (or before anything was submitted): stopped without waiting for the abort to end."""
+    """Signalled twice, or before anything was submitted, or the abort took too long: stopped without
+    waiting for the abort to end."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,7 +90,6 @@ class _Finished:
 
     when: str
     state_db: Path
-    spec_changed: bool
 
 
 async def _run(
@@ -95,50 +102,99 @@ async def _run(
     as_json: bool,
     rerun: bool,
     rename: str,
+    interrupts: Interrupts,
 ) -> tuple[ExecutionResult, _Finished | None]:
     console = plain_console(stderr=True)
-    signals = _Signals(console)
+    interrupts.attach()
     db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
+    check_state_file(db_path)  # before the store opens: a file that is not ours is left as it was
     store = SQLiteStateStore(db_path)
     coordinator = LocalCoordinator(store)
-    progress = Progress(console, spec.execution_key)
+    # On the embedded cluster, the pods' folders (their logs) are kept beside the state DB: see cli/_logs.py.
+    folder = RunFolder(db_path) if kubeconfig is None and mode == "process" else None
+    progress = Progress(
+        console, spec.execution_key, output=folder.latest_output if folder is not None else None
+    )
+    on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
+    if folder is not None:
+        platform = local_log_links(platform, folder.path)
     try:
-        with coordinator.hold(spec.execution_key):
+        with coordinator.hold(spec.execution_key), folder or contextlib.nullcontext() as workdir:
             async with (
-                kube_client(platform, kubeconfig, mode) as client,
+                kube_client(platform, kubeconfig, mode, workdir=workdir) as client,
                 open_executor(
                     platform,
                     kube_client=GuardedKubeClient(client, coordinator.guard),
                     store=store,
-                    on_event=progress.on_event,
+                    on_event=on_event,
                 ) as ex,
                 _committing(store),
             ):
                 coordinator.drive(ex)
                 finished = _prepare(
-                    store, spec, rerun=rerun, db_path=db_path, rename=rename, check=lambda: ex.check(spec)
+                    store,
+                    spec,
+                    rerun=rerun,
+                    db_path=db_path,
+                    rename=rename,
+                    check=lambda: _check(ex, platform, spec),
                 )
                 key = await ex.submit(spec)
-                signals.watch(ex, key)
-                if as_json or finished is not None:
+                interrupts.watch(lambda: ex.abort(key))
+                if as_json or finished is not None or not sys.stderr.isatty():
+                    # No live view but on a terminal: elsewhere it writes nothing until it ends (the events
+                    # went line by line instead, see _event_sinks).
                     result = await ex.wait(key)
-                    coordinator.check(key)
-                    return result, finished
-                with Live(progress.render(), console=console, refresh_per_second=8, transient=False) as live:
-                    waiter = asyncio.ensure_future(ex.wait(key))
-                    while not waiter.done():
+                else:
+                    with Live(
+                        progress.render(), console=console, refresh_per_second=8, transient=False
+                    ) as live:
+                        waiter = asyncio.ensure_future(ex.wait(key))
+                        while not waiter.done():
+                            live.update(progress.render())
+                            await asyncio.wait({waiter}, timeout=0.125)
                         live.update(progress.render())
-                        await asyncio.wait({waiter}, timeout=0.125)
-                    live.update(progress.render())
-                console.print()
+                    console.print()
+                    result = waiter.result()
                 coordinator.check(key)
-                return waiter.result(), None
+                if kubeconfig is not None and finished is None and not result.succeeded:
+                    await _print_pod_log_tail(client, spec, result, as_json=as_json)
+                return result, finished
     except asyncio.CancelledError:
-        if signals.count:
+        if interrupts.cancelled:
             raise _Interrupted from None
         raise
     finally:
         store.close()
+        interrupts.detach()
+
+
+def _event_sinks(progress: Progress, key: str, *, as_json: bool) -> Callable[[str, Event], None]:
+    """Where the events go besides the live view: when stdout is not a terminal (``> log``), one line each to
+    stdout as they happen (``-o json`` keeps stdout for its document alone); when stderr is not a terminal
+    and is not that same file, to stderr too."""
+    sinks: list[Callable[[str, Event], None]] = [progress.on_event]
+    if not as_json and not sys.stdout.isatty():
+        sinks.append(EventLines(sys.stdout, key).on_event)
+    if not sys.stderr.isatty() and (as_json or sys.stdout.isatty() or not same_file(sys.stdout, sys.stderr)):
+        sinks.append(EventLines(sys.stderr, key).on_event)
+
+    def on_event(execution: str, event: Event) -> None:
+        for sink in sinks:
+            sink(execution, event)
+
+    return on_event
+
+
+def _check(ex: Executor, platform: Platform, spec: ExecutionSpec) -> None:
+    """The executor's check of a spec before anything is written, its refusals said with what to do."""
+    try:
+        ex.check(spec)
+    except PluginError as e:
+        hint = unsupported_task_type_hint(platform, spec.template.type, e)
+        if hint is None:
+            raise
+        raise TaskplugError(hint) from e
 
 
 @contextlib.asynccontextmanager
@@ -178,13 +234,21 @@ def _prepare(
     record = store.load(key)
     events = store.events(key)  # read now so that a damaged row is an error here, not in the executor
     store.load_nodes(key)
+    differs = _differences(record.spec_hash, spec) if record is not None and record.spec_hash else []
     if record is None:
         check()
         record = ExecutionRecord(key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt)
     elif record.terminal and not rerun:
-        when = next((e.occurred_at for e in reversed(events) if e.occurred_at), None)
-        changed = bool(record.spec_hash) and record.spec_hash != digest
-        return _Finished(when=when or "an unknown time", state_db=db_path, spec_changed=changed)
+        when = next((e.occurred_at for e in reversed(events) if e.occurred_at), None) or "an unknown time"
+        if differs:
+            # Its stored outcome is another spec's: reported as this one's, a script would take a stale value.
+            raise TaskplugError(
+                f"execution {key!r} already finished ({record.outcome or Phase(record.task_phase)}, at {when}; state DB "
+                f"{str(db_path)!r}) with another spec: {_listed(differs)} differ from what it ran with, so its "
+                f"stored outcome is not this spec's. To run this spec, pass --rerun (under the same name, "
+                f"replacing that outcome) or give {rename} a new value"
+            )
+        return _Finished(when=when, state_db=db_path)
     elif record.terminal:
         # A new attempt history under the same name; numbered after the old one, so the new attempts'
         # objects and outputs are never mistaken for those the old attempts left behind.
@@ -197,11 +261,11 @@ def _prepare(
             f"--rerun: execution {key!r} has not finished (state DB {str(db_path)!r}); "
             f"run it without --rerun to resume it"
         )
-    elif record.spec_hash and record.spec_hash != digest:
+    elif differs:
         raise TaskplugError(
-            f"execution {key!r} was started from another spec (its template, inputs or execution fields "
-            f"changed since; state DB {str(db_path)!r}); a resume runs the spec it started with. Put the "
-            f"spec back to resume it, or give {rename} a new value"
+            f"execution {key!r} was started from another spec ({_listed(differs)} differ since; state DB "
+            f"{str(db_path)!r}); a resume runs the spec it started with. Put the spec back to resume it, or "
+            f"give {rename} a new value"
         )
     record.spec_hash = digest
     store.save(record)
@@ -209,10 +273,55 @@ def _prepare(
     return None
 
 
+_DIGEST_FORMAT = "v2"
+"""The form of :func:`_spec_digest`: one short digest per part, so that a refusal can say which part changed
+(a record written before holds one digest of the whole spec, and is compared whole)."""
+
+_PARTS = {
+    "template": "the task (its template: another task, or its code or module changed)",
+    "metadata": "the execution's fields (its identity, overrides, env, labels, resources)",
+    "array": "the ArrayNode's settings",
+}
+
+
 def _spec_digest(spec: ExecutionSpec) -> str:
-    """A digest of what an execution runs: the task template, the inputs, the execution's fields (its
-    metadata: identity, overrides, labels, resources...) and the ArrayNode section — not where the spec
-    file is."""
+    """A digest of what an execution runs, part by part: the task template, each input, the execution's fields
+    (its metadata: identity, overrides, labels, resources...) and the ArrayNode section — not where the spec
+    file is. ``v2 template=… metadata=… array=… input:a=…``."""
+    parts = {
+        "template": _canonical(spec.template),
+        "metadata": _canonical(spec.metadata),
+        "array": _canonical(spec.array),
+    }
+    for name, literal in sorted(spec.inputs.literals.items()):
+        parts[f"input:{name}"] = _canonical(literal)
+    digests = (
+        f"{part}={hashlib.sha256(repr(value).encode()).hexdigest()[:20]}" for part, value in parts.items()
+    )
+    return " ".join((_DIGEST_FORMAT, *digests))
+
+
+def _differences(stored: str, spec: ExecutionSpec) -> list[str]:
+    """What differs between the spec a record was written for (its stored digest) and ``spec``, in words;
+    [] when nothing does."""
+    current = _spec_digest(spec)
+    if stored == current:
+        return []
+    old, new = _digest_parts(stored), _digest_parts(current)
+    if old is None or new is None:
+        # A record written before the digest had parts: compared whole.
+        return [] if stored == _whole_digest(spec) else ["its spec"]
+    found = [words for part, words in _PARTS.items() if old.get(part) != new.get(part)]
+    inputs = sorted(
+        {k for k in (*old, *new) if k.startswith("input:") and old.get(k) != new.get(k)},
+    )
+    if inputs:
+        found.append(f"input(s) {', '.join(k.removeprefix('input:') for k in inputs)}")
+    return found or ["its spec"]
+
+
+def _whole_digest(spec: ExecutionSpec) -> str:
+    """The digest records held before :data:`_DIGEST_FORMAT`: one of the whole spec."""
     document = {
         "template": _canonical(spec.template),
         "inputs": _canonical(spec.inputs),
@@ -220,6 +329,17 @@ def _spec_digest(spec: ExecutionSpec) -> str:
         "array": _canonical(spec.array),
     }
     return hashlib.sha256(repr(document).encode()).hexdigest()
+
+
+def _digest_parts(digest: str) -> dict[str, str] | None:
+    head, _, rest = digest.partition(" ")
+    if head != _DIGEST_FORMAT:
+        return None
+    return dict(item.partition("=")[::2] for item in rest.split())
+
+
+def _listed(differences: list[str]) -> str:
+    return differences[0] if len(differences) == 1 else f"{', '.join(differences[:-1])} and {differences[-1]}"
 
 
 def _canonical(value: object) -> object:
@@ -242,43 +362,6 @@ def _canonical(value: object) -> object:
     return str(value)
 
 
-class _Signals:
-    """SIGINT and SIGTERM: the first aborts the execution (deletes what it created, finalizes) and the run
-    ends as the abort does, exit 1; a second one, or one before anything was submitted, stops waiting and
-    unwinds (the cluster context deletes what it can on the way out), exit 1 as well."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.count = 0
-        self._main = asyncio.current_task()
-        self._abort: tuple[Executor, str] | None = None
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError):  # not on every platform
-            loop.add_signal_handler(signal.SIGINT, self._signalled)
-            loop.add_signal_handler(signal.SIGTERM, self._signalled)
-
-    def watch(self, ex: Executor, key: str) -> None:
-        self._abort = (ex, key)
-        if self.count:  # signalled while it was being submitted
-            ex.abort(key)
-
-    def _signalled(self) -> None:
-        self.count += 1
-        if self.count == 1 and self._abort is not None:
-            self.console.print(
-                Text("interrupted: aborting the execution (deleting what it created)…", style="yellow")
-            )
-            ex, key = self._abort
-            ex.abort(key)
-            return
-        if self.count == 2 or self._abort is None:
-            self.console.print(
-                Text("interrupted again: stopping without waiting for the abort…", style="yellow")
-            )
-        if self._main is not None:
-            self._main.cancel()
-
-
 def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
     console = plain_console()
     style = "green" if result.succeeded else "red"
@@ -290,7 +373,10 @@ def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
         _print_elements(console, result.elements)
     if result.error:
         code = f"[{result.error['code']}] " if result.error.get("code") else ""
-        console.print(Text(f"error {code}({result.error['kind']}): {result.error['message']}"))
+        message = str(result.error["message"])
+        console.print(Text(f"error {code}({result.error['kind']}): {reason_line(message)}"))
+        if reason_line(message) != message:
+            console.print(Text("(the whole error, with its traceback: -o json, error.message)", style="dim"))
     if result.outputs:
         console.print(Text("outputs:"))
         console.print_json(data=result.outputs)
@@ -386,12 +472,131 @@ def run(
     """
     if server is not None:
         _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
+        release()
         from taskplug.cli._remote_run import run_remote
 
         _print_result(run_remote(spec, server, as_json=fmt == "json", token_file=token_file), fmt)
         return
     if token_file is not None:
         raise SpecError("--token-file", "only with --server: a local run talks to no server")
+    interrupts, own = for_run()
+    if own:
+        click.get_current_context().call_on_close(interrupts.uninstall)
+    # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
+    with interrupts.deferred():
+        loaded, platform, rename = _load(
+            spec,
+            config_path=config_path,
+            pod_templates=pod_templates,
+            kubeconfig=kubeconfig,
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+        )
+    try:
+        result, finished = asyncio.run(
+            _run(
+                platform,
+                loaded,
+                kubeconfig=kubeconfig,
+                state_db=state_db,
+                mode=cluster_mode,
+                as_json=fmt == "json",
+                rerun=rerun,
+                rename=rename,
+                interrupts=interrupts,
+            )
+        )
+    except _Interrupted:
+        if not interrupts.submitted:
+            fail("interrupted: stopped before anything was started", EXIT_TASK_FAILED)
+        fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
+    if finished is not None:
+        click.echo(
+            f"execution {result.key} already finished: {result.phase}, at {finished.when} (state DB "
+            f"{str(finished.state_db)!r}); it was not run again. To run it again, "
+            f"pass --rerun (or give {rename} a new value).",
+            err=True,
+        )
+    if not result.succeeded and finished is None and kubeconfig is None:
+        _print_log_tail(result, loaded, state_db or Path(platform.config.get(EXECUTOR_SECTION).state_db), fmt)
+    _print_result(result, fmt, stored=finished is not None)
+
+
+_LOG_LINES = 20
+"""How many of a failed attempt's last log lines ``run`` shows with its error."""
+
+
+def _last_attempt(result: ExecutionResult) -> int | None:
+    attempts = [int(e["attempt"]) for e in result.events if "attempt" in e]
+    return attempts[-1] if attempts else None
+
+
+def _show_log(header: str, text: str, *, as_json: bool) -> None:
+    """A log's last lines under a header, before the outcome (on stderr with ``-o json``)."""
+    text = log_tail(text, _LOG_LINES)
+    if text.strip():
+        click.echo(header, err=as_json)
+        click.echo("".join(f"  | {line}" for line in text.splitlines(keepends=True)), err=as_json)
+
+
+def _print_log_tail(result: ExecutionResult, spec: ExecutionSpec, state_db: Path, fmt: str) -> None:
+    """The last lines the failed attempt's containers printed on the embedded cluster (their kept logs)."""
+    execution = spec.metadata.task_execution_id.id.node_execution_id
+    name = execution.execution_id.name
+    files = find_logs(cluster_folder(state_db), name, execution.node_id, _last_attempt(result))
+    for f in files[-3:]:
+        _show_log(
+            f"the last lines of attempt {f.attempt}'s log (pod {f.pod}, container {f.container}; all of it: "
+            f"taskplug logs {name} --state-db {str(state_db)!r}):",
+            f.path.read_bytes().decode("utf-8", "replace"),
+            as_json=fmt == "json",
+        )
+
+
+async def _print_pod_log_tail(
+    client: object, spec: ExecutionSpec, result: ExecutionResult, *, as_json: bool
+) -> None:
+    """On a real cluster: the failed attempt's pod log, through the API, while its pod is there (Flyte keeps
+    a finished pod unless ``delete-resource-on-finalize``); nothing when it is gone or cannot be read."""
+    if not isinstance(client, ReadsPodLogs):
+        return
+    execution = spec.metadata.task_execution_id.id.node_execution_id
+    attempt = _last_attempt(result)
+    pod = f"{execution.execution_id.name}-{execution.node_id}-{attempt or 0}"
+    namespace = spec.metadata.namespace
+    text = None
+    for container in (pod, None):  # the task's container is named as its pod; else the pod's only one
+        try:
+            text = await client.pod_log(namespace, pod, container, tail_lines=_LOG_LINES)
+            break
+        except (KubeApiError, ConnectionError, TimeoutError):
+            continue
+    if text:
+        _show_log(
+            f"the last lines of attempt {attempt}'s log (pod {namespace}/{pod}; all of it: kubectl logs -n "
+            f"{namespace} {pod}):",
+            text,
+            as_json=as_json,
+        )
+
+
+def _load(
+    spec: Path,
+    *,
+    config_path: Path | None,
+    pod_templates: tuple[Path, ...],
+    kubeconfig: Path | None,
+    images: tuple[str, ...],
+    project: str | None,
+    domain: str | None,
+    execution_name: str | None,
+    environment: tuple[str, ...],
+) -> tuple[ExecutionSpec, Platform, str]:
+    """The spec (a YAML one, or a flytekit module's task), the platform, and how the user renames the
+    execution (for the messages that tell them to)."""
     if is_module(spec):
         if kubeconfig is not None and not images:
             raise SpecError(
@@ -408,45 +613,38 @@ def run(
             on_host=kubeconfig is None,
         )
         loaded = module_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
-        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-        rename = "--name"
-    else:
-        reject_module_options(
-            image=images, project=project, domain=domain, name=execution_name, env=environment
-        )
-        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-        loaded = load_spec(spec)
-        rename = f"execution.id.name in {str(spec)!r}"
-    try:
-        result, finished = asyncio.run(
-            _run(
-                platform,
-                loaded,
-                kubeconfig=kubeconfig,
-                state_db=state_db,
-                mode=cluster_mode,
-                as_json=fmt == "json",
-                rerun=rerun,
-                rename=rename,
-            )
-        )
-    except _Interrupted:
-        fail("interrupted: stopped before the execution's abort finished", EXIT_TASK_FAILED)
-    if finished is not None:
-        click.echo(
-            f"execution {result.key} already finished: {result.phase}, at {finished.when} (state DB "
-            f"{str(finished.state_db)!r}); it was not run again"
-            f"{', though its spec changed since' if finished.spec_changed else ''}. To run it again, "
-            f"pass --rerun (or give {rename} a new value).",
-            err=True,
-        )
-    _print_result(result, fmt, stored=finished is not None)
+        return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
+    reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
+    platform = Platform.load(config_path, pod_template_paths=pod_templates)
+    loaded = load_spec(spec)
+    if kubeconfig is None:
+        _check_local_files(loaded.inputs.literals, "inputs")
+    return loaded, platform, f"execution.id.name in {str(spec)!r}"
+
+
+def _check_local_files(literals: Mapping[str, literals_pb2.Literal], path: str) -> None:
+    """On this machine, a file, folder or dataset input at a ``file://`` URI or an absolute path must exist:
+    refused now (exit 2, the input named) rather than as a pod failing in flytekit's download."""
+    for name, literal in literals.items():
+        where = f"{path}.{name}"
+        kind = literal.WhichOneof("value")
+        if kind == "collection":
+            _check_local_files({str(i): v for i, v in enumerate(literal.collection.literals)}, where)
+        elif kind == "map":
+            _check_local_files(literal.map.literals, where)
+        elif kind == "scalar" and literal.scalar.WhichOneof("value") in ("blob", "structured_dataset"):
+            scalar = literal.scalar
+            uri = scalar.blob.uri if scalar.WhichOneof("value") == "blob" else scalar.structured_dataset.uri
+            local = unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+            if (uri.startswith("file://") or uri.startswith("/")) and not Path(local).exists():
+                raise SpecError(where, f"no such file or folder: {uri!r}")
 
 
 def _print_result(result: ExecutionResult, fmt: str, *, stored: bool = False) -> None:
     """The end of a run, local or on a server: the outcome (or ``-o json``), and exit 1 unless it succeeded."""
     if fmt == "json":
-        click.echo(dump(result.to_json()), nl=False)
+        # The execution named first: a script that started it without --name learns the name it was given.
+        click.echo(dump({"execution": result.key, **result.to_json()}), nl=False)
     else:
         _print_outcome(result, stored=stored)
     if not result.succeeded:

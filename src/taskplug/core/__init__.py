@@ -53,7 +53,7 @@ from taskplug.core._errors import (
     SpecError,
     TaskplugError,
 )
-from taskplug.core._kube_client import EVENT, POD, KubeClient, ResourceType, WatchEvent
+from taskplug.core._kube_client import EVENT, POD, KubeClient, ReadsPodLogs, ResourceType, WatchEvent
 from taskplug.core._lazy import lazy_exports
 from taskplug.core._literals import (
     literal_map_from_plain,
@@ -156,6 +156,7 @@ __all__ = [
     "QuantityError",
     "QuantityField",
     "QuantityFormat",
+    "ReadsPodLogs",
     "ReasonInfo",
     "RedisConfig",
     "ResourceConstraintsSpec",

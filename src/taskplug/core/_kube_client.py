@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "EVENT",
     "POD",
     "KubeClient",
+    "ReadsPodLogs",
     "ResourceType",
     "WatchEvent",
 ]
@@ -108,3 +109,13 @@ class KubeClient(Protocol):
     async def delete(self, rtype: ResourceType, namespace: str, name: str) -> KubeObject | None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReadsPodLogs(Protocol):
+    """Optional capability of a :class:`KubeClient`: a container's log (the API's ``pods/{name}/log``), as
+    ``kubectl logs`` reads it. Errors as for :class:`KubeClient`."""
+
+    async def pod_log(
+        self, namespace: str, name: str, container: str | None = None, *, tail_lines: int | None = None
+    ) -> str: ...

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         SQLiteStateStore,
         StateStore,
         StateStoreError,
+        check_state_file,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED
     from taskplug.executor.nodes._host import AsyncFlush
@@ -84,6 +85,7 @@ __all__ = [
     "SubmissionLimits",
     "WritesCreateIntent",
     "check_limits",
+    "check_state_file",
     "executor_settings",
     "load_spec",
     "observed_phase",
@@ -119,5 +121,6 @@ __getattr__ = lazy_exports(
         "SQLiteStateStore": "taskplug.executor._store",
         "StateStore": "taskplug.executor._store",
         "StateStoreError": "taskplug.executor._store",
+        "check_state_file": "taskplug.executor._store",
     },
 )

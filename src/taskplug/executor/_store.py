@@ -51,6 +51,7 @@ __all__ = [
     "SQLiteStateStore",
     "StateStore",
     "StateStoreError",
+    "check_state_file",
 ]
 
 
@@ -671,6 +672,70 @@ def _check_path(path: Path) -> None:
         raise StateStoreError(f"state DB {where!r} cannot be read: {e.strerror}") from e
     if head and head != _SQLITE_MAGIC:
         raise StateStoreError(f"state DB {where!r} is not an SQLite database (refusing to write to it)")
+
+
+def check_state_file(path: str | Path) -> None:
+    """Refuse a file that is not taskplug's state DB, reading it only (SQLite opened read-only), so that a
+    refused file is left byte for byte as it was: not SQLite, or another program's database — by its
+    ``application_id``, or, unmarked, by tables named as taskplug's but with other columns (which opening the
+    store would adopt and then fail on). A missing or empty file is a new state DB. Called before the store
+    opens (:class:`SQLiteStateStore` checks the marker and table names itself, but writes the schema into an
+    unmarked file whose table names match)."""
+    path = Path(path)
+    where = str(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    _check_path(path)
+    with path.open("rb") as f:
+        header = f.read(72)
+    # The application id is the header's bytes 68-71: a marked file is the store's to check (it opens a
+    # corrupt or newer one itself), and is not opened here at all.
+    if len(header) == 72 and int.from_bytes(header[68:72], "big") == _APPLICATION_ID:
+        return
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise StateStoreError(f"state DB {where!r} cannot be opened: {e}") from e
+    try:
+        if db.execute("PRAGMA application_id").fetchone()[0] == _APPLICATION_ID:
+            return
+        found = _columns(db)
+    except sqlite3.DatabaseError as e:
+        raise StateStoreError(f"state DB {where!r} is corrupt or not a database: {e}") from e
+    finally:
+        db.close()
+    expected = _schema_columns()
+    other = {table: columns for table, columns in found.items() if expected.get(table) != columns}
+    if other:
+        described = "; ".join(f"{table}({', '.join(columns)})" for table, columns in sorted(other.items()))
+        raise StateStoreError(
+            f"state DB {where!r} is another program's SQLite database (tables {described} are not taskplug's); "
+            "it was left as it was: give --state-db a file of its own"
+        )
+
+
+def _columns(db: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+    return {
+        table: tuple(row[1] for row in db.execute(f"PRAGMA table_info({_quoted(table)})").fetchall())
+        for table in tables
+        if table not in _SQLITE_INTERNAL
+    }
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _schema_columns() -> dict[str, tuple[str, ...]]:
+    """The tables and columns :data:`_SCHEMA` makes, read back from an in-memory database."""
+    db = sqlite3.connect(":memory:")
+    try:
+        for statement in _SCHEMA:
+            db.execute(statement)
+        return _columns(db)
+    finally:
+        db.close()
 
 
 def _take_lock(name: Path, key: str, db: Path) -> int:

@@ -12,7 +12,7 @@ See ``docs/plugins.md``.
 
 from typing import TYPE_CHECKING
 
-from taskplug.core import EVENT, POD, KubeClient, ResourceType, WatchEvent, lazy_exports
+from taskplug.core import EVENT, POD, KubeClient, ReadsPodLogs, ResourceType, WatchEvent, lazy_exports
 from taskplug.k8s._config import (
     K8S_SECTION,
     LOGS_SECTION,
@@ -154,6 +154,7 @@ __all__ = [
     "PodSpecModel",
     "PodTemplateStore",
     "RawPod",
+    "ReadsPodLogs",
     "ReconcilingOperator",
     "Requeue",
     "ResourceType",

@@ -35,6 +35,7 @@ from taskplug.localcluster._kubeconfig import write_kubeconfig
 from taskplug.localcluster._kubelet import ProcessKubelet
 from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._nodes import DEFAULT_NODE, NodeConfig, node_object
+from taskplug.localcluster._podlog import LogOptions, previous_not_found, select_log
 from taskplug.localcluster._podsecurity import PodSecurityAdmission, PodSecurityLevel
 from taskplug.localcluster._podstatus import ImagePolicy
 from taskplug.localcluster._quota import QuotaController
@@ -249,10 +250,24 @@ class LocalCluster:
             watcher.close()
 
     # -- the kubelet's side ------------------------------------------------------------------------------
-    def logs(self, namespace: str, name: str, container: str | None = None) -> str:
-        """A container's output so far (the first container when none is named)."""
-        self.store.get(POD, namespace, name)
-        return self.kubelet.logs(namespace, name, container) if self.kubelet is not None else ""
+    def logs(
+        self,
+        namespace: str,
+        name: str,
+        container: str | None = None,
+        *,
+        tail_lines: int | None = None,
+        limit_bytes: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        """A container's output so far (the first container when none is named), as ``pods/log`` answers
+        with ``tailLines``, ``limitBytes`` and ``previous`` (``_podlog.py``)."""
+        pod = self.store.get(POD, namespace, name)
+        if previous:
+            names = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+            raise previous_not_found(container or (names[0] if names else ""), name)
+        text = self.kubelet.logs(namespace, name, container) if self.kubelet is not None else ""
+        return select_log(text, LogOptions(tail_lines=tail_lines, limit_bytes=limit_bytes))
 
     def shutdown_node(self, name: str) -> None:
         """Kill the node's pods (Failed, reason NodeShutdown, containers exit 137) and cordon the node."""

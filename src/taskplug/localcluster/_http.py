@@ -13,10 +13,13 @@ Bodies are decoded and validated by the store exactly as the in-process client's
 field of the wrong type, 422 ``Invalid`` naming each field); an error a handler did not expect is a 500
 ``InternalError`` Status in JSON naming it (genericapirequest's panic recovery), and the server goes on.
 
+``kubectl get`` gets a Table (``_table.py``): a pod's columns as a real server prints them, the default NAME
+and CREATED AT for other resources.
+
 Deviation: ``limit``/``continue`` are ignored (one page), ``dryRun`` is ignored, there are no OpenAPI
-documents (kubectl needs ``--validate=false``), no aggregated discovery, no Table rendering, and no
-``deletecollection``. Every request passes :class:`~taskplug.localcluster._access.AccessPolicy` first (a
-bearer token, a Host this server answers to, no cross-site request): a pod's command runs on this machine.
+documents (kubectl needs ``--validate=false``), no aggregated discovery, and no ``deletecollection``.
+Every request passes :class:`~taskplug.localcluster._access.AccessPolicy` first (a bearer token, a Host this
+server answers to, no cross-site request): a pod's command runs on this machine.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ from taskplug.localcluster._errors import (
     unsupported_media_type,
 )
 from taskplug.localcluster._patch import apply_patch
+from taskplug.localcluster._podlog import LogOptions, follow_log, previous_not_found, select_log
 from taskplug.localcluster._resources import POD, TypeRegistry, deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
+from taskplug.localcluster._table import table, wants_table
 from taskplug.localcluster._validation import decode_object
 
 if TYPE_CHECKING:
@@ -298,6 +303,8 @@ class _Api:
                     "metadata": {"resourceVersion": str(rv)},
                     "items": items,
                 }
+                if wants_table(request.headers.get("Accept")):  # kubectl get: the columns of a real server
+                    body = self._table(request, rtype, items, str(rv))
                 return web.Response(body=orjson.dumps(body), headers={"Content-Type": "application/json"})
             if method == "POST":
                 await faults.check("create", rtype.plural)
@@ -316,11 +323,13 @@ class _Api:
                 f"the server does not allow this method on the requested resource ({method})"
             )
         if sub == "log" and rtype == POD:
-            return self._log(rtype, namespace, name, query.get("container"), query.get("tailLines"))
+            return await self._log(request, rtype, namespace, name, query.get("container"))
         if sub not in (None, "status"):
             raise _NO_ROUTE
         if method == "GET":
             await faults.check("get", rtype.plural)
+            if wants_table(request.headers.get("Accept")):
+                return _json(self._table(request, rtype, [self.store.get(rtype, namespace, name)], ""))
             return _json(self.store.get(rtype, namespace, name))
         if method == "PUT":
             await faults.check("replace", rtype.plural)
@@ -360,9 +369,22 @@ class _Api:
             f"the server does not allow this method on the requested resource ({method})"
         )
 
-    def _log(
-        self, rtype: ResourceType, namespace: str | None, name: str, container: str | None, tail: str | None
-    ) -> web.Response:
+    def _table(
+        self, request: web.Request, rtype: ResourceType, objects: list[dict[str, Any]], rv: str
+    ) -> dict[str, Any]:
+        include = request.query.get("includeObject", "Metadata")
+        now = self.store.clock.now()
+        return table(rtype, objects, now=now, resource_version=rv, include_object=include)
+
+    async def _log(
+        self,
+        request: web.Request,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        container: str | None,
+    ) -> web.StreamResponse:
+        options = LogOptions.from_query(request.query)
         pod = self.store.get(rtype, namespace, name)
         names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
         init = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
@@ -373,10 +395,21 @@ class _Api:
             )
         if container is not None and container not in names + init:
             raise bad_request(f"container {container} is not valid for pod {name}")
-        text = self.cluster.logs(namespace or "default", name, container)
-        if tail is not None and tail.isdigit():
-            text = "".join(text.splitlines(keepends=True)[-int(tail) :]) if int(tail) else ""
-        return web.Response(text=text, content_type="text/plain")
+        if options.previous:
+            raise previous_not_found(container or names[0], name)
+        where = namespace or "default"
+        text = self.cluster.logs(where, name, container)
+        if not options.follow:
+            return web.Response(text=select_log(text, options), content_type="text/plain")
+
+        def read() -> tuple[str, bool]:
+            now = self.store.try_get(POD, where, name)
+            if now is None:
+                return text, True
+            ended = (now.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            return self.cluster.logs(where, name, container), ended
+
+        return await follow_log(request, select_log(text, options), read, written=len(text))
 
     async def _raw_body(self, request: web.Request, *, yaml_allowed: bool) -> Any:
         try:

@@ -318,8 +318,9 @@ class _PodWorker:
         self.kubelet = kubelet
         self.rt = runtime
         namespace, name = runtime.key
-        # A file name holds 255 bytes; a namespace (63) and a pod name (253) together do not fit.
-        self.dir = kubelet.workdir / f"{namespace}_{name[:120]}_{runtime.uid[:8]}"
+        # A file name holds 255 bytes; a namespace (63) and a pod name (253) together do not fit. The whole
+        # uid, as the kubelet's /var/log/pods/<namespace>_<pod>_<uid>: a log link's template can name it.
+        self.dir = kubelet.workdir / f"{namespace}_{name[:120]}_{runtime.uid}"
         self.stopping: str | None = None  # "deleted", "deleting" or "shutdown"
         self.stop_event = asyncio.Event()
         self.procs: dict[str, asyncio.subprocess.Process] = {}

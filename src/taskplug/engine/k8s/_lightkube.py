@@ -1,4 +1,5 @@
-"""The production :class:`~taskplug.k8s.KubeClient`: plain dicts over lightkube's connection. The ONLY module
+"""The production :class:`~taskplug.k8s.KubeClient` (and :class:`~taskplug.k8s.ReadsPodLogs`): plain dicts
+over lightkube's connection. The ONLY module
 of taskplug that imports lightkube (checked by import-linter).
 
 lightkube does what is hard to get right: kubeconfig, in-cluster and exec-plugin credentials, TLS, the
@@ -45,7 +46,7 @@ from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from taskplug.core import ConfigError
 from taskplug.engine.k8s._kubeconfig import DEFAULT_TIMEOUT, default_kubeconfig_path, load_kubeconfig
-from taskplug.k8s import KubeApiError, ResourceType, WatchEvent
+from taskplug.k8s import POD, KubeApiError, ResourceType, WatchEvent
 
 __all__ = ["LightkubeClient"]
 
@@ -296,6 +297,28 @@ class LightkubeClient:
         if not isinstance(body, dict) or body.get("kind") == "Status":
             return None
         return body
+
+    # -- ReadsPodLogs ---------------------------------------------------------------------------------
+    async def pod_log(
+        self, namespace: str, name: str, container: str | None = None, *, tail_lines: int | None = None
+    ) -> str:
+        """``GET pods/{name}/log``: plain text, not JSON."""
+        params = {"container": container} if container else {}
+        if tail_lines is not None:
+            params["tailLines"] = str(tail_lines)
+        path = f"{self._item(POD, namespace, name)}/log"
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self._http.request("GET", path, params=params)
+        except TimeoutError as e:
+            raise TimeoutError(
+                f"the Kubernetes API at {self.server} did not answer GET {path} within {self.timeout:g}s"
+            ) from e
+        except Exception as e:
+            _raise_transport(e, self.server)
+        if response.status_code >= 400:
+            raise _api_error(response.status_code, response.content, self.server)
+        return response.content.decode("utf-8", "replace")
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -1,0 +1,350 @@
+"""Task logs where a user looks: what the containers of a ``taskplug run`` on the embedded cluster printed,
+kept after the run, shown with a failed attempt's error, and printed (or followed) by ``taskplug logs``.
+
+A run's embedded cluster keeps its pods' folders under ``cluster/`` beside the state DB (by default
+``.taskplug/cluster/``), one folder per run, instead of a temporary folder removed at the end; the kubelet
+writes each container's output there as it runs (``<namespace>_<pod>_<uid>/logs/<container>.log``, as the
+kubelet's ``/var/log/pods/<namespace>_<pod>_<uid>/<container>/``). When the run ends, what else a pod left
+there (its working folder, its volumes) is removed and the logs stay. ``taskplug logs EXECUTION`` finds the
+pods of an execution by their names (``{name}-{node}-{attempt}``, a map's elements below it) and prints their
+logs, attempt by attempt; ``--follow`` keeps printing what is appended while the run that writes them runs.
+
+On a real cluster (``--kubeconfig``) the logs are read through the API's ``pods/log``, of the pods that carry
+the execution's labels, for as long as the cluster keeps them (Flyte keeps a finished pod unless
+``delete-resource-on-finalize``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import click
+
+from taskplug.cli._output import handles_bad_input
+from taskplug.core import SpecError
+from taskplug.executor import EXECUTOR_SECTION, Platform
+from taskplug.k8s import (
+    ATTEMPT_ANNOTATION,
+    EXECUTION_ID_LABEL,
+    LOGS_SECTION,
+    POD,
+    KubeClient,
+    LogConfig,
+    ReadsPodLogs,
+    sanitize_label_value,
+)
+
+__all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
+
+_TAIL_BYTES = 16384
+"""How much of the end of a log the live view reads each time it refreshes."""
+
+_RUNNING = "running"
+"""A file in a run's folder while the run is alive (its pid): ``--follow`` stops once it is gone."""
+
+
+def cluster_folder(state_db: Path) -> Path:
+    """Where the runs that keep their state in ``state_db`` keep their embedded cluster's pod folders."""
+    return state_db.parent / "cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    pod: str
+    container: str
+    path: Path
+    attempt: int | None
+    """The attempt the pod ran (the number after the node in its name), when it has one."""
+
+
+class RunFolder:
+    """One run's folder for its embedded cluster: made at the start, pruned to the logs at the end."""
+
+    def __init__(self, state_db: Path) -> None:
+        self.path = cluster_folder(state_db) / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+
+    def __enter__(self) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / _RUNNING).write_text(str(os.getpid()))
+        return self.path
+
+    def latest_output(self) -> str:
+        """The end of the log this run's containers wrote last (the running attempt's, as the live view
+        shows it); empty before any."""
+        try:
+            logs = [
+                log for pod in self.path.iterdir() if pod.is_dir() for log in (pod / "logs").glob("*.log")
+            ]
+            newest = max(logs, key=lambda log: log.stat().st_mtime, default=None)
+            if newest is None:
+                return ""
+            with newest.open("rb") as stream:
+                stream.seek(max(0, newest.stat().st_size - _TAIL_BYTES))
+                return stream.read().decode("utf-8", "replace")
+        except OSError:  # a pod's folder pruned or removed meanwhile: nothing to show this time
+            return ""
+
+    def __exit__(self, *exc: object) -> None:
+        for pod in self.path.iterdir():
+            for part in pod.iterdir() if pod.is_dir() else ():
+                if part.name == "logs":
+                    continue
+                if part.is_dir():
+                    shutil.rmtree(part, ignore_errors=True)
+                else:
+                    part.unlink(missing_ok=True)
+        (self.path / _RUNNING).unlink(missing_ok=True)
+        if not any(self.path.iterdir()):
+            self.path.rmdir()
+
+
+_DASHBOARD_LINK = LogConfig.model_fields["kubernetes_template_uri"].default
+"""Flyte's default Kubernetes log link: a dashboard on localhost:30082, where nothing listens on a laptop."""
+
+
+def local_log_links(platform: Platform, folder: Path) -> Platform:
+    """``platform`` with its Kubernetes log link pointing at the log file the embedded cluster writes in
+    ``folder`` (``file://…/<namespace>_<pod>_<uid>/logs/<container>.log``), when the link is Flyte's default
+    dashboard one; a link the platform config sets is kept."""
+    config = platform.config.get(LOGS_SECTION)
+    if (
+        not config.kubernetes_enabled
+        or config.kubernetes_template_uri != _DASHBOARD_LINK
+        or config.kubernetes_url
+    ):
+        return platform
+    link = (
+        f"{folder.absolute().as_uri()}/{{{{ .namespace }}}}_{{{{ .podName }}}}_{{{{ .podUID }}}}/logs/"
+        "{{ .containerName }}.log"
+    )
+    local = config.model_copy(update={"kubernetes_template_uri": link})
+    return replace(platform, config=platform.config.with_section(LOGS_SECTION, local))
+
+
+def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = None) -> list[LogFile]:
+    """The log files of the pods of execution ``name`` (node ``node``) under a cluster folder, oldest
+    first; ``attempt`` keeps one attempt's."""
+    found: list[LogFile] = []
+    # The attempt's own pod ({name}-{node}-{attempt}), a map element's ({…}-{index}[-{retry}]), and the pods an
+    # operator starts for it (a Spark driver, a PyTorchJob's master and workers: {…}-driver, {…}-worker-0).
+    pattern = re.compile(rf"^[^_]+_({re.escape(name)}-{re.escape(node)}-(\d+)(?:-[a-z0-9-]+)?)_[^_]+$")
+    if not root.is_dir():
+        return found
+    for run in root.iterdir():
+        if not run.is_dir():
+            continue
+        for pod in run.iterdir():
+            match = pattern.match(pod.name)
+            if match is None or not (pod / "logs").is_dir():
+                continue
+            number = int(match.group(2))
+            if attempt is not None and number != attempt:
+                continue
+            for log in sorted((pod / "logs").glob("*.log")):
+                found.append(LogFile(match.group(1), log.stem, log, number))
+    found.sort(key=lambda f: (f.attempt or 0, f.path.stat().st_mtime, f.pod, f.container))
+    return found
+
+
+def log_tail(text: str, lines: int) -> str:
+    return "".join(text.splitlines(keepends=True)[-lines:]) if lines > 0 else ""
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(folder: Path) -> bool:
+    """Whether the run that writes ``folder`` is still running."""
+    try:
+        pid = int((folder / _RUNNING).read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _follow(offsets: dict[Path, int], root: Path, name: str, node: str, attempt: int | None) -> Iterator[str]:
+    """What is appended to the logs after ``offsets`` (bytes already shown), and the logs of pods that
+    appear, while the run that writes them is alive; then what they hold at its end."""
+    while True:
+        alive = any(_alive(f.path.parents[2]) for f in find_logs(root, name, node, attempt))
+        for f in find_logs(root, name, node, attempt):
+            start = offsets.get(f.path, 0)
+            with f.path.open("rb") as stream:
+                stream.seek(start)
+                chunk = stream.read()
+            if chunk:
+                offsets[f.path] = start + len(chunk)
+                yield chunk.decode("utf-8", "replace")
+        if not alive:
+            return
+        time.sleep(0.2)
+
+
+@click.command()
+@click.argument("execution")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--state-db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The state DB the run used (its logs are in cluster/ beside it) [default: the config's "
+    "executor.state-db, .taskplug/state.db].",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the logs of a run on this cluster, through its API, instead of the embedded cluster's files.",
+)
+@click.option(
+    "--namespace",
+    help="With --kubeconfig: the pods' namespace [default: PROJECT-DOMAIN of an EXECUTION key].",
+)
+@click.option("--node", default="n0", show_default=True, help="The node of the execution.")
+@click.option("--attempt", type=int, default=None, help="Only this attempt's logs [default: every attempt].")
+@click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing what the task prints while its run runs.")
+@handles_bad_input
+def logs(
+    execution: str,
+    config_path: Path | None,
+    state_db: Path | None,
+    kubeconfig: Path | None,
+    namespace: str | None,
+    node: str,
+    attempt: int | None,
+    tail: int | None,
+    follow: bool,
+) -> None:
+    """Print what an execution's containers printed, attempt by attempt (a `taskplug run` on the embedded
+    cluster keeps them).
+
+    EXECUTION is the execution's name (`--name`, or the fresh one a run printed), or its key
+    PROJECT/DOMAIN/NAME/NODE as `-o json` and the state DB name it.
+    """
+    parts = execution.split("/")
+    if len(parts) == 4:
+        name, node = parts[2], parts[3]
+        namespace = namespace or f"{parts[0]}-{parts[1]}"
+    elif len(parts) == 1 and parts[0]:
+        name = parts[0]
+    else:
+        raise SpecError("EXECUTION", f"a name or PROJECT/DOMAIN/NAME/NODE, got {execution!r}")
+    if kubeconfig is not None:
+        if namespace is None:
+            raise SpecError("--namespace", "required with --kubeconfig and an execution name alone")
+        platform = Platform.load(config_path)
+        asyncio.run(_from_cluster(platform, kubeconfig, namespace, name, node, attempt, tail, follow))
+        return
+    if state_db is None:
+        state_db = Path(Platform.load(config_path).config.get(EXECUTOR_SECTION).state_db)
+    root = cluster_folder(state_db)
+    files = find_logs(root, name, node, attempt)
+    if not files:
+        raise SpecError(
+            "EXECUTION",
+            f"no logs of {execution!r} under {str(root)!r} (a run on the embedded cluster with --state-db "
+            f"{str(state_db)!r} keeps them there; on a real cluster use kubectl logs)",
+        )
+    several = len(files) > 1
+    shown: dict[Path, int] = {}
+    for f in files:
+        if several:
+            click.echo(f"==> attempt {f.attempt}: pod {f.pod}, container {f.container} <==")
+        data = _read(f.path)
+        shown[f.path] = len(data)
+        text = data.decode("utf-8", "replace")
+        click.echo(log_tail(text, tail) if tail is not None else text, nl=False)
+    if follow:
+        for chunk in _follow(shown, root, name, node, attempt):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+
+
+async def _from_cluster(
+    platform: Platform,
+    kubeconfig: Path,
+    namespace: str,
+    name: str,
+    node: str,
+    attempt: int | None,
+    tail: int | None,
+    follow: bool,
+) -> None:
+    """The logs of an execution's pods on a cluster, found by the labels every task object carries
+    (``execution-id``, ``node-id``) and ordered by the attempt their annotation names; followed by reading
+    each again until its pod has ended."""
+    client = platform.connect(kubeconfig)
+    try:
+        if not isinstance(client, ReadsPodLogs):
+            raise SpecError("--kubeconfig", "this client cannot read pod logs")
+        selector = f"{EXECUTION_ID_LABEL}={sanitize_label_value(name)},node-id={sanitize_label_value(node)}"
+        pods, _ = await client.list(POD, namespace, label_selector=selector)
+        found = sorted(
+            ((_attempt_of(pod), pod) for pod in pods if attempt is None or _attempt_of(pod) == attempt),
+            key=lambda item: (item[0], item[1]["metadata"]["name"]),
+        )
+        if not found:
+            raise SpecError(
+                "EXECUTION",
+                f"no pods of {name!r} (node {node}) in namespace {namespace!r}: gone (deleted on finalize), "
+                "or another namespace (--namespace)",
+            )
+        for number, pod in found:
+            pod_name = pod["metadata"]["name"]
+            for container in [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]:
+                if len(found) > 1 or len(pod["spec"]["containers"]) > 1:
+                    click.echo(f"==> attempt {number}: pod {pod_name}, container {container} <==")
+                text = await client.pod_log(namespace, pod_name, container, tail_lines=tail)
+                click.echo(text, nl=False)
+                if follow:
+                    await _follow_pod(
+                        client, namespace, pod_name, container, len(text) if tail is None else None
+                    )
+    finally:
+        await client.close()
+
+
+class _LogCluster(KubeClient, ReadsPodLogs, Protocol):
+    """A client that reads objects and pod logs."""
+
+
+async def _follow_pod(
+    client: _LogCluster, namespace: str, pod: str, container: str, shown: int | None
+) -> None:
+    """What a container appends to its log until its pod has ended (read again every second)."""
+    while True:
+        current = await client.get(POD, namespace, pod)
+        ended = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        text = await client.pod_log(namespace, pod, container)
+        if shown is None:
+            shown = len(text)
+        elif len(text) > shown:
+            click.echo(text[shown:], nl=False)
+            shown = len(text)
+        if ended:
+            return
+        await asyncio.sleep(1.0)
+
+
+def _attempt_of(pod: dict[str, Any]) -> int:
+    annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION, "")
+    last = str(annotation).rpartition("/")[2]
+    return int(last) if last.isdigit() else 0
