@@ -177,6 +177,8 @@ class NodeStep:
         """When a running node's next round is due without an event: the resync period, sooner for a
         deadline."""
         delay = self.settings.resync_period
+        if not timeout:
+            return delay
         deadline = next_deadline(
             self.clock.now().timestamp(),
             timeout=timeout,
@@ -199,17 +201,22 @@ class NodeStep:
         """One round of ``node``, whose attempt's end is not decided yet (``node.closing`` is None).
         ``time_limit``: the node's timeout in seconds (its execution deadline; twice it, the active one)."""
         out = Evaluation()
-        now = self.clock.now().timestamp()
         if node.node_phase == NodePhase.NOT_YET_STARTED:
             node.node_phase = int(NodePhase.RUNNING)
             out.changed = True
-        if node.queued_at is None:
-            node.queued_at = now
-            out.changed = True
-        if node.started_at is None:
-            node.started_at = now
-            out.changed = True
-        info = deadline_passed(now, timeout=time_limit, started_at=node.started_at, queued_at=node.queued_at)
+        info = None
+        # The clock is read only when a start is recorded or a deadline checked: most rounds need neither.
+        if node.queued_at is None or node.started_at is None or time_limit:
+            now = self.clock.now().timestamp()
+            if node.queued_at is None:
+                node.queued_at = now
+                out.changed = True
+            if node.started_at is None:
+                node.started_at = now
+                out.changed = True
+            info = deadline_passed(
+                now, timeout=time_limit, started_at=node.started_at, queued_at=node.queued_at
+            )
         timed_out = info is not None and info.phase is Phase.PERMANENT_FAILURE
         if info is None:
             try:

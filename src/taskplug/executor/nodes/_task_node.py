@@ -53,6 +53,21 @@ def task_timeout(template: Any) -> float | None:
 class TaskNode:
     """One single-task execution's root node (its state is the execution's record)."""
 
+    # An executor holds one per execution in flight (thousands): no per-instance dict.
+    __slots__ = (
+        "_generated_name",
+        "_inputs_written",
+        "host",
+        "key",
+        "max_attempts",
+        "plugin",
+        "record",
+        "runtime",
+        "settings",
+        "spec",
+        "timeout",
+    )
+
     def __init__(
         self,
         host: NodeHost,
