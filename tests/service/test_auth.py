@@ -165,7 +165,7 @@ def test_the_token_command_creates_lists_and_revokes(client: TestClient, postgre
     assert listed.exit_code == 0, listed.output
     row = next(line for line in listed.stdout.splitlines() if line.startswith("ci "))
     assert row.split()[1] == "submit" and "never" not in row.split()[3]  # used once, expires in 30 days
-    assert token.split("_")[2] not in listed.stdout and token.split("_")[2] not in made.stderr
+    assert token.split("_", 2)[2] not in listed.stdout and token.split("_", 2)[2] not in made.stderr
 
     revoked = invoke("token", "revoke", "--store", postgres_dsn, "ci")
     assert revoked.exit_code == 0, revoked.output

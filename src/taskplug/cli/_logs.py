@@ -113,8 +113,10 @@ _DASHBOARD_LINK = LogConfig.model_fields["kubernetes_template_uri"].default
 
 def local_log_links(platform: Platform, folder: Path) -> Platform:
     """``platform`` with its Kubernetes log link pointing at the log file the embedded cluster writes in
-    ``folder`` (``file://…/<namespace>_<pod>_<uid>/logs/<container>.log``), when the link is Flyte's default
-    dashboard one; a link the platform config sets is kept."""
+    ``folder`` (``file://…/<namespace>_<pod>/logs/<container>.log``: the kubelet links ``<namespace>_<pod>``
+    to the pod's ``<namespace>_<pod>_<uid>`` folder, so that plugins that know no pod uid — a PyTorchJob's
+    replicas — give working links too), when the link is Flyte's default dashboard one; a link the platform
+    config sets is kept."""
     config = platform.config.get(LOGS_SECTION)
     if (
         not config.kubernetes_enabled
@@ -123,7 +125,7 @@ def local_log_links(platform: Platform, folder: Path) -> Platform:
     ):
         return platform
     link = (
-        f"{folder.absolute().as_uri()}/{{{{ .namespace }}}}_{{{{ .podName }}}}_{{{{ .podUID }}}}/logs/"
+        f"{folder.absolute().as_uri()}/{{{{ .namespace }}}}_{{{{ .podName }}}}/logs/"
         "{{ .containerName }}.log"
     )
     local = config.model_copy(update={"kubernetes_template_uri": link})

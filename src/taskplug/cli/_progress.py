@@ -82,10 +82,20 @@ class ArrayProgress:
             counts[_ELEMENT_GROUPS.get(phase, "running")] += 1
         return counts
 
+    def done(self) -> int:
+        counts = self.counts()
+        return counts["succeeded"] + counts["failed"] + counts["aborted"]
+
+    def summary(self) -> str:
+        """``4/6 elements done  succeeded 3  failed 1  running 2`` (the live view's line, as plain text)."""
+        counts = self.counts()
+        groups = "  ".join(f"{group} {count}" for group, count in counts.items() if count)
+        return f"{self.done()}/{len(self.phases)} elements done  {groups}".rstrip()
+
     def render(self) -> RenderableType:
         counts = self.counts()
         total = len(self.phases)
-        done = counts["succeeded"] + counts["failed"] + counts["aborted"]
+        done = self.done()
         line = Text()
         line.append(f"{done}/{total} elements done  ")
         for group, count in counts.items():
@@ -180,18 +190,29 @@ class EventLines:
         self.stream = stream
         self.key = key
         self.started = time.monotonic()
+        self.array: ArrayProgress | None = None
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:
             return
         reason = " ".join(reason_line(event.reason).split())
-        line = f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"
+        lines = [f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"]
         if reason:
-            line += f"  {reason[:300]}"
+            lines[0] += f"  {reason[:300]}"
         if event.external_resources is not None:
-            line += f"  ({len(event.external_resources)} element(s) changed)"
+            # A map task: what its elements did, as the live view shows it — the counts, and each failure.
+            lines[0] += f"  ({len(event.external_resources)} element(s) changed)"
+            if self.array is None:
+                self.array = ArrayProgress()
+            self.array.update(event.external_resources)
+            lines.append(f"          {self.array.summary()}")
+            for resource in event.external_resources:
+                failed = resource.get("phase") in ("PermanentFailure", "RetryableFailure")
+                if failed and resource.get("reason"):
+                    text = last_line(str(resource["reason"]))[:200]
+                    lines.append(f"          element {resource.get('index')} failed: {text}")
         try:
-            self.stream.write(line + "\n")
+            self.stream.write("\n".join(lines) + "\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed pipe: the run goes on, its outcome still decides the exit
             pass

@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import re
 import signal
@@ -84,6 +85,8 @@ __all__ = [
     "process_tree_rss",
     "tail_for_termination_message",
 ]
+
+_log = logging.getLogger(__name__)
 
 _VAR_RE: Final = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
 _FIELD_RE: Final = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
@@ -386,9 +389,23 @@ class _PodWorker:
         if failure is not None:
             self.kubelet.fail_runtime(self.rt, failure)
 
+    def _link_by_name(self) -> None:
+        """``<namespace>_<pod>`` beside the folder, pointing at it (the latest pod of that name): a log link
+        whose plugin knows a pod's name but not its uid (a PyTorchJob's replicas) can still name its file."""
+        namespace, name = self.rt.key
+        link = self.dir.parent / f"{namespace}_{name[:120]}"
+        staged = self.dir.parent / f".{link.name}.{self.rt.uid}"
+        try:
+            staged.unlink(missing_ok=True)
+            staged.symlink_to(self.dir.name, target_is_directory=True)
+            os.replace(staged, link)  # atomic: a reader finds the old pod's folder or the new one's
+        except OSError as e:
+            _log.warning("cannot link %s to its pod's folder: %s", link, e)
+
     async def _run(self) -> None:
         kubelet, rt = self.kubelet, self.rt
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._link_by_name()
         (self.dir / "termination").mkdir(exist_ok=True)
         (self.dir / "work").mkdir(exist_ok=True)
         for folder in self.volumes.values():
