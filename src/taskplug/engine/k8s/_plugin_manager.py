@@ -564,6 +564,14 @@ class PluginManager:
     async def _is_own(self, tctx: TaskExecutionContext, resource: Mapping[str, Any]) -> bool:
         """Whether the object under ``resource``'s name is this attempt's (or there is none): what abort and
         finalize may delete or patch. The informer's copy decides when it has one, else one GET."""
+        own, _ = await self._own_object(tctx, resource)
+        return own
+
+    async def _own_object(
+        self, tctx: TaskExecutionContext, resource: Mapping[str, Any]
+    ) -> tuple[bool, KubeObject | None]:
+        """:meth:`_is_own`, with the object it looked at (None when there is none): finalize's first look at
+        its finalizers, so the object is read (and decoded) once."""
         ns, name = _name_of(resource)
         rtype = self._rtype_for(resource)
         current = self.informer.get(ns, name) if rtype == self.rtype else None
@@ -572,12 +580,12 @@ class PluginManager:
                 current = await self.kube_client.get(rtype, ns, name)
             except Exception as e:
                 if is_not_found(e):
-                    return True  # nothing there: deleting it is a no-op
+                    return True, None  # nothing there: deleting it is a no-op
                 raise
         if is_attempts_object(current, tctx.metadata):
-            return True
+            return True, current
         log.warning("%s [%s/%s] was not created for this attempt: left alone", rtype.kind, ns, name)
-        return False
+        return False, current
 
     async def _is_own_or_cleanup_error(
         self, tctx: TaskExecutionContext, resource: KubeObject, failed_to: str
@@ -751,8 +759,9 @@ class PluginManager:
             self.config.delete_resource_on_finalize
             and not self.properties.disable_delete_resource_on_finalize
         )
+        current: KubeObject | None = None
         try:
-            own = await self._is_own(tctx, resource)
+            own, current = await self._own_object(tctx, resource)
         except Exception as e:
             # Whose it is cannot be told: neither step is taken, and both are reported as not done.
             own, first_error = False, e
@@ -763,7 +772,7 @@ class PluginManager:
             if deleting:
                 errors.append(f"finalize: failed to delete resource with name [{ns}/{name}]. Error: {e}")
         if own:
-            last_error = await self._remove_finalizer(resource)
+            last_error = await self._remove_finalizer(resource, first_look=current)
             if last_error is not None:
                 errors.append(
                     f"finalize: failed to remove the finalizer (if any) of resource with name [{ns}/{name}]. "
@@ -784,8 +793,11 @@ class PluginManager:
             # object that may be left behind (with our finalizer, or undeleted).
             raise CleanupError("; ".join(errors), leftovers=[_ref(resource, self.rtype)], cause=first_error)
 
-    async def _remove_finalizer(self, resource: KubeObject) -> Exception | None:
+    async def _remove_finalizer(
+        self, resource: KubeObject, *, first_look: KubeObject | None = None
+    ) -> Exception | None:
         """Drop our finalizer with a merge patch, retrying conflicts with apimachinery's back-off.
+        ``first_look``: the object as the caller just read it, used for the first try instead of reading again.
 
         Returns the error of the last attempt that did not succeed (None when done).
         """
@@ -798,7 +810,9 @@ class PluginManager:
             # Deviation: the first look comes from the informer cache (Flyte GETs from the API); a cached
             # object without our finalizer needs no patch, so a finished task costs no GET. After a conflict,
             # and for objects the cache does not hold, the API is asked.
-            cached = self.informer.get(ns, name) if step == 0 and rtype == self.rtype else None
+            cached = None
+            if step == 0:
+                cached = first_look or (self.informer.get(ns, name) if rtype == self.rtype else None)
             try:
                 current = cached if cached is not None else await self.kube_client.get(rtype, ns, name)
             except Exception as e:
