@@ -65,11 +65,12 @@ def _markdown_in_repository() -> set[str]:
     return {n for n in names} | {Path(n).name for n in names}
 
 
-def test_no_section_signs_or_outside_paths() -> None:
+def test_no_section_signs() -> None:
+    # A section sign points into a document by its numbering; a document kept here is linked by name (below).
     offending = []
     for path in _tracked_text_files():
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if "§" in line or "../shared" in line or "shared/spec" in line:
+            if "§" in line:
                 offending.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
     assert offending == []
 

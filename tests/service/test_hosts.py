@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from support.net import free_port, stop_process, wait_until_ready
+from taskplug.core import canonical_host, host_of
 from taskplug.service import host_policy
 from taskplug.service._api_app import create_app
-from taskplug.service._hosts import canonical_host, host_of
 
 FOREIGN = ("attacker.example", "attacker.example:8080", "127.0.0.1.attacker.example", "localhost.evil:80")
 

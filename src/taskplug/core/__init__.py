@@ -53,6 +53,7 @@ from taskplug.core._errors import (
     SpecError,
     TaskplugError,
 )
+from taskplug.core._hosts import LOOPBACK_NAMES, canonical_host, host_of
 from taskplug.core._kube_client import EVENT, POD, KubeClient, ReadsPodLogs, ResourceType, WatchEvent
 from taskplug.core._lazy import lazy_exports
 from taskplug.core._literals import (
@@ -110,6 +111,7 @@ __all__ = [
     "DEFAULT_PHASE_VERSION",
     "ENTRY_POINT_GROUP",
     "EVENT",
+    "LOOPBACK_NAMES",
     "MAX_DOCUMENT_BYTES",
     "PHASE_INFO_UNDEFINED",
     "POD",
@@ -189,11 +191,13 @@ __all__ = [
     "Transition",
     "TransitionType",
     "WatchEvent",
+    "canonical_host",
     "close_plugin",
     "enabled_plugins",
     "field_docs",
     "format_go_duration",
     "format_literal",
+    "host_of",
     "lazy_exports",
     "list_of_maps_to_map",
     "literal_map_from_plain",

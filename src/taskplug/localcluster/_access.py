@@ -23,17 +23,16 @@ browser cannot forge; this server speaks plain HTTP on loopback, so it refuses w
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
+from taskplug.core import LOOPBACK_NAMES, canonical_host, host_of
 from taskplug.k8s import KubeApiError
 
 __all__ = ["AccessPolicy", "new_token"]
 
-_LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 PUBLIC_PATHS: Final = frozenset({"healthz", "livez", "readyz", "version"})
 """First path segments anyone may read (kube-apiserver's ``system:public-info-viewer``)."""
 
@@ -45,30 +44,6 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def _normal_host(name: str) -> str:
-    """A host name as compared: lower case, brackets off, an IP literal in its canonical spelling."""
-    name = name.strip().lower().rstrip(".")
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    try:
-        return str(ipaddress.ip_address(name))
-    except ValueError:
-        return name
-
-
-def _host_of(header: str) -> str | None:
-    """The host part of a ``Host`` header (``name``, ``name:port``, ``[v6]:port``); None when malformed."""
-    if not header or any(ord(c) < 0x21 or c in "/?#@\\" for c in header):
-        return None
-    try:
-        parsed = urlsplit(f"//{header}")
-        hostname = parsed.hostname
-        parsed.port  # noqa: B018 - raises ValueError on a port that is not a number
-    except ValueError:
-        return None
-    return _normal_host(hostname) if hostname else None
-
-
 class AccessPolicy:
     """The three checks, for a server bound to ``bound_host`` that wants ``token``."""
 
@@ -78,12 +53,12 @@ class AccessPolicy:
         self.token = token
         self._expected = f"Bearer {token}".encode()
         self.hosts = frozenset(
-            _normal_host(h) for h in (*_LOOPBACK_NAMES, bound_host, *extra_hosts) if h.strip()
+            canonical_host(h) for h in (*LOOPBACK_NAMES, bound_host, *extra_hosts) if h.strip()
         )
 
     def check(self, path_head: str, headers: Mapping[str, str]) -> KubeApiError | None:
         """The error to answer, or None when the request may go on. ``path_head`` is the first path segment."""
-        host = _host_of(headers.get("Host", ""))
+        host = host_of(headers.get("Host", ""))
         if host is None or host not in self.hosts:
             return KubeApiError(
                 403,
@@ -106,6 +81,6 @@ class AccessPolicy:
     def _same_site(self, origin: str) -> bool:
         try:
             parsed = urlsplit(origin)
-            return parsed.scheme in ("http", "https") and _normal_host(parsed.hostname or "") in self.hosts
+            return parsed.scheme in ("http", "https") and canonical_host(parsed.hostname or "") in self.hosts
         except ValueError:
             return False

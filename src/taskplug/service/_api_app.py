@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from taskplug.core import canonical_host
 from taskplug.executor import SubmissionLimits
 from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
 from taskplug.service._api import router as api_router
@@ -42,7 +43,7 @@ from taskplug.service._auth import (
 )
 from taskplug.service._controls import ControlCharacters
 from taskplug.service._headers import SecurityHeaders, content_security_policy
-from taskplug.service._hosts import HostCheck, HostPolicy, canonical_host, host_policy
+from taskplug.service._hosts import HostCheck, HostPolicy, host_policy
 from taskplug.service._limits import DEFAULT_LIMITS, ServeLimits, StreamCap, deadline_protocol
 from taskplug.service._migrations import migrate
 from taskplug.service._tokens import TokenStore

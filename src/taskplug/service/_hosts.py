@@ -23,53 +23,17 @@ Follows no Flyte file.
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
-from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["HostCheck", "HostPolicy", "canonical_host", "host_of", "host_policy"]
+from taskplug.core import LOOPBACK_NAMES, canonical_host, host_of
 
-LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
-_NUMERIC_LABEL: Final = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
-
-
-def canonical_host(name: str) -> str:
-    """A host as compared: lower case, brackets and a trailing dot off, an IP literal in its canonical form
-    (IPv4 in the legacy spellings ``inet_aton`` and browsers take too: ``127.1``, ``0177.0.0.1``)."""
-    name = name.strip().lower().rstrip(".")
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    try:
-        return str(ipaddress.ip_address(name))
-    except ValueError:
-        pass
-    # The WHATWG URL parser reads a host whose last label is a number as IPv4; a name cannot end so.
-    if name and _NUMERIC_LABEL.match(name.rsplit(".", 1)[-1]):
-        try:
-            return socket.inet_ntoa(socket.inet_aton(name))
-        except OSError:
-            return name
-    return name
-
-
-def host_of(header: str) -> str | None:
-    """The canonical host of a ``Host`` header (``name``, ``name:port``, ``[v6]:port``); None when malformed."""
-    if not header or any(ord(c) < 0x21 or ord(c) == 0x7F or c in "/?#@\\" for c in header):
-        return None
-    try:
-        parsed = urlsplit(f"//{header}")
-        hostname = parsed.hostname
-        parsed.port  # noqa: B018 - raises ValueError on a port that is not a number
-    except ValueError:
-        return None
-    return canonical_host(hostname) if hostname else None
+__all__ = ["HostCheck", "HostPolicy", "host_policy"]
 
 
 def _addresses(name: str) -> set[str]:
