@@ -51,7 +51,6 @@ from taskplug.core import (
     ErrorKind,
     ExecutionError,
     Phase,
-    Plugin,
     PluginError,
     PluginResolver,
     ResourceManager,
@@ -60,7 +59,7 @@ from taskplug.core import (
 )
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._limits import SubmissionLimits, check_limits
-from taskplug.executor._spec import ExecutionSpec
+from taskplug.executor._spec import ExecutionSpec, NodeKind
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor.nodes._factory import first_context, root_node
 from taskplug.executor.nodes._host import AsyncFlush, RootNode, flush_store
@@ -144,6 +143,7 @@ class ExecutionResult:
     outputs: dict[str, Any] | None
     events: list[dict[str, Any]]
     elements: list[dict[str, Any]] | None = None  # an ArrayNode's elements: phase, attempts, error, logs
+    nodes: list[dict[str, Any]] | None = None  # a workflow's nodes: id, name, phase, attempts, error, nodes
     leftovers: list[dict[str, str]] | None = None  # objects a given-up cleanup may have left: kind, ns, name
     node: str = ""  # the root node's path
 
@@ -162,6 +162,8 @@ class ExecutionResult:
         }
         if self.elements is not None:
             out["elements"] = self.elements
+        if self.nodes is not None:
+            out["nodes"] = self.nodes
         if self.leftovers is not None:
             out["leftovers"] = self.leftovers
         return out
@@ -352,10 +354,10 @@ class Executor:
         that can check a task (the Kubernetes plugin manager builds the exact object it would create) accepts
         its first attempt — for a map, element 0, whose template every element shares. Raises the
         TaskplugError (``taskplug run`` exits 2)."""
-        self._check(self.resolver.resolve(spec.template.type), spec)
-
-    def _check(self, plugin: Plugin, spec: ExecutionSpec) -> None:
         check_limits(spec, self.settings.limits)
+        if spec.kind is NodeKind.WORKFLOW:
+            return  # each task node is checked by its plugin when it starts
+        plugin = self.resolver.resolve(spec.template.type)
         if not isinstance(plugin, _ChecksTasks):
             return
         max_length = plugin.get_properties().generated_name_max_length
@@ -370,10 +372,11 @@ class Executor:
         record = self.store.load(key) or ExecutionRecord(
             key=key, attempt=spec.metadata.task_execution_id.id.retry_attempt
         )
-        plugin = self.resolver.resolve(spec.template.type)
         if not record.terminal:
-            self._check(plugin, spec)
-        execution = _Execution(spec, record, root_node(self, spec, record, plugin, self._run_settings()))
+            self.check(spec)
+        execution = _Execution(
+            spec, record, root_node(self, spec, record, self.resolver, self._run_settings())
+        )
         self._executions[key] = execution
         self._owners.setdefault(owner_key(spec.metadata), set()).add(key)
         if record.terminal:
@@ -414,6 +417,7 @@ class Executor:
             outputs=record.outputs,
             events=[e.to_json() for e in self.store.events(key)],
             elements=execution.node.elements_json(),
+            nodes=execution.node.nodes_json(),
             leftovers=leftovers,
             node=record.path,
         )

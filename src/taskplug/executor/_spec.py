@@ -33,11 +33,12 @@ import secrets
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import orjson
-from flyteidl.core import identifier_pb2, literals_pb2, security_pb2, tasks_pb2
+from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, security_pb2, tasks_pb2, workflow_pb2
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
@@ -62,7 +63,19 @@ from taskplug.k8s import PodSpecModel, execution_labels
 if TYPE_CHECKING:
     from taskplug.executor._workflow import WorkflowArrayNode
 
-__all__ = ["ArrayNodeSpec", "ExecutionSpec", "NodeKind", "load_spec", "new_execution_name", "parse_spec"]
+__all__ = [
+    "WORKFLOW_NODE_ID",
+    "ArrayNodeSpec",
+    "ExecutionSpec",
+    "NodeKind",
+    "WorkflowSpec",
+    "load_spec",
+    "new_execution_name",
+    "node_array_spec",
+    "node_task_spec",
+    "parse_spec",
+    "workflow_execution_spec",
+]
 
 _UINT32_MAX: Final = 2**32 - 1
 _MAX_FILE_BYTES: Final = 4 * 1024 * 1024
@@ -75,6 +88,39 @@ class NodeKind(enum.StrEnum):
 
     TASK = "task"  # a single task
     ARRAY = "array"  # a map task (flytekit's map_task): an ArrayNode over its sub-task
+    WORKFLOW = "workflow"  # a workflow: its nodes, run as propeller runs them
+
+
+WORKFLOW_NODE_ID: Final = "wf"
+"""The node id in a workflow execution's key (``project/domain/name/wf``). Flyte keys a workflow execution by
+project, domain and name; taskplug's keys also name the root node, and a workflow's root is the workflow."""
+DEFAULT_MAX_PARALLELISM: Final = 25
+"""flyteadmin's ``maxParallelism`` default: the task, map and launch-plan nodes of one workflow execution that
+run at once."""
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    """What makes a spec a workflow execution: the workflow compiled as flyteadmin compiles it (the primary
+    workflow, its sub-workflows and every task they run), the launch plans its nodes launch, and the
+    execution's settings. The spec's ``template`` then stands for the workflow (type ``workflow``, its id and
+    interface) and its ``inputs`` are the workflow's, launch-plan defaults and fixed inputs merged."""
+
+    closure: compiler_pb2.CompiledWorkflowClosure
+    launch_plans: Mapping[str, Any] = dataclass_field(default_factory=dict)
+    """Launch plans the workflow's nodes launch (``admin.LaunchPlan`` by identifier key), each with what
+    its child execution needs (:mod:`taskplug.compiler`)."""
+    max_parallelism: int = DEFAULT_MAX_PARALLELISM
+    """Task, map and launch-plan nodes running at once (0: no limit), as ``ExecutionSpec.max_parallelism``."""
+
+    @property
+    def template(self) -> workflow_pb2.WorkflowTemplate:
+        return self.closure.primary.template
+
+    @property
+    def fail_after_executable_nodes_complete(self) -> bool:
+        policy: int = self.template.metadata.on_failure
+        return bool(policy == workflow_pb2.WorkflowMetadata.FAIL_AFTER_EXECUTABLE_NODES_COMPLETE)
 
 
 @dataclass(frozen=True)
@@ -111,10 +157,13 @@ class ExecutionSpec:
     named: bool = True
     """Whether the spec gave ``execution.id.name``; False when the name was made for it (see
     :func:`parse_spec`)."""
+    workflow: WorkflowSpec | None = None
 
     @property
     def kind(self) -> NodeKind:
         """The kind of the execution's root node."""
+        if self.workflow is not None:
+            return NodeKind.WORKFLOW
         return NodeKind.TASK if self.array is None else NodeKind.ARRAY
 
     @property
@@ -573,36 +622,37 @@ _RESOURCE_NAMES = {
 
 def _task_node_overrides(workflow: WorkflowArrayNode) -> TaskOverrides:
     """The sub-node's ``task_node.overrides`` (what ``.with_overrides`` sets on a map task's node)."""
-    overrides = workflow.sub_node.task_node.overrides
-    resources: dict[str, dict[str, str]] = {}
-    for kind in ("requests", "limits"):
-        for entry in getattr(overrides.resources, kind):
-            name = _RESOURCE_NAMES.get(entry.name)
-            if name is not None and entry.value:
-                resources.setdefault(kind, {})[name] = entry.value
-    return TaskOverrides(
-        resources=_resources(_validate(_Resources, resources, "node.overrides.resources")),
-        extended_resources=overrides.extended_resources if overrides.HasField("extended_resources") else None,
-        container_image=overrides.container_image,
-        pod_template=overrides.pod_template if overrides.HasField("pod_template") else None,
-    )
+    return _node_overrides(workflow.sub_node.task_node.overrides, "node.overrides.resources")
 
 
 def _workflow_array(workflow: WorkflowArrayNode, execution: _Execution) -> ArrayNodeSpec:
-    array = workflow.array
-    sub_metadata = workflow.sub_node.metadata
+    return _array_node_spec(
+        workflow.array, workflow.task, execution.max_attempts, workflow_name=workflow.workflow.id.name
+    )
+
+
+def _array_node_spec(
+    array: workflow_pb2.ArrayNode,
+    task: tasks_pb2.TaskTemplate,
+    max_attempts: int | None,
+    *,
+    workflow_name: str,
+) -> ArrayNodeSpec:
+    """An ArrayNode as taskplug runs it: its parallelism and success criteria, and its sub-node's retry
+    strategy (node retries, else the task's) and execution deadline (node timeout, else the task's)."""
+    sub_metadata = array.node.metadata
     min_attempts: int | None = None
     if sub_metadata.HasField("retries"):
         min_attempts = sub_metadata.retries.retries + 1
-    elif workflow.task.metadata.HasField("retries"):
-        min_attempts = workflow.task.metadata.retries.retries + 1
-    if execution.max_attempts is not None:
-        min_attempts = execution.max_attempts
+    elif task.metadata.HasField("retries"):
+        min_attempts = task.metadata.retries.retries + 1
+    if max_attempts is not None:
+        min_attempts = max_attempts
     timeout = None
     if sub_metadata.HasField("timeout") and sub_metadata.timeout.ToTimedelta().total_seconds() > 0:
         timeout = sub_metadata.timeout.ToTimedelta().total_seconds()
-    elif workflow.task.metadata.timeout.ToTimedelta().total_seconds() > 0:
-        timeout = workflow.task.metadata.timeout.ToTimedelta().total_seconds()
+    elif task.metadata.timeout.ToTimedelta().total_seconds() > 0:
+        timeout = task.metadata.timeout.ToTimedelta().total_seconds()
     return ArrayNodeSpec(
         parallelism=array.parallelism if array.WhichOneof("parallelism_option") else None,
         min_successes=array.min_successes
@@ -614,7 +664,142 @@ def _workflow_array(workflow: WorkflowArrayNode, execution: _Execution) -> Array
         bound_inputs=tuple(array.bound_inputs),
         min_attempts=min_attempts,
         timeout=timeout,
-        workflow=workflow.workflow.id.name,
+        workflow=workflow_name,
+    )
+
+
+# -- workflows ---------------------------------------------------------------------------------------------
+
+
+def workflow_execution_spec(
+    closure: compiler_pb2.CompiledWorkflowClosure,
+    inputs: literals_pb2.LiteralMap,
+    *,
+    execution: Mapping[str, Any] | None = None,
+    launch_plans: Mapping[str, Any] | None = None,
+    max_parallelism: int | None = None,
+    source: str = "",
+    fresh_name: bool = True,
+) -> ExecutionSpec:
+    """A workflow execution of ``closure`` (compiled) with ``inputs`` (the workflow's, merged with its launch
+    plan's): ``execution`` is a spec's ``execution`` section (the id, namespace, labels, environment… every
+    node's pod gets them, as a Flyte execution's do)."""
+    model = _validate(_Execution, dict(execution or {}), "execution")
+    workflow = closure.primary.template
+    template = tasks_pb2.TaskTemplate(type=str(NodeKind.WORKFLOW))
+    template.id.CopyFrom(workflow.id)
+    if workflow.HasField("interface"):
+        template.interface.CopyFrom(workflow.interface)
+    given = model.id.name if model.id is not None and model.id.name else None
+    digest = hashlib.sha256(closure.SerializeToString(deterministic=True) + inputs.SerializeToString())
+    name = given or (new_execution_name() if fresh_name else "w" + digest.hexdigest()[:19])
+    interruptible = model.interruptible
+    if interruptible is None and workflow.metadata_defaults.interruptible:
+        interruptible = True
+    metadata = _load_metadata(
+        model, template, name=name, default_node_id=WORKFLOW_NODE_ID, default_interruptible=interruptible
+    )
+    return ExecutionSpec(
+        template,
+        metadata,
+        inputs,
+        source,
+        named=given is not None,
+        workflow=WorkflowSpec(
+            closure,
+            dict(launch_plans or {}),
+            DEFAULT_MAX_PARALLELISM if max_parallelism is None else max_parallelism,
+        ),
+    )
+
+
+def node_task_spec(
+    root: ExecutionSpec,
+    node: workflow_pb2.Node,
+    task: tasks_pb2.TaskTemplate,
+    inputs: literals_pb2.LiteralMap,
+    unique_id: str,
+    *,
+    interruptible: bool | None,
+) -> ExecutionSpec:
+    """The execution spec a workflow's task node ``node`` runs its task ``task`` with: the workflow
+    execution's metadata (namespace, labels, environment, service account…) for node ``unique_id``, the
+    node's retry strategy, timeout, interruptible flag and overrides applied as propeller builds a task
+    node's context (its ``NodeSpec``: retries, deadlines, resources, image, pod template)."""
+    template = tasks_pb2.TaskTemplate()
+    template.CopyFrom(task)
+    metadata = node.metadata
+    if metadata.HasField("timeout") and metadata.timeout.ToTimedelta().total_seconds() > 0:
+        # The node's execution deadline (flytekit copies the task's timeout into the node; an override wins).
+        template.metadata.timeout.CopyFrom(metadata.timeout)
+    max_attempts = 1
+    if metadata.HasField("retries") and metadata.retries.retries:
+        max_attempts = metadata.retries.retries + 1
+    elif task.metadata.HasField("retries") and task.metadata.retries.retries:
+        max_attempts = task.metadata.retries.retries + 1
+    if metadata.WhichOneof("interruptible_value") is not None:
+        interruptible = bool(metadata.interruptible)
+    root_meta = root.metadata
+    execution = root_meta.task_execution_id.id.node_execution_id.execution_id
+    tid = identifier_pb2.TaskExecutionIdentifier(
+        node_execution_id=identifier_pb2.NodeExecutionIdentifier(node_id=unique_id, execution_id=execution),
+        retry_attempt=0,
+    )
+    tid.task_id.CopyFrom(task.id)
+    labels = dict(root_meta.labels)
+    labels.update(
+        execution_labels(execution.name, unique_id, interruptible=bool(interruptible), task_name=task.id.name)
+    )
+    overrides = root_meta.overrides
+    if node.WhichOneof("target") == "task_node" and node.task_node.HasField("overrides"):
+        overrides = _node_overrides(node.task_node.overrides, f"node {node.id}: overrides.resources")
+    return replace(
+        root,
+        template=template,
+        inputs=inputs,
+        workflow=None,
+        metadata=replace(
+            root_meta,
+            task_execution_id=TaskExecutionID(f"{execution.name}-{unique_id}-0", tid, unique_id),
+            labels=labels,
+            max_attempts=max_attempts,
+            interruptible=bool(interruptible),
+            overrides=overrides,
+        ),
+    )
+
+
+def node_array_spec(
+    root: ExecutionSpec,
+    node: workflow_pb2.Node,
+    task: tasks_pb2.TaskTemplate,
+    inputs: literals_pb2.LiteralMap,
+    unique_id: str,
+    *,
+    interruptible: bool | None,
+) -> ExecutionSpec:
+    """The execution spec a workflow's array node ``node`` (a ``map_task``) runs with: its sub-node's task
+    ``task`` mapped over ``inputs`` (the node's inputs, full lists), its parallelism and success criteria,
+    the sub-node's retries, timeout, interruptible flag and overrides."""
+    sub_node = node.array_node.node
+    spec = node_task_spec(root, sub_node, task, inputs, unique_id, interruptible=interruptible)
+    array = _array_node_spec(node.array_node, task, None, workflow_name=root.template.id.name)
+    return replace(spec, array=array)
+
+
+def _node_overrides(overrides: workflow_pb2.TaskNodeOverrides, path: str) -> TaskOverrides:
+    """A task node's ``overrides`` (what flytekit's ``with_overrides`` sets) as the plugin gets them."""
+    resources: dict[str, dict[str, str]] = {}
+    for kind in ("requests", "limits"):
+        for entry in getattr(overrides.resources, kind):
+            name = _RESOURCE_NAMES.get(entry.name)
+            if name is not None and entry.value:
+                resources.setdefault(kind, {})[name] = entry.value
+    return TaskOverrides(
+        resources=_resources(_validate(_Resources, resources, path)),
+        extended_resources=overrides.extended_resources if overrides.HasField("extended_resources") else None,
+        container_image=overrides.container_image,
+        pod_template=overrides.pod_template if overrides.HasField("pod_template") else None,
     )
 
 

@@ -93,6 +93,12 @@ class Event:
     # An ArrayNode's event: one entry per element that changed (every element in a terminal event), as
     # Flyte's ExternalResourceInfo: externalId, index, retryAttempt, phase, logs (and reason when failing).
     external_resources: list[dict[str, Any]] | None = None
+    # Whose event it is, as Flyte's three event kinds: "task" (a task attempt's phase, Flyte's
+    # TaskExecutionEvent), "node" (a workflow node's phase, NodeExecutionEvent) or "workflow" (the workflow's
+    # own, WorkflowExecutionEvent); ``node`` is the node's unique id in a workflow (None for the execution's
+    # own root node).
+    kind: str = "task"
+    node: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -108,6 +114,10 @@ class Event:
             out["logs"] = self.logs
         if self.external_resources is not None:
             out["externalResources"] = self.external_resources
+        if self.kind != "task":
+            out["kind"] = self.kind
+        if self.node is not None:
+            out["node"] = self.node
         return out
 
 
@@ -148,6 +158,10 @@ class NodeRecord:
     closing: Closing | None = None
     error: dict[str, Any] | None = None  # why the node (or its last attempt) failed
     logs: list[dict[str, Any]] | None = None  # the log links last reported for the current attempt
+    # A workflow's node: its phase as the workflow sees it and its kind's own state (a branch's taken case, a
+    # sub-workflow's phase and error, a gate's, a launch plan's child); a workflow execution's root: the
+    # workflow's phase and the error it is failing with. None for nodes outside a workflow.
+    workflow_state: dict[str, Any] | None = None
 
     @property
     def index(self) -> int:
@@ -169,7 +183,10 @@ class NodeRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any], *, parent: str = "") -> NodeRecord:
         """A record from its stored JSON, also as the release before node paths wrote it (an element's
-        ``index`` becomes the path ``<parent>/<index>``); see :func:`_current_keys`."""
+        ``index`` becomes the path ``<parent>/<index>``); see :func:`_current_keys`. A workflow's task or map
+        node is kept as the :class:`ExecutionRecord` its node runs over (it has a ``key``): read as one."""
+        if cls is NodeRecord and isinstance(data, dict) and "key" in data:
+            return ExecutionRecord.from_json(data)
         return cls(**_current_keys(data, _NODE_FIELD_SET, parent))
 
 

@@ -699,6 +699,9 @@ class ArrayRun:
         self.host.finish(self.key)
 
     # -- what users see ---------------------------------------------------------------------------------
+    def nodes_json(self) -> None:
+        return None
+
     def elements_json(self) -> list[dict[str, Any]]:
         """Each element's phase, attempts, error and log links (``taskplug run -o json``)."""
         out = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from taskplug.core import Plugin, StaticTaskExecutionContext
+from taskplug.core import Plugin, PluginResolver, StaticTaskExecutionContext
 from taskplug.executor._spec import ExecutionSpec, NodeKind
 from taskplug.executor._store import ExecutionRecord
 from taskplug.executor._tasks import task_context_for
@@ -18,6 +18,7 @@ from taskplug.executor.nodes._array_context import element_task_context
 from taskplug.executor.nodes._host import NodeHost, RootNode
 from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._task_node import TaskNode
+from taskplug.executor.nodes._workflow import WorkflowRun
 
 __all__ = ["first_context", "root_node"]
 
@@ -30,10 +31,17 @@ _ROOT_NODES: dict[
 
 
 def root_node(
-    host: NodeHost, spec: ExecutionSpec, record: ExecutionRecord, plugin: Plugin, settings: RunSettings
+    host: NodeHost,
+    spec: ExecutionSpec,
+    record: ExecutionRecord,
+    resolver: PluginResolver,
+    settings: RunSettings,
 ) -> RootNode:
-    """The root node of execution ``spec``, by its kind."""
-    return _ROOT_NODES[spec.kind](host, spec, record, plugin, settings)
+    """The root node of execution ``spec``, by its kind: a workflow runs its nodes (each kind's handler made
+    here too, :func:`child_node`); a task or a map task runs through the plugin of its task type."""
+    if spec.kind is NodeKind.WORKFLOW:
+        return WorkflowRun(host, spec, record, settings, resolver=resolver, child_node=_ROOT_NODES)
+    return _ROOT_NODES[spec.kind](host, spec, record, resolver.resolve(spec.template.type), settings)
 
 
 def first_context(

@@ -82,6 +82,11 @@ class RootNode(Protocol):
         """A map task's elements as results show them; None for other kinds."""
         ...
 
+    def nodes_json(self) -> list[dict[str, Any]] | None:
+        """A workflow's nodes as results show them (nested under sub-workflow and branch nodes); None for
+        other kinds."""
+        ...
+
     def unindex_all(self) -> None:
         """Stop routing any generated name to this execution (the executor forgets it)."""
         ...

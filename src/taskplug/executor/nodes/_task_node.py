@@ -57,6 +57,7 @@ class TaskNode:
     __slots__ = (
         "_generated_name",
         "_inputs_written",
+        "abort_reason",
         "host",
         "key",
         "max_attempts",
@@ -89,6 +90,7 @@ class TaskNode:
         )
         self._inputs_written = False
         self._generated_name = ""
+        self.abort_reason = "aborted by request"  # a workflow aborting its nodes gives its own reason
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
@@ -99,6 +101,9 @@ class TaskNode:
                 f"[{name}] is not the current attempt of {self.key}: nothing is created",
             )
         return None, self.record.attempt
+
+    def nodes_json(self) -> None:
+        return None
 
     def elements_json(self) -> None:
         return None
@@ -156,7 +161,7 @@ class TaskNode:
             await self._finish_closing(handler)
             return
         if record.abort_requested:
-            await self._abort(handler, reason="aborted by request")
+            await self._abort(handler, reason=self.abort_reason)
             return
         evaluation = await self.host.step.evaluate(
             record,

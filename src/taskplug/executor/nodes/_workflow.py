@@ -1,0 +1,1020 @@
+"""A workflow execution: its root node runs the workflow's nodes as propeller does.
+
+Follows flytepropeller's workflow executor (pkg/controller/workflow/executor.go: the workflow phases Ready →
+Running → Succeeding | Failing → HandlingFailureNode → Succeeded | Failed | Aborted) and its node executor's
+``RecursiveNodeHandler`` (pkg/controller/nodes/executor.go): a round walks the compiled DAG from the start
+node; a node that has not started is started when its upstream nodes are done (``CanExecute``: ready, or
+skipped when one of them was skipped or failed), its inputs resolved once from its bindings and written as
+its ``inputs.pb``; a node in progress runs its kind's handler; a finished node leads to its downstream nodes,
+in the compiled (sorted) order. A failure ends the walk at once (``FAIL_IMMEDIATELY``) or lets independent
+nodes finish first (``FAIL_AFTER_EXECUTABLE_NODES_COMPLETE``); the workflow then aborts what still runs,
+runs its failure node, and fails with the failed node's error.
+
+Node kinds: start and end; **task** and **array** (a ``map_task``) nodes run the task or map-task root node
+(:mod:`._task_node`, :mod:`._array`) as a child — the same node step, task handler and plugin calls as a
+single task, through a :class:`_ChildHost` that keeps the child's record among this execution's node
+records and tags its events with the node; **branch** (evaluated once, the cases not taken Skipped without
+events, the taken node run as the branch's child); **sub-workflow** (its nodes run under the node, its
+outputs copied up).
+
+Every node's status is an :class:`~taskplug.executor._store.ExecutionRecord` kept among the execution's node
+records under the node's unique id (propeller's ``FixedLengthUniqueIDForParts`` of the parent's id, its
+attempt and the node id: ``n1-0-n0``), its place in the workflow in ``workflow_state``. A round saves what
+changed; a resumed execution continues from the records, never starting a finished node again.
+
+Deviation: propeller lays a nested node's data under its parent's output directory; taskplug gives every node
+its own directory named by its unique id beside the top-level nodes' (``…/<name>/<unique id>/<attempt>``), so
+one rule places a node's data at any depth. The unique ids keep them apart as propeller's nesting does.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flyteidl.core import compiler_pb2, literals_pb2, tasks_pb2, workflow_pb2
+
+from taskplug.core import (
+    Clock,
+    ErrorKind,
+    Phase,
+    Plugin,
+    PluginError,
+    PluginResolver,
+    ResourceManager,
+    TaskExecutionContext,
+    TaskplugError,
+    literal_map_to_plain,
+)
+from taskplug.executor._datastore import DataStore
+from taskplug.executor._paths import node_dirs
+from taskplug.executor._spec import ExecutionSpec, NodeKind, node_array_spec, node_task_spec
+from taskplug.executor._store import Event, ExecutionRecord, NodeRecord, StateStore
+from taskplug.executor.nodes._branch_rules import BranchError, evaluate_branch
+from taskplug.executor.nodes._host import NodeHost, RootNode, flush_store
+from taskplug.executor.nodes._phase import NodePhase
+from taskplug.executor.nodes._settings import RunSettings
+from taskplug.executor.nodes._step import NodeStep
+from taskplug.k8s import fixed_length_unique_id
+
+__all__ = ["END_NODE", "START_NODE", "WorkflowRun"]
+
+log = logging.getLogger(__name__)
+
+START_NODE: Final = "start-node"
+END_NODE: Final = "end-node"
+_UNIQUE_ID_LENGTH: Final = 20  # propeller's IDMaxLength for node ids
+_MAX_STREAK: Final = 8  # propeller's max-streak-length: rounds back to back while nodes make progress
+
+ChildFactory = Mapping[
+    NodeKind, Callable[[NodeHost, ExecutionSpec, ExecutionRecord, Plugin, RunSettings], RootNode]
+]
+"""How a workflow makes the root node of a task or map-task child (the factory's table of root kinds)."""
+
+
+class WorkflowPhase(enum.IntEnum):
+    """``v1alpha1.WorkflowPhase``, the values propeller stores."""
+
+    READY = 0
+    RUNNING = 1
+    SUCCEEDING = 2
+    SUCCESS = 3
+    FAILING = 4
+    FAILED = 5
+    ABORTED = 6
+    HANDLING_FAILURE_NODE = 7
+
+    def __str__(self) -> str:
+        # As its events name it (``WorkflowExecution.Phase``): Success is SUCCEEDED there.
+        if self is WorkflowPhase.SUCCESS:
+            return "Succeeded"
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+class _Outcome(enum.Enum):
+    """What walking a node (and what lies below it) reports up (propeller's ``NodeStatus``)."""
+
+    COMPLETE = "complete"  # done, and everything below it
+    PROGRESS = "progress"  # something finished this round: walk again at once
+    PENDING = "pending"  # waiting for something that runs
+    FAILED = "failed"
+    TIMED_OUT = "timed-out"
+
+
+@dataclass(frozen=True, slots=True)
+class _Report:
+    outcome: _Outcome
+    error: dict[str, Any] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in (_Outcome.FAILED, _Outcome.TIMED_OUT)
+
+
+_COMPLETE: Final = _Report(_Outcome.COMPLETE)
+_PROGRESS: Final = _Report(_Outcome.PROGRESS)
+_PENDING: Final = _Report(_Outcome.PENDING)
+
+_DONE_PHASES: Final = frozenset({NodePhase.SUCCEEDED, NodePhase.SKIPPED, NodePhase.RECOVERED})
+_FAILED_PHASES: Final = frozenset({NodePhase.FAILED, NodePhase.TIMED_OUT})
+_TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
+
+
+def unique_node_id(parent: str | None, attempt: int, node_id: str) -> str:
+    """A node's unique id in its execution (propeller's ``GenerateUniqueID``): the node id at the top level,
+    else ``FixedLengthUniqueIDForParts(20, parent, attempt, id)`` (``n1-0-n0``; hashed when longer)."""
+    if not parent:
+        return node_id
+    return fixed_length_unique_id(f"{parent}-{attempt}-{node_id}", _UNIQUE_ID_LENGTH)
+
+
+class _Dag:
+    """One compiled workflow as the round walks it, at one place in the execution: its nodes (branch cases
+    included) by id, the compiled connections, and the parent node's unique id and attempt that make its
+    nodes' unique ids."""
+
+    __slots__ = ("downstream", "nodes", "parent", "parent_attempt", "template", "upstream")
+
+    def __init__(
+        self, compiled: compiler_pb2.CompiledWorkflow, parent: str | None, parent_attempt: int
+    ) -> None:
+        self.template = compiled.template
+        self.parent = parent
+        self.parent_attempt = parent_attempt
+        self.nodes: dict[str, workflow_pb2.Node] = {}
+        for node in self.template.nodes:
+            self._add(node)
+        self.upstream = {k: list(v.ids) for k, v in compiled.connections.upstream.items()}
+        self.downstream = {k: list(v.ids) for k, v in compiled.connections.downstream.items()}
+
+    def _add(self, node: workflow_pb2.Node) -> None:
+        self.nodes.setdefault(node.id, node)
+        if node.WhichOneof("target") == "branch_node":
+            for case in _cases(node.branch_node.if_else):
+                self._add(case)
+
+    def unique_id(self, node_id: str) -> str:
+        return unique_node_id(self.parent, self.parent_attempt, node_id)
+
+
+def _cases(if_else: workflow_pb2.IfElseBlock) -> Iterator[workflow_pb2.Node]:
+    yield if_else.case.then_node
+    for other in if_else.other:
+        yield other.then_node
+    if if_else.WhichOneof("default") == "else_node":
+        yield if_else.else_node
+
+
+class WorkflowRun:
+    """A workflow execution's root node (its record is the execution's)."""
+
+    def __init__(
+        self,
+        host: NodeHost,
+        spec: ExecutionSpec,
+        record: ExecutionRecord,
+        settings: RunSettings,
+        *,
+        resolver: PluginResolver,
+        child_node: ChildFactory,
+    ) -> None:
+        assert spec.workflow is not None
+        self.host = host
+        self.spec = spec
+        self.workflow = spec.workflow
+        self.record = record
+        self.settings = settings
+        self.resolver = resolver
+        self.child_node = child_node
+        self.key = spec.execution_key
+        tid = spec.metadata.task_execution_id.id
+        self.execution_id = tid.node_execution_id.execution_id
+        self._key_prefix = self.key.rpartition("/")[0]
+        closure = self.workflow.closure
+        self._tasks = {_id_key(t.template.id): t.template for t in closure.tasks}
+        self._sub_workflows = {_id_key(w.template.id): w for w in closure.sub_workflows}
+        self.dag = _Dag(closure.primary, None, 0)
+        self._nodes: dict[str, ExecutionRecord] = {}
+        for node in host.store.load_nodes(self.key):
+            if isinstance(node, ExecutionRecord) and node.workflow_state is not None:
+                self._nodes[node.path] = node
+        self._children: dict[str, RootNode] = {}  # running task and map nodes, by unique id
+        self._finished: set[str] = set()  # children that ended since they were last looked at
+        self._names: dict[str, str] = {}  # generated name -> the child's unique id
+        self._changed: set[str] = set()
+        self._dirty: set[str] = set()  # nodes modified in this walk (propeller's IsDirty)
+        self._rounded: set[str] = set()  # children given a round in this call
+        self._walked: dict[tuple[int, str], _Report] = {}
+        self._parallelism = 0
+        self._child_wake: float | None = None
+        self._interruptible = spec.metadata.interruptible
+
+    # -- what the executor asks -------------------------------------------------------------------------
+    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+        name = tctx.metadata.task_execution_id.generated_name
+        unique = self._names.get(name)
+        child = self._children.get(unique) if unique is not None else None
+        if child is None:
+            raise PluginError("SystemError", f"[{name}] is no running node of {self.key}: nothing is created")
+        return child.creating(tctx)
+
+    def elements_json(self) -> None:
+        return None
+
+    def nodes_json(self) -> list[dict[str, Any]]:
+        """The workflow's nodes as results show them: id, name, phase, attempts, error, and the nodes below a
+        sub-workflow or branch node (``nodes``)."""
+        return self._nodes_json(self.dag)
+
+    def _nodes_json(self, dag: _Dag) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for node in dag.template.nodes:
+            if node.id in (START_NODE, END_NODE):
+                continue
+            unique = dag.unique_id(node.id)
+            status = self._nodes.get(unique)
+            phase = NodePhase(status.workflow_state["phase"]) if status and status.workflow_state else None
+            entry: dict[str, Any] = {
+                "id": unique,
+                "name": node.metadata.name or node.id,
+                "phase": str(phase or NodePhase.NOT_YET_STARTED),
+                "attempts": (status.attempt + 1) if status is not None and phase is not None else 0,
+                "error": status.error if status is not None else None,
+            }
+            children = self._child_dag(node, unique)
+            if children is not None:
+                entry["nodes"] = self._nodes_json(children)
+            elif status is not None and status.workflow_state and "taken" in status.workflow_state:
+                taken = dag.nodes.get(status.workflow_state["taken"])
+                if taken is not None:
+                    leaf = _Dag(compiler_pb2.CompiledWorkflow(), unique, 0)
+                    leaf.template.nodes.append(taken)
+                    entry["nodes"] = self._nodes_json(leaf)
+            out.append(entry)
+        return out
+
+    def unindex_all(self) -> None:
+        for name in list(self._names):
+            self.host.unindex_generated_name(name)
+        self._names.clear()
+
+    # -- a round ----------------------------------------------------------------------------------------
+    async def round(self) -> None:
+        self._rounded.clear()
+        self._child_wake = None
+        for _ in range(_MAX_STREAK):
+            progressed = await self._round_once()
+            self._save()
+            if self.record.terminal or not progressed:
+                break
+        if self.record.terminal:
+            return
+        wake = self.settings.resync_period
+        child_wake = self._next_child_wake()
+        if child_wake is not None:
+            wake = min(wake, child_wake)
+        self.host.wake_after(self.key, wake)
+
+    def _next_child_wake(self) -> float | None:
+        return self._child_wake
+
+    async def _round_once(self) -> bool:
+        """One round of the workflow (``HandleFlyteWorkflow``); whether it made progress worth another."""
+        self._dirty.clear()
+        self._walked.clear()
+        self._parallelism = 0
+        state = self._state
+        phase = WorkflowPhase(state.get("phase", 0))
+        if self.record.abort_requested and phase not in (WorkflowPhase.FAILED, WorkflowPhase.SUCCESS):
+            await self._abort("Workflow aborted.", end=True)
+            return False
+        if phase is WorkflowPhase.READY:
+            _, output_dir = self._dirs(START_NODE, 0)
+            await self.host.data.write(f"{output_dir}/outputs.pb", self.spec.inputs.SerializeToString())
+            self._workflow_event(WorkflowPhase.RUNNING)
+            return True
+        if phase is WorkflowPhase.RUNNING:
+            report = await self._walk(self.dag, START_NODE)
+            if report.failed:
+                error = report.error if report.outcome is _Outcome.FAILED else dict(_TIMEOUT_ERROR)
+                state["error"] = error or _unknown_error("")
+                self._workflow_event(WorkflowPhase.FAILING, error=state["error"])
+                return True
+            if report.outcome is _Outcome.COMPLETE:
+                self._workflow_event(WorkflowPhase.SUCCEEDING)
+                return True
+            return report.outcome is _Outcome.PROGRESS or bool(self._dirty)
+        if phase is WorkflowPhase.SUCCEEDING:
+            await self._succeed()
+            return False
+        if phase is WorkflowPhase.FAILING:
+            if not await self._abort("Some node execution failed, auto-abort."):
+                return False
+            if self.dag.template.HasField("failure_node") and self.dag.template.failure_node.id:
+                self._workflow_event(WorkflowPhase.HANDLING_FAILURE_NODE, silent=True)
+                return True
+            self._fail(state.get("error"))
+            return False
+        if phase is WorkflowPhase.HANDLING_FAILURE_NODE:
+            report = await self._failure_node()
+            if report.outcome in (_Outcome.PENDING, _Outcome.PROGRESS) and not report.failed:
+                return report.outcome is _Outcome.PROGRESS
+            # The failure node's own failure masks the original error; its success keeps it.
+            error = state.get("error")
+            if report.outcome is _Outcome.FAILED:
+                error = report.error or error
+            elif report.outcome is _Outcome.TIMED_OUT:
+                error = {"kind": str(ErrorKind.USER), "code": "TimedOut", "message": "FailureNode Timed-out"}
+            self._fail(error)
+            return False
+        return False
+
+    @property
+    def _state(self) -> dict[str, Any]:
+        if self.record.workflow_state is None:
+            self.record.workflow_state = {"phase": int(WorkflowPhase.READY)}
+        return self.record.workflow_state
+
+    # -- the walk (RecursiveNodeHandler) -------------------------------------------------------------------
+    async def _walk(self, dag: _Dag, node_id: str) -> _Report:
+        """Walk ``node_id`` of ``dag`` and what lies below it. A node is handled at most once per round and a
+        finished node's result does not change within one, so a node reached twice reports the same."""
+        memo = (id(dag), node_id)
+        if memo in self._walked:
+            return self._walked[memo]
+        report = await self._walk_uncached(dag, node_id)
+        self._walked[memo] = report
+        return report
+
+    async def _walk_uncached(self, dag: _Dag, node_id: str) -> _Report:
+        unique = dag.unique_id(node_id)
+        if unique in self._dirty:
+            return _PENDING
+        phase = self._phase(unique)
+        if phase in _DONE_PHASES:
+            return await self._downstream(dag, node_id)
+        if phase in _FAILED_PHASES:
+            await self._downstream(dag, node_id)
+            status = self._nodes[unique]
+            if phase is NodePhase.TIMED_OUT:
+                return _Report(_Outcome.TIMED_OUT)
+            return _Report(_Outcome.FAILED, status.error or _unknown_error(""))
+        if phase is NodePhase.ABORTED:
+            return _PENDING
+        return await self._handle(dag, dag.nodes[node_id] if node_id in dag.nodes else _start_end(node_id))
+
+    async def _downstream(self, dag: _Dag, node_id: str) -> _Report:
+        """``handleDownstream``: every downstream node in the compiled order."""
+        below = dag.downstream.get(node_id, [])
+        if not below:
+            return _COMPLETE
+        fail_after = self.workflow.fail_after_executable_nodes_complete
+        failure: _Report | None = None
+        all_complete = True
+        progress = False
+        for child in below:
+            report = await self._walk(dag, child)
+            if report.failed:
+                if not fail_after:
+                    return report
+                failure = report  # the last one seen is the one reported (as propeller does)
+            elif report.outcome is not _Outcome.COMPLETE:
+                all_complete = False
+                progress = progress or report.outcome is _Outcome.PROGRESS
+        if all_complete:
+            return failure or _COMPLETE
+        return _PROGRESS if progress else _PENDING
+
+    def _ready(self, dag: _Dag, node_id: str) -> bool | None:
+        """``CanExecute``: True when every upstream node succeeded, False when one was skipped or failed (the
+        node is skipped), None while one has not finished (or was modified in this round)."""
+        skip = False
+        for up in dag.upstream.get(node_id, []):
+            unique = dag.unique_id(up)
+            if unique in self._dirty:
+                return None
+            phase = self._phase(unique) if up != START_NODE else NodePhase.SUCCEEDED
+            if phase in (NodePhase.SKIPPED, NodePhase.FAILED, NodePhase.TIMED_OUT):
+                skip = True
+            elif phase not in (NodePhase.SUCCEEDED, NodePhase.RECOVERED):
+                return None
+        return not skip
+
+    async def _handle(self, dag: _Dag, node: workflow_pb2.Node) -> _Report:
+        unique = dag.unique_id(node.id)
+        phase = self._phase(unique)
+        kind = node.WhichOneof("target")
+        if self._blocked(kind):
+            return _PENDING
+        if node.id == START_NODE:
+            status = self._status(unique)
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        if phase is NodePhase.NOT_YET_STARTED:
+            ready = self._ready(dag, node.id)
+            if ready is None:
+                return _PENDING
+            status = self._status(unique)
+            if not ready:
+                self._set_phase(unique, status, NodePhase.SKIPPED)
+                self._node_event(unique, node, "Skipped", reason="Node Skipped as parent node was skipped")
+                return _PROGRESS
+            return await self._queue(dag, node, unique, status)
+        return await self._execute(dag, node, unique)
+
+    def _blocked(self, kind: str | None) -> bool:
+        """Max parallelism: a task, map or launch-plan node waits while as many run (propeller's
+        ``IsMaxParallelismAchieved``); other kinds never wait."""
+        limit = self.workflow.max_parallelism
+        if limit <= 0 or kind not in ("task_node", "array_node", "workflow_node"):
+            return False
+        return self._parallelism >= limit
+
+    async def _queue(
+        self, dag: _Dag, node: workflow_pb2.Node, unique: str, status: ExecutionRecord
+    ) -> _Report:
+        """``preExecute``: resolve the node's inputs once, write them as its ``inputs.pb``, queue it."""
+        try:
+            inputs = await self._resolve(dag, node)
+        except _BindingError as e:
+            error = {"kind": str(ErrorKind.SYSTEM), "code": "BindingResolutionFailure", "message": str(e)}
+            return self._node_failed(unique, node, status, error)
+        data_dir, _ = self._dirs(unique, 0)
+        await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
+        self._set_phase(unique, status, NodePhase.QUEUED)
+        self._node_event(unique, node, "Queued")
+        self._parallelism += 1
+        return _PROGRESS
+
+    async def _execute(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
+        kind = node.WhichOneof("target")
+        if node.id == END_NODE:
+            return await self._end(dag, node, unique)
+        if kind in ("task_node", "array_node"):
+            return await self._run_child(node, unique)
+        if kind == "branch_node":
+            return await self._branch(dag, node, unique)
+        if kind == "workflow_node" and node.workflow_node.HasField("sub_workflow_ref"):
+            return await self._sub_workflow(node, unique)
+        status = self._nodes[unique]
+        error = {
+            "kind": str(ErrorKind.USER),
+            "code": "UnsupportedNode",
+            "message": f"node {node.id}: taskplug does not run {kind or 'empty'} nodes yet",
+        }
+        return self._node_failed(unique, node, status, error)
+
+    # -- kinds ------------------------------------------------------------------------------------------------
+    async def _end(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
+        """The end node's inputs are the workflow's outputs: written as its outputs."""
+        status = self._nodes[unique]
+        data_dir, output_dir = self._dirs(unique, 0)
+        inputs = await self.host.data.read(f"{data_dir}/inputs.pb") or b""
+        await self.host.data.write(f"{output_dir}/outputs.pb", inputs)
+        self._set_phase(unique, status, NodePhase.SUCCEEDED)
+        self._node_event(unique, node, "Succeeded")
+        return _PROGRESS
+
+    async def _run_child(self, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A task or map node: its task's (or map task's) root node, given a round once per round of ours."""
+        status = self._nodes[unique]
+        child = self._children.get(unique)
+        if child is None and not status.terminal:
+            try:
+                child = await self._start_child(node, unique, status)
+            except TaskplugError as e:
+                error = {"kind": str(ErrorKind.USER), "code": e.code, "message": str(e)}
+                return self._node_failed(unique, node, status, error)
+        if child is not None and unique not in self._rounded and not status.terminal:
+            self._rounded.add(unique)
+            await child.round()
+        if status.terminal:
+            self._children.pop(unique, None)
+            self._finished.discard(unique)
+            return self._child_ended(node, unique, status)
+        if NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED:  # type: ignore[index]
+            self._set_phase(unique, status, NodePhase.RUNNING)
+            self._node_event(unique, node, "Running")
+        self._parallelism += 1
+        return _PENDING
+
+    async def _start_child(self, node: workflow_pb2.Node, unique: str, status: ExecutionRecord) -> RootNode:
+        data_dir, _ = self._dirs(unique, 0)
+        inputs = literals_pb2.LiteralMap()
+        inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        if node.WhichOneof("target") == "array_node":
+            task = self._task(node.array_node.node.task_node.reference_id, node.id)
+            spec = node_array_spec(self.spec, node, task, inputs, unique, interruptible=self._interruptible)
+            kind = NodeKind.ARRAY
+        else:
+            task = self._task(node.task_node.reference_id, node.id)
+            spec = node_task_spec(self.spec, node, task, inputs, unique, interruptible=self._interruptible)
+            kind = NodeKind.TASK
+        plugin = self.resolver.resolve(task.type)
+        child = self.child_node[kind](_ChildHost(self, unique), spec, status, plugin, self.settings)
+        self._children[unique] = child
+        return child
+
+    def _child_ended(self, node: workflow_pb2.Node, unique: str, status: ExecutionRecord) -> _Report:
+        if status.outcome == str(Phase.SUCCESS):
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        if status.outcome == str(Phase.ABORTED):
+            self._set_phase(unique, status, NodePhase.ABORTED)
+            return _PENDING
+        if NodePhase(status.node_phase) is NodePhase.TIMED_OUT:
+            self._set_phase(unique, status, NodePhase.TIMED_OUT)
+            self._node_event(unique, node, "TimedOut")
+            return _Report(_Outcome.TIMED_OUT)
+        error = status.error or _unknown_error(status.reason)
+        return self._node_failed(unique, node, status, error)
+
+    async def _branch(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A branch node: evaluate its cases once (the ones not taken are Skipped, silently), then run the
+        taken node as its child; its end is the branch's."""
+        status = self._nodes[unique]
+        state = status.workflow_state
+        assert state is not None
+        if "taken" not in state:
+            data_dir, _ = self._dirs(unique, 0)
+            inputs = literals_pb2.LiteralMap()
+            inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+            try:
+                taken = evaluate_branch(node.branch_node.if_else, inputs)
+            except BranchError as e:
+                return self._node_failed(unique, node, status, e.error)
+            state["taken"] = taken
+            self._set_phase(unique, status, NodePhase.RUNNING)
+            self._node_event(unique, node, "Running")
+            return _PROGRESS
+        leaf = _Dag(compiler_pb2.CompiledWorkflow(), unique, 0)
+        taken_node = dag.nodes[state["taken"]]
+        leaf.nodes[taken_node.id] = taken_node
+        child = leaf.unique_id(taken_node.id)
+        phase = self._phase(child)
+        if phase is NodePhase.NOT_YET_STARTED:
+            # The taken node's inputs come from the branch's upstream nodes (its bindings name them).
+            return await self._queue(dag, taken_node, child, self._status(child))
+        if phase in _DONE_PHASES:
+            _, child_out = self._dirs(child, self._nodes[child].attempt)
+            _, output_dir = self._dirs(unique, 0)
+            await self.host.data.write(
+                f"{output_dir}/outputs.pb", await self.host.data.read(f"{child_out}/outputs.pb") or b""
+            )
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        if phase in _FAILED_PHASES:
+            error = self._nodes[child].error or {
+                "kind": "UNKNOWN",
+                "code": "Unknown",
+                "message": "Unknown error message",
+            }
+            return self._node_failed(unique, node, status, error)
+        report = await self._execute(leaf, taken_node, child)
+        return _PENDING if report.outcome is _Outcome.COMPLETE else report
+
+    def _child_dag(self, node: workflow_pb2.Node, unique: str) -> _Dag | None:
+        if node.WhichOneof("target") != "workflow_node" or not node.workflow_node.HasField(
+            "sub_workflow_ref"
+        ):
+            return None
+        compiled = self._sub_workflows.get(_id_key(node.workflow_node.sub_workflow_ref))
+        return _Dag(compiled, unique, 0) if compiled is not None else None
+
+    async def _sub_workflow(self, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A sub-workflow node: its workflow's nodes run under it, from the node's inputs (its start node's
+        outputs) to its end node's outputs (the node's); a failure is the node's, never retried."""
+        status = self._nodes[unique]
+        dag = self._child_dag(node, unique)
+        if dag is None:
+            error = {
+                "kind": str(ErrorKind.USER),
+                "code": "WorkflowReferenceNotFound",
+                "message": f"node {node.id}: sub-workflow {node.workflow_node.sub_workflow_ref.name} not found",
+            }
+            return self._node_failed(unique, node, status, error)
+        if NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED:  # type: ignore[index]
+            data_dir, _ = self._dirs(unique, 0)
+            _, start_out = self._dirs(dag.unique_id(START_NODE), 0)
+            await self.host.data.write(
+                f"{start_out}/outputs.pb", await self.host.data.read(f"{data_dir}/inputs.pb") or b""
+            )
+            self._set_phase(unique, status, NodePhase.RUNNING)
+            self._node_event(unique, node, "Running")
+        report = await self._walk(dag, START_NODE)
+        if report.failed:
+            failure = report.error if report.outcome is _Outcome.FAILED else dict(_TIMEOUT_ERROR)
+            await self._abort_dag(dag, "subworkflow failed", emit=True)
+            return self._node_failed(unique, node, status, failure or _unknown_error(""))
+        if report.outcome is _Outcome.COMPLETE:
+            _, end_out = self._dirs(dag.unique_id(END_NODE), 0)
+            _, output_dir = self._dirs(unique, 0)
+            await self.host.data.write(
+                f"{output_dir}/outputs.pb", await self.host.data.read(f"{end_out}/outputs.pb") or b""
+            )
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        return report
+
+    async def _failure_node(self) -> _Report:
+        """The workflow's failure node, run once the failing workflow's nodes are cleaned up: it may bind only
+        the workflow's inputs (and ``err``, the failure)."""
+        node = self.dag.template.failure_node
+        unique = node.id
+        phase = self._phase(unique)
+        if phase in _DONE_PHASES:
+            return _COMPLETE
+        if phase in _FAILED_PHASES:
+            status = self._nodes[unique]
+            if phase is NodePhase.TIMED_OUT:
+                return _Report(_Outcome.TIMED_OUT)
+            return _Report(_Outcome.FAILED, status.error)
+        if phase is NodePhase.NOT_YET_STARTED:
+            return await self._queue(self.dag, node, unique, self._status(unique))
+        return await self._execute(self.dag, node, unique)
+
+    # -- abort ----------------------------------------------------------------------------------------------
+    async def _abort(self, reason: str, *, end: bool = False) -> bool:
+        """Abort every node in progress (propeller's ``AbortHandler`` from the start node): True once all have
+        ended; with ``end``, the workflow then ends Aborted."""
+        done = await self._abort_dag(self.dag, reason, emit=True)
+        if done and end:
+            self._workflow_event(WorkflowPhase.ABORTED)
+            self.record.outcome = str(Phase.ABORTED)
+            self.record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}
+            self._finish()
+        elif not done:
+            self._child_wake = min(self._child_wake or 1.0, 1.0)
+        return done
+
+    async def _abort_dag(self, dag: _Dag, reason: str, *, emit: bool) -> bool:
+        done = True
+        seen: set[str] = set()
+        stack = [START_NODE]
+        while stack:
+            node_id = stack.pop()
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            unique = dag.unique_id(node_id)
+            phase = self._phase(unique)
+            if phase in _DONE_PHASES or node_id == START_NODE:
+                stack.extend(dag.downstream.get(node_id, []))
+                continue
+            if phase is NodePhase.NOT_YET_STARTED or phase in _FAILED_PHASES or phase is NodePhase.ABORTED:
+                continue
+            node = dag.nodes.get(node_id)
+            if node is None:
+                continue
+            done = await self._abort_node(dag, node, unique, reason, emit=emit) and done
+        return done
+
+    async def _abort_node(
+        self, dag: _Dag, node: workflow_pb2.Node, unique: str, reason: str, *, emit: bool
+    ) -> bool:
+        status = self._nodes[unique]
+        kind = node.WhichOneof("target")
+        done = True
+        if kind in ("task_node", "array_node") and not status.terminal:
+            child = self._children.get(unique)
+            if child is None:
+                child = await self._start_child(node, unique, status)
+            status.abort_requested = True
+            abort_reason = getattr(child, "abort_reason", None)
+            if abort_reason is not None:
+                child.abort_reason = reason  # type: ignore[attr-defined]
+            await child.round()
+            done = status.terminal
+        elif kind == "branch_node" and status.workflow_state and "taken" in status.workflow_state:
+            taken = dag.nodes[status.workflow_state["taken"]]
+            child_id = unique_node_id(unique, 0, taken.id)
+            if self._phase(child_id) not in _DONE_PHASES | _FAILED_PHASES | {NodePhase.NOT_YET_STARTED}:
+                done = await self._abort_node(dag, taken, child_id, reason, emit=emit)
+        elif kind == "workflow_node":
+            sub = self._child_dag(node, unique)
+            if sub is not None:
+                done = await self._abort_dag(sub, reason, emit=emit)
+        if done:
+            self._children.pop(unique, None)
+            self._set_phase(unique, status, NodePhase.ABORTED)
+            if emit:
+                error = {"kind": str(ErrorKind.USER), "code": "NodeAborted", "message": reason}
+                self._node_event(unique, node, "Aborted", error=error, reason=reason)
+        return done
+
+    # -- ends -------------------------------------------------------------------------------------------------
+    async def _succeed(self) -> None:
+        _, end_out = self._dirs(END_NODE, 0)
+        outputs = literals_pb2.LiteralMap()
+        outputs.ParseFromString(await self.host.data.read(f"{end_out}/outputs.pb") or b"")
+        interface = self.dag.template.interface.outputs if self.dag.template.HasField("interface") else None
+        self.record.outputs = literal_map_to_plain(outputs, interface)
+        self.record.outcome = str(Phase.SUCCESS)
+        self._workflow_event(WorkflowPhase.SUCCESS)
+        self._finish()
+
+    def _fail(self, error: dict[str, Any] | None) -> None:
+        self.record.error = error or _unknown_error("")
+        self.record.outcome = str(Phase.PERMANENT_FAILURE)
+        self._workflow_event(WorkflowPhase.FAILED, error=self.record.error)
+        self._finish()
+
+    def _finish(self) -> None:
+        self._save()
+        self.unindex_all()
+        self.host.finish(self.key)
+
+    # -- node records --------------------------------------------------------------------------------------
+    def _phase(self, unique: str) -> NodePhase:
+        status = self._nodes.get(unique)
+        if status is None or status.workflow_state is None:
+            return NodePhase.NOT_YET_STARTED
+        return NodePhase(status.workflow_state.get("phase", 0))
+
+    def _status(self, unique: str) -> ExecutionRecord:
+        status = self._nodes.get(unique)
+        if status is None:
+            status = ExecutionRecord(key=f"{self._key_prefix}/{unique}", workflow_state={"phase": 0})
+            self._nodes[unique] = status
+        return status
+
+    def _set_phase(self, unique: str, status: ExecutionRecord, phase: NodePhase) -> None:
+        if status.workflow_state is None:
+            status.workflow_state = {}
+        status.workflow_state["phase"] = int(phase)
+        self._dirty.add(unique)
+        self._changed.add(unique)
+
+    def _node_failed(
+        self, unique: str, node: workflow_pb2.Node, status: ExecutionRecord, error: dict[str, Any]
+    ) -> _Report:
+        status.error = error
+        self._set_phase(unique, status, NodePhase.FAILED)
+        self._node_event(unique, node, "Failed", error=error)
+        return _Report(_Outcome.FAILED, error)
+
+    def _save(self) -> None:
+        if self._changed:
+            self.host.store.save_nodes(self.key, [self._nodes[u] for u in sorted(self._changed)])
+            self._changed.clear()
+        self.host.store.save(self.record)
+
+    def _dirs(self, unique: str, attempt: int) -> tuple[str, str]:
+        return node_dirs(self.settings.data_root, self.execution_id, unique, (attempt,))
+
+    def _task(self, reference: Any, node_id: str) -> tasks_pb2.TaskTemplate:
+        task = self._tasks.get(_id_key(reference))
+        if task is None:
+            raise TaskplugError(
+                f"node {node_id}: task {reference.name} is not in the compiled workflow",
+                code="TaskReferenceNotFound",
+            )
+        return task
+
+    # -- events -----------------------------------------------------------------------------------------------
+    def _now(self) -> str:
+        return self.host.clock.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+    def _node_event(
+        self,
+        unique: str,
+        node: workflow_pb2.Node,
+        phase: str,
+        *,
+        error: dict[str, Any] | None = None,
+        reason: str = "",
+    ) -> None:
+        event = Event(
+            attempt=0,
+            phase=phase,
+            version=0,
+            reason=reason or (error or {}).get("message", ""),
+            occurred_at=self._now(),
+            error=error,
+            kind="node",
+            node=unique,
+        )
+        self.host.emit(self.key, event)
+
+    def _workflow_event(
+        self, phase: WorkflowPhase, *, error: dict[str, Any] | None = None, silent: bool = False
+    ) -> None:
+        self._state["phase"] = int(phase)
+        if silent:
+            return
+        event = Event(
+            attempt=0,
+            phase=str(phase),
+            version=0,
+            reason=(error or {}).get("message", ""),
+            occurred_at=self._now(),
+            error=error,
+            kind="workflow",
+        )
+        self.host.emit(self.key, event)
+
+    # -- bindings -----------------------------------------------------------------------------------------------
+    async def _resolve(self, dag: _Dag, node: workflow_pb2.Node) -> literals_pb2.LiteralMap:
+        out = literals_pb2.LiteralMap()
+        cache: dict[str, literals_pb2.LiteralMap] = {}
+        for binding in node.inputs:
+            out.literals[binding.var].CopyFrom(
+                await self._resolve_data(dag, node, binding.var, binding.binding, cache)
+            )
+        if node.id == self.dag.template.failure_node.id and node.id:
+            _inject_error(out, node, self._state.get("error"))
+        return out
+
+    async def _resolve_data(
+        self,
+        dag: _Dag,
+        node: workflow_pb2.Node,
+        var: str,
+        data: literals_pb2.BindingData,
+        cache: dict[str, literals_pb2.LiteralMap],
+    ) -> literals_pb2.Literal:
+        which = data.WhichOneof("value")
+        if which == "scalar":
+            return literals_pb2.Literal(scalar=data.scalar)
+        if which == "collection":
+            literal = literals_pb2.Literal(collection=literals_pb2.LiteralCollection())
+            for item in data.collection.bindings:
+                literal.collection.literals.append(await self._resolve_data(dag, node, var, item, cache))
+            return literal
+        if which == "map":
+            literal = literals_pb2.Literal(map=literals_pb2.LiteralMap())
+            for name, item in data.map.bindings.items():
+                literal.map.literals[name].CopyFrom(await self._resolve_data(dag, node, var, item, cache))
+            return literal
+        if which == "promise":
+            producer = data.promise.node_id or START_NODE
+            if producer not in cache:
+                cache[producer] = await self._outputs_of(dag, producer)
+            outputs = cache[producer]
+            if data.promise.var not in outputs.literals:
+                raise _BindingError(
+                    f"failed at Node[{node.id}]. BindingResolutionError: Error binding Var [wf].[{var}], "
+                    f"caused by: failed at Node[{producer}]. OutputsNotFound: Failed to find "
+                    f"[{producer}].[{data.promise.var}]"
+                )
+            return outputs.literals[data.promise.var]
+        raise _BindingError(f"failed at Node[{node.id}]. BindingResolutionError: binding of [{var}] is empty")
+
+    async def _outputs_of(self, dag: _Dag, producer: str) -> literals_pb2.LiteralMap:
+        unique = dag.unique_id(producer)
+        attempt = self._nodes[unique].attempt if unique in self._nodes else 0
+        _, output_dir = self._dirs(unique, attempt)
+        outputs = literals_pb2.LiteralMap()
+        outputs.ParseFromString(await self.host.data.read(f"{output_dir}/outputs.pb") or b"")
+        return outputs
+
+    # -- what children reach through their host ------------------------------------------------------------
+    def child_wake(self) -> None:
+        self.host.wake(self.key)
+
+    def child_wake_after(self, seconds: float) -> None:
+        self._child_wake = seconds if self._child_wake is None else min(self._child_wake, seconds)
+        self.host.wake_after(self.key, seconds)
+
+    def child_finished(self, unique: str) -> None:
+        """A child reached its end (as the executor ends an execution): unindexed, terminal, saved."""
+        child = self._children.get(unique)
+        if child is not None:
+            child.unindex_all()
+        status = self._nodes[unique]
+        status.terminal = True
+        self.host.store.save_nodes(self.key, [status])
+        self._finished.add(unique)
+        self.host.wake(self.key)
+
+    def child_saved(self, record: NodeRecord) -> None:
+        self.host.store.save_nodes(self.key, [record])
+
+    def child_indexed(self, name: str, unique: str) -> None:
+        self._names[name] = unique
+        self.host.index_generated_name(name, self.key)
+
+    def child_unindexed(self, name: str) -> None:
+        self._names.pop(name, None)
+        self.host.unindex_generated_name(name)
+
+
+class _BindingError(TaskplugError):
+    code = "BindingResolutionFailure"
+
+
+def _start_end(node_id: str) -> workflow_pb2.Node:
+    return workflow_pb2.Node(id=node_id)
+
+
+def _unknown_error(message: str) -> dict[str, Any]:
+    return {
+        "kind": "UNKNOWN",
+        "code": "UnknownError",
+        "message": f"Unknown error, last seen message [{message}]",
+    }
+
+
+def _id_key(identifier: Any) -> str:
+    return f"{identifier.resource_type}/{identifier.project}/{identifier.domain}/{identifier.name}/{identifier.version}"
+
+
+def _inject_error(
+    inputs: literals_pb2.LiteralMap, node: workflow_pb2.Node, error: dict[str, Any] | None
+) -> None:
+    """A failure node's ``err`` input: the workflow's error as a ``FlyteError`` (its ``failed_node_id`` is the
+    failure node's own id, as propeller sets it)."""
+    if "err" not in inputs.literals:
+        return
+    literal = inputs.literals["err"]
+    literal.Clear()
+    union = literal.scalar.union
+    union.value.scalar.error.message = (error or {}).get("message", "")
+    union.value.scalar.error.failed_node_id = node.id
+    union.type.simple = 9  # types_pb2.ERROR
+    union.type.structure.tag = "FlyteError"
+
+
+class _ChildStore:
+    """The state store a workflow's child node sees: its record and its own children (a map's elements) are
+    node records of the workflow's execution; its events are the workflow's, tagged with the node."""
+
+    def __init__(self, parent: WorkflowRun, unique: str) -> None:
+        self.parent = parent
+        self.unique = unique
+
+    @property
+    def _store(self) -> StateStore:
+        return self.parent.host.store
+
+    def load(self, key: str) -> ExecutionRecord | None:
+        return self.parent._nodes.get(self.unique)
+
+    def save(self, record: ExecutionRecord) -> None:
+        self.parent.child_saved(record)
+
+    def append_event(self, key: str, event: Event) -> None:
+        event.node = self.unique
+        self._store.append_event(self.parent.key, event)
+
+    def events(self, key: str) -> list[Event]:
+        return [e for e in self._store.events(self.parent.key) if e.node == self.unique]
+
+    def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
+        self._store.save_nodes(self.parent.key, nodes)
+
+    def load_nodes(self, key: str) -> list[NodeRecord]:
+        prefix = f"{self.unique}/"
+        return [n for n in self._store.load_nodes(self.parent.key) if n.path.startswith(prefix)]
+
+    def flush(self) -> None:
+        self._store.flush()
+
+    async def aflush(self) -> None:
+        await flush_store(self._store)
+
+    def close(self) -> None:
+        pass
+
+
+class _ChildHost:
+    """The :class:`NodeHost` a workflow gives a task or map node it runs: the workflow's data store, clock and
+    step; its record among the workflow's node records; its events the workflow's, tagged with the node; its
+    wake-ups and its end wake the workflow."""
+
+    def __init__(self, parent: WorkflowRun, unique: str) -> None:
+        self.parent = parent
+        self.unique = unique
+        self.store: StateStore = _ChildStore(parent, unique)
+        host = parent.host
+        self.data: DataStore = host.data
+        self.clock: Clock = host.clock
+        self.resource_manager: ResourceManager | None = host.resource_manager
+        self.step: NodeStep = host.step
+
+    def emit(self, key: str, event: Event) -> None:
+        event.node = self.unique
+        self.parent.host.emit(self.parent.key, event)
+
+    def index_generated_name(self, name: str, key: str) -> None:
+        self.parent.child_indexed(name, self.unique)
+
+    def unindex_generated_name(self, name: str) -> None:
+        self.parent.child_unindexed(name)
+
+    def wake(self, key: str) -> None:
+        self.parent.child_wake()
+
+    def wake_after(self, key: str, seconds: float) -> None:
+        self.parent.child_wake_after(seconds)
+
+    def finish(self, key: str) -> None:
+        self.parent.child_finished(self.unique)
