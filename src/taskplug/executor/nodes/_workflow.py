@@ -33,7 +33,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, Final
 
 from flyteidl.core import compiler_pb2, literals_pb2, tasks_pb2, workflow_pb2
