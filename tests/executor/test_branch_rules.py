@@ -10,6 +10,8 @@ from collections import OrderedDict
 import pytest
 from flyteidl.core import condition_pb2, literals_pb2, types_pb2, workflow_pb2
 from google.protobuf import duration_pb2, timestamp_pb2
+from hypothesis import given
+from hypothesis import strategies as st
 
 from taskplug.core import ErrorKind
 from taskplug.executor.nodes._branch_rules import (
@@ -414,3 +416,14 @@ def test_a_float_input_against_flytekit_s_int_constant_is_malformed(
         "[MalformedBranchUserError] Comparison between different primitives types. "
         "lVal[*core.Primitive_FloatValue]:rVal[*core.Primitive_Integer]"
     )
+
+
+@given(
+    st.integers(min_value=-(2**63), max_value=2**63 - 1), st.integers(min_value=-(2**63), max_value=2**63 - 1)
+)
+def test_exactly_one_of_lt_eq_gt_holds_and_the_rest_follow(a: int, b: int) -> None:
+    lt, eq, gt = (compare(prim(a), prim(b), op) for op in (Op.LT, Op.EQ, Op.GT))
+    assert [lt, eq, gt].count(True) == 1
+    assert compare(prim(a), prim(b), Op.GTE) is (not lt)
+    assert compare(prim(a), prim(b), Op.LTE) is (not gt)
+    assert compare(prim(a), prim(b), Op.NEQ) is (not eq)

@@ -4,6 +4,8 @@ nodes/subworkflow/util_test.go and the launch-plan vectors propeller's naming gi
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from taskplug.executor.nodes._ids import (
     child_execution_name,
@@ -92,3 +94,16 @@ def test_definition_version_0_names_children_with_fnv32() -> None:
         == "fav2uxxi"
     )
     assert len(child_execution_name("first-name-is-pretty-large", "hello-world", 1)) == 14
+
+
+@given(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=40),
+    st.integers(0, 99),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=40),
+)
+def test_a_unique_node_id_is_the_lineage_or_its_8_character_hash(
+    parent: str, attempt: int, node: str
+) -> None:
+    joined = f"{parent}-{attempt}-{node}"
+    uid = unique_node_id(parent, attempt, node)
+    assert uid == joined if len(joined) <= 20 else (len(uid) == 8 and uid.startswith("f"))
