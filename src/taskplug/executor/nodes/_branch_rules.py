@@ -255,5 +255,5 @@ def _compare(
     if operator == _Operator.EQ:
         return bool(lv == rv)
     if operator == _Operator.NEQ:
-        return lv != rv
+        return bool(lv != rv)
     raise _malformed("Unsupported operator type in Propeller. System error.")
