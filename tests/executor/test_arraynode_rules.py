@@ -25,9 +25,7 @@ from taskplug.executor.nodes._array_rules import (
     element_inputs,
     element_unique_id,
     external_resource_id,
-    fixed_length_unique_id_for_parts,
     gather_outputs,
-    generate_unique_id,
     index_env,
     infer_parallelism,
     min_successes_for,
@@ -36,6 +34,7 @@ from taskplug.executor.nodes._array_rules import (
     task_phase_for_node_phase,
     window,
 )
+from taskplug.executor.nodes._ids import fixed_length_unique_id_for_parts, unique_node_id
 
 
 def ints(*values: int) -> literals_pb2.Literal:
@@ -85,7 +84,7 @@ def test_an_id_that_cannot_fit_even_hashed_is_refused(parts: list[str], max_leng
 
 def test_the_element_pod_name_is_execution_array_node_attempt_element_retry() -> None:
     # A top-level ArrayNode n1, element 7, first and second try.
-    array = generate_unique_id("", "", "n1")
+    array = unique_node_id(None, 0, "n1")
     assert array == "n1"
     uid = element_unique_id(array, 0, 7)
     assert uid == "n1-0-n7"

@@ -37,8 +37,12 @@ _STD_B32: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _FLYTE_B32: Final = b"abcdefghijklmnopqrstuvwxyz123456"
 _TO_FLYTE_B32: Final = bytes.maketrans(_STD_B32, _FLYTE_B32)
 
-_FNV32_OFFSET: Final = 0x811C9DC5
-_FNV32_PRIME: Final = 0x01000193
+# FNV-1a parameters by hash width (Go's hash/fnv New32a, New64a, New128a): (offset basis, prime).
+_FNV1A: Final = {
+    32: (0x811C9DC5, 0x01000193),
+    64: (0xCBF29CE484222325, 0x100000001B3),
+    128: (0x6C62272E07BB014262B821756295C58D, 0x0000000001000000000000000000013B),
+}
 
 
 def is_dns1123_subdomain(name: str) -> bool:
@@ -59,21 +63,26 @@ def encode_base32(data: bytes) -> str:
     return base64.b32encode(data).translate(_TO_FLYTE_B32).decode("ascii").rstrip("=")
 
 
-def _fnv32a(data: bytes) -> bytes:
-    h = _FNV32_OFFSET
+def _fnv1a(data: bytes, bits: int) -> bytes:
+    try:
+        h, prime = _FNV1A[bits]
+    except KeyError:
+        raise ValueError(f"no FNV-1a hash of {bits} bits (32, 64 or 128)") from None
+    mask = (1 << bits) - 1
     for byte in data:
-        h = ((h ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
-    return h.to_bytes(4, "big")
+        h = ((h ^ byte) * prime) & mask
+    return h.to_bytes(bits // 8, "big")
 
 
-def fixed_length_unique_id(input_id: str, max_length: int) -> str:
-    """Flyte's ``FixedLengthUniqueID``: the id itself when short enough, else ``f`` + base32(fnv32a(id)).
+def fixed_length_unique_id(input_id: str, max_length: int, *, hash_bits: int = 32) -> str:
+    """Flyte's ``FixedLengthUniqueID``: the id itself when short enough, else ``f`` + base32(fnv1a(id)).
 
-    Raises ValueError when even the 8-character hash does not fit.
+    ``hash_bits`` is Flyte's ``AlgorithmOption``: 32 (the default, an 8-character result), 64 (14 characters;
+    launch-plan child execution names) or 128. Raises ValueError when even the hash does not fit.
     """
     if len(input_id) <= max_length:
         return input_id
-    out = "f" + encode_base32(_fnv32a(input_id.encode()))
+    out = "f" + encode_base32(_fnv1a(input_id.encode(), hash_bits))
     if len(out) > max_length:
         raise ValueError("max Length is too small, cannot create an encoded string that is so small")
     return out

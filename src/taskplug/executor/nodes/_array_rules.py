@@ -1,9 +1,8 @@
 """The ArrayNode's rules (flytekit's ``map_task`` as propeller runs it): pure decisions over data, no I/O.
 
 Follows flytepropeller/pkg/controller/nodes/array/{handler.go, utils.go, event_recorder.go,
-node_execution_context.go, execution_context.go}, nodes/common/utils.go (``GenerateUniqueID``),
-flyteplugins' pluginmachinery/encoding/encoder.go
-(``FixedLengthUniqueIDForParts``) and plugins/array/errorcollector. ``_arrayrun.py`` does the I/O around
+node_execution_context.go, execution_context.go} and plugins/array/errorcollector; the ids come from
+``_ids.py`` (``GenerateUniqueID``, ``FixedLengthUniqueIDForParts``). ``_arrayrun.py`` does the I/O around
 them (element contexts, plugin calls, the data store, the state store, events).
 
 What an element is called, which elements a round evaluates, how many must succeed, whether a failure is
@@ -23,9 +22,9 @@ from typing import Final
 from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2
 
 from taskplug.core import ErrorKind, ExecutionError, Phase
+from taskplug.executor.nodes._ids import fixed_length_unique_id_for_parts, unique_node_id
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._settings import ParallelismBehavior
-from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [
     "ARRAY_INDEX_VAR",
@@ -42,9 +41,7 @@ __all__ = [
     "element_inputs",
     "element_unique_id",
     "external_resource_id",
-    "fixed_length_unique_id_for_parts",
     "gather_outputs",
-    "generate_unique_id",
     "index_env",
     "infer_parallelism",
     "min_successes_for",
@@ -59,7 +56,6 @@ ARRAY_INDEX_VAR_NAME: Final = "BATCH_JOB_ARRAY_INDEX_VAR_NAME"
 ARRAY_INDEX_VAR: Final = "FLYTE_K8S_ARRAY_INDEX"
 DEFAULT_GENERATED_NAME_MAX_LENGTH: Final = 50  # propeller's task generated-name limit
 MAX_ERROR_MESSAGE_LENGTH: Final = 102400  # flytepropeller/events MaxErrorMessageLength
-_UNIQUE_ID_MAX_LENGTH: Final = 20  # GenerateUniqueID's limit
 
 
 class ArrayNodePhase(enum.IntEnum):
@@ -74,31 +70,13 @@ class ArrayNodePhase(enum.IntEnum):
 # -- names ----------------------------------------------------------------------------------------------
 
 
-def fixed_length_unique_id_for_parts(max_length: int, parts: Iterable[str]) -> str:
-    """``FixedLengthUniqueIDForParts``: the parts joined by ``-`` (no ``-`` while the text is still empty),
-    replaced by ``f`` + base32(fnv32a) of it when longer than ``max_length``."""
-    text = ""
-    for part in parts:
-        if text:
-            text += "-"
-        text += part
-    return fixed_length_unique_id(text, max_length)
-
-
-def generate_unique_id(parent_unique_id: str, parent_attempt: str, node_id: str) -> str:
-    """``GenerateUniqueID``: a node's unique id under its parent (``""``, ``""`` at the top level)."""
-    return fixed_length_unique_id_for_parts(
-        _UNIQUE_ID_MAX_LENGTH, (parent_unique_id, parent_attempt, node_id)
-    )
-
-
 def element_unique_id(array_unique_id: str, array_attempt: int, index: int, *, event_version: int = 2) -> str:
     """The element's unique node id ``U_i``: ``FLUIDP(20, [A, a, "n<i>"])``, or ``n<i>`` at workflow event
     version 0 (FlyteAdmin's default is 2)."""
     sub_node_id = f"n{index}"
     if event_version == 0:
         return sub_node_id
-    return generate_unique_id(array_unique_id, str(array_attempt), sub_node_id)
+    return unique_node_id(array_unique_id, array_attempt, sub_node_id)
 
 
 def element_generated_name(
