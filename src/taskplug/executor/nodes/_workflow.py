@@ -41,6 +41,7 @@ from flyteidl.core import compiler_pb2, literals_pb2, tasks_pb2, workflow_pb2
 from taskplug.core import (
     Clock,
     ErrorKind,
+    ExecutionError,
     Phase,
     Plugin,
     PluginError,
@@ -54,12 +55,18 @@ from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import node_dirs
 from taskplug.executor._spec import ExecutionSpec, NodeKind, node_array_spec, node_task_spec
 from taskplug.executor._store import Event, ExecutionRecord, NodeRecord, StateStore
+from taskplug.executor.nodes._bindings import (
+    BindingError,
+    failure_node_error_literal,
+    output_of,
+    resolve_inputs,
+)
 from taskplug.executor.nodes._branch_rules import BranchError, evaluate_branch
 from taskplug.executor.nodes._host import NodeHost, RootNode, flush_store
+from taskplug.executor.nodes._ids import unique_node_id
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._settings import RunSettings
-from taskplug.executor.nodes._step import NodeStep
-from taskplug.k8s import fixed_length_unique_id
+from taskplug.executor.nodes._step import NodeStep, error_json
 
 __all__ = ["END_NODE", "START_NODE", "WorkflowRun"]
 
@@ -67,7 +74,6 @@ log = logging.getLogger(__name__)
 
 START_NODE: Final = "start-node"
 END_NODE: Final = "end-node"
-_UNIQUE_ID_LENGTH: Final = 20  # propeller's IDMaxLength for node ids
 _MAX_STREAK: Final = 8  # propeller's max-streak-length: rounds back to back while nodes make progress
 
 ChildFactory = Mapping[
@@ -122,14 +128,6 @@ _PENDING: Final = _Report(_Outcome.PENDING)
 _DONE_PHASES: Final = frozenset({NodePhase.SUCCEEDED, NodePhase.SKIPPED, NodePhase.RECOVERED})
 _FAILED_PHASES: Final = frozenset({NodePhase.FAILED, NodePhase.TIMED_OUT})
 _TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
-
-
-def unique_node_id(parent: str | None, attempt: int, node_id: str) -> str:
-    """A node's unique id in its execution (propeller's ``GenerateUniqueID``): the node id at the top level,
-    else ``FixedLengthUniqueIDForParts(20, parent, attempt, id)`` (``n1-0-n0``; hashed when longer)."""
-    if not parent:
-        return node_id
-    return fixed_length_unique_id(f"{parent}-{attempt}-{node_id}", _UNIQUE_ID_LENGTH)
 
 
 class _Dag:
@@ -441,9 +439,8 @@ class WorkflowRun:
         """``preExecute``: resolve the node's inputs once, write them as its ``inputs.pb``, queue it."""
         try:
             inputs = await self._resolve(dag, node)
-        except _BindingError as e:
-            error = {"kind": str(ErrorKind.SYSTEM), "code": "BindingResolutionFailure", "message": str(e)}
-            return self._node_failed(unique, node, status, error)
+        except BindingError as e:
+            return self._node_failed(unique, node, status, _error(e.error))
         data_dir, _ = self._dirs(unique, 0)
         await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
         self._set_phase(unique, status, NodePhase.QUEUED)
@@ -548,7 +545,7 @@ class WorkflowRun:
             try:
                 taken = evaluate_branch(node.branch_node.if_else, inputs)
             except BranchError as e:
-                return self._node_failed(unique, node, status, e.error)
+                return self._node_failed(unique, node, status, _error(e.error))
             state["taken"] = taken
             self._set_phase(unique, status, NodePhase.RUNNING)
             self._node_event(unique, node, "Running")
@@ -823,58 +820,39 @@ class WorkflowRun:
 
     # -- bindings -----------------------------------------------------------------------------------------------
     async def _resolve(self, dag: _Dag, node: workflow_pb2.Node) -> literals_pb2.LiteralMap:
-        out = literals_pb2.LiteralMap()
-        cache: dict[str, literals_pb2.LiteralMap] = {}
-        for binding in node.inputs:
-            out.literals[binding.var].CopyFrom(
-                await self._resolve_data(dag, node, binding.var, binding.binding, cache)
-            )
-        if node.id == self.dag.template.failure_node.id and node.id:
-            _inject_error(out, node, self._state.get("error"))
-        return out
+        """The node's inputs from its bindings (``nodes/resolve.go``): every producer's outputs read first,
+        then resolved by the binding rules (attribute paths, aliases, Flyte's error texts). A failure node
+        may read only the workflow's inputs; its ``err`` input is the workflow's failure."""
+        failure_node = node.id == self.dag.template.failure_node.id and bool(node.id)
+        outputs: dict[str, tuple[literals_pb2.LiteralMap | None, str]] = {}
+        for producer in sorted(_producers(node.inputs)):
+            if failure_node and producer != START_NODE:
+                continue
+            outputs[producer] = await self._outputs_of(dag, producer)
 
-    async def _resolve_data(
-        self,
-        dag: _Dag,
-        node: workflow_pb2.Node,
-        var: str,
-        data: literals_pb2.BindingData,
-        cache: dict[str, literals_pb2.LiteralMap],
-    ) -> literals_pb2.Literal:
-        which = data.WhichOneof("value")
-        if which == "scalar":
-            return literals_pb2.Literal(scalar=data.scalar)
-        if which == "collection":
-            literal = literals_pb2.Literal(collection=literals_pb2.LiteralCollection())
-            for item in data.collection.bindings:
-                literal.collection.literals.append(await self._resolve_data(dag, node, var, item, cache))
-            return literal
-        if which == "map":
-            literal = literals_pb2.Literal(map=literals_pb2.LiteralMap())
-            for name, item in data.map.bindings.items():
-                literal.map.literals[name].CopyFrom(await self._resolve_data(dag, node, var, item, cache))
-            return literal
-        if which == "promise":
-            producer = data.promise.node_id or START_NODE
-            if producer not in cache:
-                cache[producer] = await self._outputs_of(dag, producer)
-            outputs = cache[producer]
-            if data.promise.var not in outputs.literals:
-                raise _BindingError(
-                    f"failed at Node[{node.id}]. BindingResolutionError: Error binding Var [wf].[{var}], "
-                    f"caused by: failed at Node[{producer}]. OutputsNotFound: Failed to find "
-                    f"[{producer}].[{data.promise.var}]"
-                )
-            return outputs.literals[data.promise.var]
-        raise _BindingError(f"failed at Node[{node.id}]. BindingResolutionError: binding of [{var}] is empty")
+        def read_output(producer: str, var: str) -> literals_pb2.Literal:
+            found, path = outputs.get(producer, (None, ""))
+            aliases = dag.nodes[producer].output_aliases if producer in dag.nodes else ()
+            return output_of(found, path, producer, var, aliases)
 
-    async def _outputs_of(self, dag: _Dag, producer: str) -> literals_pb2.LiteralMap:
+        bindings = [b for b in node.inputs if not (failure_node and b.var == "err")]
+        inputs = resolve_inputs(bindings, read_output, node.id)
+        if failure_node and any(b.var == "err" for b in node.inputs):
+            message = (self._state.get("error") or {}).get("message", "")
+            inputs.literals["err"].CopyFrom(failure_node_error_literal(message, node.id))
+        return inputs
+
+    async def _outputs_of(self, dag: _Dag, producer: str) -> tuple[literals_pb2.LiteralMap | None, str]:
         unique = dag.unique_id(producer)
         attempt = self._nodes[unique].attempt if unique in self._nodes else 0
         _, output_dir = self._dirs(unique, attempt)
+        path = f"{output_dir}/outputs.pb"
+        data = await self.host.data.read(path)
+        if data is None:
+            return None, path
         outputs = literals_pb2.LiteralMap()
-        outputs.ParseFromString(await self.host.data.read(f"{output_dir}/outputs.pb") or b"")
-        return outputs
+        outputs.ParseFromString(data)
+        return outputs, path
 
     # -- what children reach through their host ------------------------------------------------------------
     def child_wake(self) -> None:
@@ -907,10 +885,6 @@ class WorkflowRun:
         self.host.unindex_generated_name(name)
 
 
-class _BindingError(TaskplugError):
-    code = "BindingResolutionFailure"
-
-
 def _start_end(node_id: str) -> workflow_pb2.Node:
     return workflow_pb2.Node(id=node_id)
 
@@ -927,20 +901,24 @@ def _id_key(identifier: Any) -> str:
     return f"{identifier.resource_type}/{identifier.project}/{identifier.domain}/{identifier.name}/{identifier.version}"
 
 
-def _inject_error(
-    inputs: literals_pb2.LiteralMap, node: workflow_pb2.Node, error: dict[str, Any] | None
-) -> None:
-    """A failure node's ``err`` input: the workflow's error as a ``FlyteError`` (its ``failed_node_id`` is the
-    failure node's own id, as propeller sets it)."""
-    if "err" not in inputs.literals:
-        return
-    literal = inputs.literals["err"]
-    literal.Clear()
-    union = literal.scalar.union
-    union.value.scalar.error.message = (error or {}).get("message", "")
-    union.value.scalar.error.failed_node_id = node.id
-    union.type.simple = 9  # types_pb2.ERROR
-    union.type.structure.tag = "FlyteError"
+def _producers(bindings: Any) -> set[str]:
+    """The nodes whose outputs ``bindings`` read (promises, also inside collections and maps)."""
+    found: set[str] = set()
+    stack = [b.binding for b in bindings]
+    while stack:
+        data = stack.pop()
+        which = data.WhichOneof("value")
+        if which == "promise":
+            found.add(data.promise.node_id or START_NODE)
+        elif which == "collection":
+            stack.extend(data.collection.bindings)
+        elif which == "map":
+            stack.extend(data.map.bindings.values())
+    return found
+
+
+def _error(error: ExecutionError) -> dict[str, Any]:
+    return error_json(error) or _unknown_error("")
 
 
 class _ChildStore:
