@@ -12,10 +12,9 @@ import pytest
 from flyteidl.core import identifier_pb2, workflow_pb2
 from google.protobuf.message import Message
 
+from support.flytekit_workflows import Serialized
 from taskplug.compiler import WorkflowBundle, hydrate, id_key, read_bundle
 from taskplug.core import SpecError
-
-from .conftest import Serialized
 
 
 def _keys(bundle: WorkflowBundle) -> tuple[set[str], set[str], set[str]]:

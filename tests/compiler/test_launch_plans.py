@@ -11,6 +11,7 @@ import pytest
 from flyteidl.admin import launch_plan_pb2
 from flyteidl.core import interface_pb2, literals_pb2, types_pb2
 
+from support.flytekit_workflows import Serialized
 from taskplug.compiler import (
     WorkflowBundle,
     execution_inputs,
@@ -21,8 +22,6 @@ from taskplug.compiler import (
     workflow_inputs_from_plain,
 )
 from taskplug.core import SpecError, literal_map_to_plain
-
-from .conftest import Serialized
 
 INT = types_pb2.LiteralType(simple=types_pb2.INTEGER)
 STR = types_pb2.LiteralType(simple=types_pb2.STRING)
