@@ -62,6 +62,13 @@ def test_in_process_serialization_gives_what_pyflyte_writes_hydrated(demo: Seria
     assert {p.id.name for p in in_process.launch_plans.values()} == {"sub_lp", "loader_cli_demo.wf"}
 
 
+def test_a_dynamic_task_carries_the_serialization_settings_its_pod_needs(demo: Serialized) -> None:
+    # Without them the dynamic task cannot write its futures (flytekit: "An image is required").
+    for bundle in (serialize_workflow(demo.module, "wf"), read_bundle(demo.folder, workflow=None)):
+        (fan,) = [t for t in bundle.tasks.values() if t.id.name == "loader_cli_demo.fan"]
+        assert "_F_SS_C" in {pair.key for pair in fan.container.env}
+
+
 def test_a_launch_plan_of_the_module_runs_as_itself(demo: Serialized) -> None:
     bundle = serialize_workflow(demo.module, "sub_lp")
     assert bundle.launch_plan.id.name == "sub_lp"

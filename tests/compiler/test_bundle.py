@@ -4,7 +4,9 @@ identifiers hydrated alike everywhere, and what cannot run here refused naming i
 
 from __future__ import annotations
 
+import io
 import shutil
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from flyteidl.core import identifier_pb2, workflow_pb2
 from google.protobuf.message import Message
 
 from support.flytekit_workflows import Serialized
-from taskplug.compiler import WorkflowBundle, hydrate, id_key, read_bundle
+from taskplug.compiler import MAX_ENTITY_BYTES, WorkflowBundle, hydrate, id_key, read_bundle
 from taskplug.core import SpecError
 
 
@@ -255,3 +257,16 @@ def test_a_folder_without_workflows_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as err:
         read_bundle(tmp_path, workflow=None)
     assert "holds no workflow written by pyflyte" in err.value.reason
+
+
+def test_an_archive_over_the_bounds_is_refused_at_the_field_given(demo: Serialized, tmp_path: Path) -> None:
+    archive = tmp_path / "p.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(demo.file("loader_demo.wf_2.pb"), arcname="0_wf_2.pb")
+        info = tarfile.TarInfo("1_big_1.pb")
+        info.size = MAX_ENTITY_BYTES + 1
+        tar.addfile(info, io.BytesIO(bytes(info.size)))
+    with pytest.raises(SpecError) as err:
+        read_bundle(archive, workflow=None, field="SPEC")
+    assert err.value.path == "SPEC"
+    assert "member '1_big_1.pb' is larger than" in err.value.reason

@@ -13,7 +13,7 @@ PYFLYTE = Path(sys.executable).parent / "pyflyte"
 
 DEMO = textwrap.dedent(
     """
-    from flytekit import LaunchPlan, conditional, map_task, task, workflow
+    from flytekit import LaunchPlan, conditional, dynamic, map_task, task, workflow
 
 
     @task
@@ -39,16 +39,22 @@ DEMO = textwrap.dedent(
         return double(a=a)
 
 
+    @dynamic
+    def fan(n: int) -> list[int]:
+        return [double(a=i) for i in range(n)]
+
+
     @workflow
     def wf(x: int, y: int = 3) -> list[int]:
+        fan(n=x)
         s = sub(a=x, b=y)
         t = sub_lp(b=s)
         c = conditional("big").if_(t > 5).then(inner(a=t)).else_().then(double(a=t))
         return map_task(double)(a=[s, t, c])
     """
 )
-"""``wf`` reaches every kind of reference: a sub-workflow, a launch plan (fixing ``a``), a sub-workflow inside
-a branch, a map task; it is the one workflow no other runs."""
+"""``wf`` reaches every kind of reference: a ``@dynamic`` task, a sub-workflow, a launch plan (fixing ``a``),
+a sub-workflow inside a branch, a map task; it is the one workflow no other runs."""
 
 TWO = textwrap.dedent(
     """
