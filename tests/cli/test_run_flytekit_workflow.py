@@ -17,7 +17,7 @@ from support.flytekit_workflows import DEMO, REMOTE, Serialized, serialize
 from taskplug.cli._flytekit_module import ModuleTarget, module_workflow, serialize_workflow
 from taskplug.cli._run import run as run_command
 from taskplug.compiler import WorkflowBundle, hydrate, launch_inputs, read_bundle
-from taskplug.core import SpecError, literal_map_to_plain
+from taskplug.core import SpecError, TaskplugError, literal_map_to_plain
 
 from .conftest import assert_bad_input, invoke
 
@@ -164,3 +164,16 @@ def test_a_workflow_run_is_still_refused_after_its_options_are_read(
 ) -> None:
     result = invoke(runner, "run", demo.module, "wf", "--x", "2")
     assert_bad_input(result, "'wf' is a workflow", "taskplug runs tasks")
+
+
+def test_a_workflow_calling_a_reference_workflow_is_refused_with_flytekits_reason(tmp_path: Path) -> None:
+    module = tmp_path / "loader_cli_ref_wf.py"
+    module.write_text(
+        "from flytekit import reference_workflow, workflow\n\n\n"
+        '@reference_workflow(project="p", domain="d", name="remote.wf", version="v1")\n'
+        "def remote_wf(a: int) -> int:\n    return 0\n\n\n"
+        "@workflow\ndef outer(a: int) -> int:\n    return remote_wf(a=a)\n"
+    )
+    with pytest.raises(TaskplugError) as err:
+        serialize_workflow(module, "outer")
+    assert "Reference sub-workflows are currently unsupported" in str(err.value)

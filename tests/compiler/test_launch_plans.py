@@ -17,10 +17,10 @@ from taskplug.compiler import (
     execution_inputs,
     expected_inputs,
     launch_inputs,
-    literal_type_of,
     read_bundle,
     workflow_inputs_from_plain,
 )
+from taskplug.compiler._launch_plans import _literal_type_of
 from taskplug.core import SpecError, literal_map_to_plain
 
 INT = types_pb2.LiteralType(simple=types_pb2.INTEGER)
@@ -219,13 +219,13 @@ def test_the_type_of_a_literal_is_inferred_as_admin_does() -> None:
     mixed = literals_pb2.Literal(
         collection=literals_pb2.LiteralCollection(literals=[_int(1), _str("x"), _int(2)])
     )
-    assert literal_type_of(mixed) == types_pb2.LiteralType(
+    assert _literal_type_of(mixed) == types_pb2.LiteralType(
         collection_type=types_pb2.LiteralType(union_type=types_pb2.UnionType(variants=[INT, STR]))
     )
     empty = literals_pb2.Literal(collection=literals_pb2.LiteralCollection())
-    assert literal_type_of(empty).collection_type.simple == types_pb2.NONE
+    assert _literal_type_of(empty).collection_type.simple == types_pb2.NONE
     one_kind = literals_pb2.Literal(map=literals_pb2.LiteralMap(literals={"k": _int(1), "j": _int(2)}))
-    assert literal_type_of(one_kind) == types_pb2.LiteralType(map_value_type=INT)
+    assert _literal_type_of(one_kind) == types_pb2.LiteralType(map_value_type=INT)
 
 
 @pytest.mark.parametrize(

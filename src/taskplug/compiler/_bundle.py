@@ -43,7 +43,7 @@ _IDENTIFIER = identifier_pb2.Identifier.DESCRIPTOR.full_name
 _M = TypeVar("_M", bound=Message)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkflowBundle:
     """A workflow to run, the launch plan that runs it, and everything either references, by :func:`id_key`."""
 

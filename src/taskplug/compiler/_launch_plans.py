@@ -37,7 +37,6 @@ __all__ = [
     "execution_inputs",
     "expected_inputs",
     "launch_inputs",
-    "literal_type_of",
     "workflow_inputs_from_plain",
 ]
 
@@ -80,7 +79,7 @@ def expected_inputs(
         where = f"launchPlan.fixedInputs.{name}"
         if name not in declared:
             raise SpecError(where, f"unexpected fixed_input {name}")
-        fixed_type = literal_type_of(fixed[name])
+        fixed_type = _literal_type_of(fixed[name])
         if not _types_castable(fixed_type, declared[name].type):
             raise SpecError(
                 where,
@@ -129,7 +128,7 @@ def execution_inputs(
                 )
             out.literals[name].CopyFrom(parameter.default)
             continue
-        given_type = literal_type_of(out.literals[name])
+        given_type = _literal_type_of(out.literals[name])
         if not _types_castable(given_type, parameter.var.type):
             raise SpecError(
                 f"inputs.{name}",
@@ -167,7 +166,7 @@ def launch_inputs(bundle: WorkflowBundle, values: Mapping[str, Any]) -> literals
 # -- types of literals, and whether one casts to another -------------------------------------------------------
 
 
-def literal_type_of(literal: literals_pb2.Literal) -> types_pb2.LiteralType:
+def _literal_type_of(literal: literals_pb2.Literal) -> types_pb2.LiteralType:
     """The type of a literal as Admin infers it (``compiler/validators/utils.go LiteralTypeForLiteral``):
     a collection's or map's element type is its elements' one type, a union of them when they differ, NONE
     when empty."""
@@ -217,7 +216,7 @@ def literal_type_of(literal: literals_pb2.Literal) -> types_pb2.LiteralType:
 def _common_type(literals: Any) -> types_pb2.LiteralType:
     distinct: dict[bytes, types_pb2.LiteralType] = {}
     for item in literals:
-        found = literal_type_of(item)
+        found = _literal_type_of(item)
         distinct.setdefault(found.SerializeToString(deterministic=True), found)
     if not distinct:
         return types_pb2.LiteralType(simple=_Simple.NONE)
@@ -231,7 +230,8 @@ def _types_castable(upstream: types_pb2.LiteralType, downstream: types_pb2.Liter
 
     TODO(merge): call ``taskplug.compiler.are_types_castable(upstream, downstream)`` (flytepropeller's
     ``compiler/validators/typing.go AreTypesCastable``, written beside this module) here; until then a
-    structural check that accepts what flytekit produces for a declared type."""
+    structural check that accepts what flytekit produces for a declared type. (:func:`_literal_type_of`, the
+    upstream side for a literal, may likewise give way to the compiler's ``LiteralTypeForLiteral``.)"""
     return _structurally_castable(upstream, downstream)
 
 
