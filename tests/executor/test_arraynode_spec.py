@@ -24,10 +24,10 @@ from flyteidl.core import (
 from flyteidl.core import workflow_pb2 as core_workflow_pb2
 from google.protobuf import duration_pb2
 
+from taskplug.compiler import MAX_ENTITY_BYTES, is_archive
+from taskplug.compiler import _serialized as workflow_reader
 from taskplug.core import SpecError
-from taskplug.executor import _workflow as workflow_reader
 from taskplug.executor import load_spec, parse_spec
-from taskplug.executor._workflow import MAX_ENTITY_BYTES, is_archive
 
 LIST_INT = {"collectionType": {"simple": "INTEGER"}}
 

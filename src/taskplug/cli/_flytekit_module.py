@@ -26,6 +26,12 @@ left out takes the task's default (the launch plan's default literal, as flyteki
 one left out is a usage error naming it. ``@workflow``, launch plans, ``@dynamic`` and ``@eager`` are refused:
 taskplug runs tasks.
 
+A workflow or launch plan of the module is serialized the same way, with everything it reaches and its
+default launch plan, into a :class:`~taskplug.compiler.WorkflowBundle` (:func:`serialize_workflow`, following
+flytekit's ``tools/serialize_helpers.py`` and ``LaunchPlan.get_default_launch_plan``); :func:`module_workflow`
+also reads its inputs from the options after its name, which ``--help`` lists (the launch plan's expected
+inputs, with their defaults). ``taskplug run FILE.py WORKFLOW --help`` shows them; a run of it is still refused.
+
 Deviation: pyflyte's default for a remote run is fast registration (the code uploaded beside a stock image);
 taskplug uploads nothing, so a real cluster needs an image with the code (``--image``), and the embedded
 cluster reads the module where it is.
@@ -48,11 +54,14 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
-from flyteidl.core import literals_pb2, tasks_pb2, types_pb2
+from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2, types_pb2
 from google.protobuf import json_format
 
 from taskplug.core import SpecError, TaskplugError, literal_to_plain, load_document
 from taskplug.executor import ExecutionSpec, parse_spec
+
+if typing.TYPE_CHECKING:
+    from taskplug.compiler import WorkflowBundle
 
 __all__ = [
     "MODULE_ARGS",
@@ -63,7 +72,9 @@ __all__ = [
     "module_options",
     "module_spec",
     "module_target_from_options",
+    "module_workflow",
     "reject_module_options",
+    "serialize_workflow",
 ]
 
 MODULE_ARGS = "taskplug.module_args"
@@ -269,22 +280,39 @@ class _Entities:
 
     tasks: dict[str, Any]
     refused: dict[str, str]
-    """name → what it is (a workflow, a launch plan, a dynamic workflow, an eager workflow)."""
+    """name → what it is (a workflow, a launch plan, a dynamic workflow, an eager workflow, a reference)."""
+    workflows: dict[str, Any]
+    """The workflows and launch plans (also in ``refused``: a task run refuses them), which
+    :func:`serialize_workflow` serializes."""
+
+
+_REFERENCE = "a reference {} (it lives in a Flyte cluster's registry, which taskplug does not have)"
+_EAGER = (
+    "an eager workflow (@eager): it launches its tasks through Flyte's Admin API while it runs, which taskplug "
+    "does not have"
+)
 
 
 def _entities(module: Any) -> _Entities:
     from flytekit.core.base_task import PythonTask  # type: ignore[import-untyped]
     from flytekit.core.launch_plan import LaunchPlan  # type: ignore[import-untyped]
     from flytekit.core.python_function_task import PythonFunctionTask  # type: ignore[import-untyped]
+    from flytekit.core.reference_entity import ReferenceEntity  # type: ignore[import-untyped]
     from flytekit.core.workflow import WorkflowBase  # type: ignore[import-untyped]
 
     tasks: dict[str, Any] = {}
     refused: dict[str, str] = {}
+    workflows: dict[str, Any] = {}
     for name, value in sorted(vars(module).items()):
-        if isinstance(value, WorkflowBase):
+        if isinstance(value, ReferenceEntity):
+            kind = "workflow" if isinstance(value, WorkflowBase) else "launch plan"
+            refused[name] = _REFERENCE.format("task" if isinstance(value, PythonTask) else kind)
+        elif isinstance(value, WorkflowBase):
             refused[name] = "a workflow"
+            workflows[name] = value
         elif isinstance(value, LaunchPlan):
             refused[name] = "a launch plan"
+            workflows[name] = value
         elif isinstance(value, PythonTask):
             mode = getattr(value, "execution_mode", None)
             if mode == PythonFunctionTask.ExecutionBehavior.DYNAMIC:
@@ -293,7 +321,7 @@ def _entities(module: Any) -> _Entities:
                 refused[name] = "an eager workflow (@eager)"
             else:
                 tasks[name] = value
-    return _Entities(tasks, refused)
+    return _Entities(tasks, refused, workflows)
 
 
 def _listing(path: Path, entities: _Entities) -> str:
@@ -640,6 +668,10 @@ def module_spec(
         click.echo(f"Usage: {parent.command_path} [OPTIONS] {path} TASK [--INPUT VALUE]...\n")
         click.echo(f"{listing[0].upper()}{listing[1:]}.")
         parent.exit(0)
+    if task_name in entities.workflows:
+        # Its inputs are options (``--help`` lists them) before it is refused: the run of a workflow is not
+        # wired to the executor yet.
+        _workflow_command_line(path, resolved, root, entities, task_name, rest, target)
     entity = _choose(path, entities, task_name)
     inputs = _inputs(entity)
     command = _task_command(path, task_name, entity, inputs)
@@ -691,3 +723,153 @@ def module_target_from_options(
         environment=environment,
         on_host=on_host,
     )
+
+
+# -- workflows and launch plans ----------------------------------------------------------------------------------
+
+
+def serialize_workflow(module_file: Path, name: str, *, target: ModuleTarget | None = None) -> WorkflowBundle:
+    """The workflow (or launch plan) ``name`` of a flytekit module, serialized in this process as ``pyflyte
+    register`` serializes it (flytekit's ``get_serializable`` over one ordered map, which collects every task,
+    sub-workflow and launch plan it reaches) with its default launch plan, as a bundle. ``name`` is the
+    module's attribute (``wf``) or the entity's flytekit name (``module.wf``). A launch plan runs as itself.
+    An ``@eager`` workflow, a reference entity, or a workflow reaching one, is refused with the reason."""
+    resolved = module_file.resolve()
+    if not resolved.is_file():
+        raise SpecError("SPEC", f"no such file: {str(module_file)!r}")
+    _require_flytekit(module_file)
+    root = _project_root(resolved)
+    entities = _entities(_import(resolved, root))
+    return _serialize_workflow(module_file, resolved, root, entities, name, target or ModuleTarget())
+
+
+def module_workflow(
+    path: Path, arguments: Sequence[str], target: ModuleTarget
+) -> tuple[WorkflowBundle, dict[str, Any]]:
+    """``SPEC.py WORKFLOW [--INPUT VALUE]...`` (the arguments after the file, ``ctx.meta[MODULE_ARGS]``):
+    the workflow or launch plan serialized (:func:`serialize_workflow`) and the plain values of the inputs
+    given as options, typed by the workflow's interface as a task's are (``--help`` prints the options, the
+    launch plan's expected inputs with their defaults, and exits). An input left out is absent from the
+    values: the launch plan's default fills it (``taskplug.compiler.launch_inputs``)."""
+    resolved = path.resolve()
+    if not resolved.is_file():
+        raise SpecError("SPEC", f"no such file: {str(path)!r}")
+    _require_flytekit(path)
+    root = _project_root(resolved)
+    entities = _entities(_import(resolved, root))
+    name = arguments[0] if arguments and not arguments[0].startswith("-") else None
+    if name is None:
+        listing = _listing(path, entities)
+        raise SpecError("WORKFLOW", f"name the workflow to run after the file: {listing}")
+    return _workflow_command_line(path, resolved, root, entities, name, list(arguments[1:]), target)
+
+
+def _workflow_command_line(
+    path: Path,
+    resolved: Path,
+    root: Path,
+    entities: _Entities,
+    name: str,
+    rest: Sequence[str],
+    target: ModuleTarget,
+) -> tuple[WorkflowBundle, dict[str, Any]]:
+    from taskplug.compiler import expected_inputs
+
+    bundle = _serialize_workflow(path, resolved, root, entities, name, target)
+    entity = _workflow_entity(path, entities, name)
+    expected = expected_inputs(bundle.launch_plan, bundle.workflow.interface)
+    inputs = _workflow_inputs(entity, expected)
+    command = _task_command(path, name, entity, inputs)
+    given = _parse_task_arguments(click.get_current_context(), path, name, command, rest)
+    plain: dict[str, Any] = {}
+    for item in inputs:
+        raw = given.get(item.name)
+        if raw is not None:
+            plain[item.name] = _input_value(item, raw, on_host=target.on_host)
+    return bundle, plain
+
+
+def _workflow_entity(path: Path, entities: _Entities, name: str) -> Any:
+    if name in entities.workflows:
+        return entities.workflows[name]
+    for entity in entities.workflows.values():
+        if entity.name == name:
+            return entity
+    what = entities.refused.get(name)
+    if what is not None and name not in entities.workflows:
+        reason = _EAGER if what.startswith("an eager") else what
+        raise SpecError("WORKFLOW", f"{name!r} is {reason}: taskplug cannot run it")
+    listing = ", ".join(entities.workflows) or "none"
+    raise SpecError("WORKFLOW", f"{str(path)!r} has no workflow or launch plan {name!r}: it has {listing}")
+
+
+def _serialize_workflow(
+    path: Path, resolved: Path, root: Path, entities: _Entities, name: str, target: ModuleTarget
+) -> WorkflowBundle:
+    from collections import OrderedDict
+
+    from flytekit import FlyteContextManager
+    from flytekit.core.launch_plan import LaunchPlan
+    from flytekit.models.admin.workflow import WorkflowSpec  # type: ignore[import-untyped]
+    from flytekit.models.launch_plan import LaunchPlan as LaunchPlanModel  # type: ignore[import-untyped]
+    from flytekit.models.task import TaskSpec  # type: ignore[import-untyped]
+    from flytekit.tools.translator import get_serializable
+
+    from taskplug.compiler import SerializedEntities, make_bundle
+
+    entity = _workflow_entity(path, entities, name)
+    settings = _settings(root, target, _version(resolved))
+    mapping: OrderedDict[Any, Any] = OrderedDict()
+    what = "launch plan" if isinstance(entity, LaunchPlan) else "workflow"
+    try:
+        get_serializable(mapping, settings, entity)
+        if not isinstance(entity, LaunchPlan):
+            default = LaunchPlan.get_default_launch_plan(FlyteContextManager.current_context(), entity)
+            get_serializable(mapping, settings, default)
+    except Exception as e:
+        raise TaskplugError(
+            f"flytekit cannot serialize {what} {entity.name!r}: {type(e).__name__}: {e}"
+        ) from e
+    workflows, tasks, plans = [], [], []
+    for model in mapping.values():
+        if isinstance(model, TaskSpec):
+            tasks.append(model.template.to_flyte_idl())
+        elif isinstance(model, WorkflowSpec):
+            workflows.append(model.to_flyte_idl())
+        elif isinstance(model, LaunchPlanModel):
+            plans.append(model.to_flyte_idl())
+    entities_read = SerializedEntities(tuple(workflows), tuple(tasks), tuple(plans), str(path))
+    if isinstance(entity, LaunchPlan):
+        return make_bundle(entities_read, workflow=None, launch_plan=entity.name)
+    return make_bundle(entities_read, workflow=entity.name, launch_plan=None)
+
+
+def _workflow_inputs(entity: Any, expected: interface_pb2.ParameterMap) -> list[_Input]:
+    """The options of a workflow or launch plan: its expected inputs (fixed ones are not inputs), in the
+    order of the Python signature, each typed by its annotation, with the launch plan's default."""
+    interface = entity.python_interface
+    saved = dict(getattr(entity, "saved_inputs", None) or {})
+    with_defaults = interface.inputs_with_defaults
+    order = [n for n in interface.inputs if n in expected.parameters]
+    order += sorted(n for n in expected.parameters if n not in order)
+    found = []
+    for name in order:
+        parameter = expected.parameters[name]
+        default = parameter.default if parameter.HasField("default") else None
+        python_type, python_default = with_defaults.get(name, (None, None))
+        shown = saved.get(name, python_default)
+        if shown is None and default is not None:
+            shown = literal_to_plain(default)
+        description = parameter.var.description if parameter.var.description != name else ""
+        found.append(
+            _Input(
+                name=name,
+                literal_type=parameter.var.type,
+                python_type=python_type if python_type is not None else Any,
+                required=parameter.required or default is None,
+                default=default,
+                description=description,
+                default_text=repr(shown),
+            )
+        )
+    return found
