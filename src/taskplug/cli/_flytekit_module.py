@@ -58,7 +58,7 @@ from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2, types_pb2
 from google.protobuf import json_format
 
 from taskplug.core import SpecError, TaskplugError, literal_to_plain, load_document
-from taskplug.executor import ExecutionSpec, parse_spec
+from taskplug.executor import ExecutionSpec, parse_spec, workflow_spec
 
 if typing.TYPE_CHECKING:
     from taskplug.compiler import WorkflowBundle
@@ -668,10 +668,19 @@ def module_spec(
         click.echo(f"Usage: {parent.command_path} [OPTIONS] {path} TASK [--INPUT VALUE]...\n")
         click.echo(f"{listing[0].upper()}{listing[1:]}.")
         parent.exit(0)
+    execution_id: dict[str, Any] = {"project": target.project, "domain": target.domain, "nodeId": "n0"}
+    if target.name is not None:
+        execution_id["name"] = target.name
+    execution: dict[str, Any] = {"id": execution_id}
+    environment = _environment(target.environment)
+    if environment:
+        execution["environment"] = environment
     if task_name in entities.workflows:
-        # Its inputs are options (``--help`` lists them) before it is refused: the run of a workflow is not
-        # wired to the executor yet.
-        _workflow_command_line(path, resolved, root, entities, task_name, rest, target)
+        # A workflow (or a launch plan): run as flyteadmin launches it, every node's pod with the same
+        # execution settings.
+        bundle, values = _workflow_command_line(path, resolved, root, entities, task_name, rest, target)
+        del execution_id["nodeId"]
+        return workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=fresh_name)
     entity = _choose(path, entities, task_name)
     inputs = _inputs(entity)
     command = _task_command(path, task_name, entity, inputs)
@@ -681,13 +690,6 @@ def module_spec(
     for item in inputs:
         plain[item.name] = _input_value(item, given.get(item.name), on_host=target.on_host)
     template = _template(entity, _settings(root, target, _version(resolved)))
-    execution_id: dict[str, Any] = {"project": target.project, "domain": target.domain, "nodeId": "n0"}
-    if target.name is not None:
-        execution_id["name"] = target.name
-    execution: dict[str, Any] = {"id": execution_id}
-    environment = _environment(target.environment)
-    if environment:
-        execution["environment"] = environment
     document: dict[str, Any] = {
         "template": json_format.MessageToDict(template),
         "execution": execution,

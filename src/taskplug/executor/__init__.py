@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         StateStoreError,
         check_state_file,
     )
+    from taskplug.executor._workflow import workflow_spec
     from taskplug.executor.nodes import CLEANUP_FAILED
     from taskplug.executor.nodes._host import AsyncFlush
 
@@ -94,6 +95,7 @@ __all__ = [
     "render_object",
     "submission_limits",
     "task_context_for",
+    "workflow_spec",
 ]
 
 __getattr__ = lazy_exports(
@@ -122,5 +124,6 @@ __getattr__ = lazy_exports(
         "StateStore": "taskplug.executor._store",
         "StateStoreError": "taskplug.executor._store",
         "check_state_file": "taskplug.executor._store",
+        "workflow_spec": "taskplug.executor._workflow",
     },
 )

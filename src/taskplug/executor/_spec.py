@@ -404,6 +404,7 @@ class _Spec(_Section):
     array_node: _ArrayNode | None = None
     node: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
     workflow: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
+    launch_plan: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -530,6 +531,9 @@ def parse_spec(
     always renders the same objects (``taskplug render``)."""
     spec = _validate(_Spec, dict(document), "")
     execution = spec.execution or _Execution()
+    whole = _load_whole_workflow(spec, document, base_dir, source=source, fresh_name=fresh_name)
+    if whole is not None:
+        return whole
     workflow = _load_workflow(spec, base_dir)
     template = workflow.task if workflow is not None else _load_template(spec, base_dir)
     _check_task_pod_metadata(template)
@@ -563,6 +567,50 @@ def parse_spec(
 
 
 # -- array nodes -----------------------------------------------------------------------------------------
+
+
+def _load_whole_workflow(
+    spec: _Spec, document: Mapping[str, Any], base_dir: Path, *, source: str, fresh_name: bool
+) -> ExecutionSpec | None:
+    """A workflow ``templateFile`` (pyflyte serialize / package) without ``node``: the whole workflow (or the
+    launch plan ``launchPlan`` names), run as flyteadmin would launch it; None for anything else."""
+    if spec.template is not None or spec.template_file is None or spec.node is not None:
+        if spec.launch_plan is not None and spec.node is not None:
+            raise SpecError("launchPlan", "not with node: a launch plan runs its whole workflow")
+        return None
+    # Imported here: only a spec with a templateFile may name a workflow (archives, flyteidl.admin's types).
+    from taskplug.compiler import as_workflow_spec, is_archive, read_bundle
+    from taskplug.executor._workflow import workflow_spec
+
+    path = _relative(spec.template_file, base_dir)
+    if not is_archive(path) and not path.is_dir():
+        data = _read_binary(path)
+        if as_workflow_spec(data) is None and not _is_launch_plan(data):
+            if spec.launch_plan is not None:
+                raise SpecError("launchPlan", "only with a templateFile that is a workflow")
+            return None
+    if "array_node" in spec.model_fields_set:
+        raise SpecError("arrayNode", "not with a workflow templateFile: its nodes describe themselves")
+    bundle = read_bundle(path, workflow=spec.workflow, launch_plan=spec.launch_plan, field="templateFile")
+    execution = document.get("execution")
+    return workflow_spec(
+        bundle,
+        spec.inputs or {},
+        execution=execution if isinstance(execution, Mapping) else None,
+        source=source,
+        fresh_name=fresh_name,
+    )
+
+
+def _is_launch_plan(data: bytes) -> bool:
+    from flyteidl.admin import launch_plan_pb2
+
+    plan = launch_plan_pb2.LaunchPlan()
+    try:
+        plan.ParseFromString(data)
+    except DecodeError:
+        return False
+    return plan.HasField("spec") and plan.spec.HasField("workflow_id") and bool(plan.id.name)
 
 
 def _load_workflow(spec: _Spec, base_dir: Path) -> WorkflowArrayNode | None:

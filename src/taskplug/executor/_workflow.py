@@ -18,16 +18,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from flyteidl.admin import workflow_pb2
 from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
 from flyteidl.core import workflow_pb2 as core_workflow_pb2
 
-from taskplug.compiler import SerializedEntities, as_workflow_spec, is_archive, read_entities
+from taskplug.compiler import (
+    LaunchPlanInterface,
+    SerializedEntities,
+    WorkflowBundle,
+    as_workflow_spec,
+    compile_workflow,
+    expected_inputs,
+    hydrate,
+    id_key,
+    is_archive,
+    launch_inputs,
+    read_entities,
+)
 from taskplug.core import SpecError, literal_map_from_plain
+from taskplug.executor._spec import ExecutionSpec, workflow_execution_spec
 
-__all__ = ["WorkflowArrayNode", "is_archive", "read_workflow_array_node"]
+__all__ = ["WorkflowArrayNode", "is_archive", "read_workflow_array_node", "workflow_spec"]
+
+DEFAULT_PROJECT: Final = "project"  # as a spec without execution.id.project runs (executor/_spec.py)
+DEFAULT_DOMAIN: Final = "development"
+_LOCAL_VERSION: Final = "local"
+"""The version of every entity a bundle holds (pyflyte serialize leaves it empty; flytectl register fills it
+with the registration's version)."""
 
 _START_NODE = "start-node"
 
@@ -218,3 +237,50 @@ def _resolve(
             raise SpecError(f"inputs.{promise.var}", "the workflow needs this input and none was given")
         return literal
     raise SpecError(path, f"a binding of kind {kind!r} is not supported")
+
+
+# -- whole workflows -------------------------------------------------------------------------------------------
+
+
+def workflow_spec(
+    bundle: WorkflowBundle,
+    values: Mapping[str, Any],
+    *,
+    execution: Mapping[str, Any] | None = None,
+    source: str = "",
+    fresh_name: bool = True,
+) -> ExecutionSpec:
+    """The execution of ``bundle``'s launch plan with the plain input ``values``, as flyteadmin creates one:
+    every identifier hydrated with the execution's project and domain (``flytectl register``), the workflow
+    compiled (its errors are :class:`~taskplug.compiler.CompileErrors`: ``taskplug run`` exits 2, nothing
+    created), the inputs merged with the launch plan's defaults and fixed inputs (Admin's messages).
+    ``execution`` is a spec's ``execution`` section (the id, namespace, environment…)."""
+    ids = (execution or {}).get("id") or {}
+    project = ids.get("project") or DEFAULT_PROJECT
+    domain = ids.get("domain") or DEFAULT_DOMAIN
+    hydrated = hydrate(bundle, project=project, domain=domain, version=_LOCAL_VERSION)
+    launch_plans = []
+    for lp in hydrated.launch_plans.values():
+        launched = hydrated.sub_workflows.get(id_key(lp.spec.workflow_id))
+        if launched is None:
+            continue  # a launch plan of a workflow not read: a node that launches it is a compile error
+        launch_plans.append(
+            LaunchPlanInterface(
+                lp.id, expected_inputs(lp, launched.interface), launched.interface.outputs
+            )
+        )
+    closure = compile_workflow(
+        hydrated.workflow,
+        sub_workflows=hydrated.sub_workflows.values(),
+        tasks=hydrated.tasks.values(),
+        launch_plans=launch_plans,
+    )
+    inputs = launch_inputs(hydrated, values)
+    return workflow_execution_spec(
+        closure,
+        inputs,
+        execution=execution,
+        launch_plans=hydrated.launch_plans,
+        source=source,
+        fresh_name=fresh_name,
+    )
