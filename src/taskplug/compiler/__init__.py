@@ -16,6 +16,13 @@ from taskplug.compiler._compile import (
     requirements,
 )
 from taskplug.compiler._errors import COMPILE_ERROR, CompileError, CompileErrors
+from taskplug.compiler._node_settings import (
+    active_deadline,
+    execution_deadline,
+    interruptible,
+    retry_strategy_min_attempts,
+    task_overrides,
+)
 from taskplug.compiler._typing import (
     are_types_castable,
     go_text,
@@ -32,11 +39,16 @@ __all__ = [
     "CompileErrors",
     "LaunchPlanInterface",
     "Requirements",
+    "active_deadline",
     "are_types_castable",
     "compile_workflow",
+    "execution_deadline",
     "go_text",
     "identifier_key",
+    "interruptible",
     "literal_type_for_scalar",
     "literal_type_to_str",
     "requirements",
+    "retry_strategy_min_attempts",
+    "task_overrides",
 ]
