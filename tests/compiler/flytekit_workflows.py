@@ -170,3 +170,8 @@ def interruptible_by_default(x: int) -> int:
 @workflow
 def none_check(x: int | None = None) -> int:
     return conditional("is_none").if_(x.is_none()).then(double(a=1)).else_().then(square(a=2))
+
+
+@workflow
+def no_retries(x: int) -> int:
+    return add_one(a=x).with_overrides(retries=0, timeout=None)
