@@ -188,7 +188,8 @@ def _index_sub_workflows(
     index: dict[IdentifierKey, compiler_pb2.CompiledWorkflow] = {}
     for sub in sub_workflows:
         if not sub.template.HasField("id"):
-            # Deviation: Go gives up without saying why (an error list with no error in it); this names it.
+            # Deviation: a sub-workflow without an id is a ``ValueRequired [Template.Id]``; Go gives up
+            # without saying why (an error list with no error in it).
             errs.collect("ValueRequired", "workflow", "Value required [Template.Id].")
             continue
         key = identifier_key(sub.template.id)
