@@ -543,3 +543,25 @@ def test_a_node_without_a_target() -> None:
     assert _errors(_workflow([workflow_pb2.Node(id="n0")])) == (
         "Code: ValueRequired, Node Id: n0, Description: Value required [Target]."
     )
+
+
+def test_sub_workflows_nested_beyond_the_stack_are_refused_not_crashing() -> None:
+    depth = 2000
+    subs = []
+    for level in range(depth):
+        sub = _workflow([_task_node("n0", "one", [_integer("a", 1)])])
+        sub.id.name = f"level{level}"
+        if level + 1 < depth:
+            call = workflow_pb2.Node(id="n1")
+            call.workflow_node.sub_workflow_ref.CopyFrom(
+                identifier_pb2.Identifier(resource_type=identifier_pb2.WORKFLOW, name=f"level{level + 1}")
+            )
+            sub.nodes.append(call)
+        subs.append(sub)
+    top = workflow_pb2.Node(id="n0")
+    top.workflow_node.sub_workflow_ref.CopyFrom(subs[0].id)
+    with pytest.raises(CompileErrors) as caught:
+        compile_workflow(_workflow([top]), sub_workflows=subs, tasks=[ONE])
+    assert str(caught.value) == (
+        "Code: WorkflowBuildError, Node Id: , Description: The workflow nests sub-workflows too deeply to be compiled."
+    )

@@ -181,6 +181,21 @@ def _node_needs(
         _node_needs(node.array_node.node, sub_workflows, needs, errs, expanding)
 
 
+_TOO_DEEP: Final = "The workflow nests sub-workflows too deeply to be compiled."
+
+
+def _collect_needs(
+    template: workflow_pb2.WorkflowTemplate,
+    sub_workflows: Mapping[IdentifierKey, compiler_pb2.CompiledWorkflow],
+    needs: _Needs,
+    errs: _Scope,
+) -> None:
+    try:
+        _workflow_needs(template, sub_workflows, needs, errs, set())
+    except RecursionError:
+        errs.collect("WorkflowBuildError", "", _TOO_DEEP)
+
+
 def _index_sub_workflows(
     sub_workflows: Sequence[compiler_pb2.CompiledWorkflow], errs: _Scope
 ) -> dict[IdentifierKey, compiler_pb2.CompiledWorkflow]:
@@ -217,7 +232,7 @@ def requirements(
     index = _index_sub_workflows(wrapped, errs)
     errs.raise_if_any()
     needs = _Needs()
-    _workflow_needs(template, index, needs, errs, set())
+    _collect_needs(template, index, needs, errs)
     errs.raise_if_any()
     return Requirements(tuple(needs.sorted_tasks()), tuple(needs.sorted_launch_plans()))
 
@@ -1169,7 +1184,7 @@ def compile_workflow(
 
     # Everything referenced, through the sub-workflows too, must be given before anything is checked.
     needs = _Needs()
-    _workflow_needs(primary.template, sub_index, needs, errs, set())
+    _collect_needs(primary.template, sub_index, needs, errs)
     for launch_plan_id in needs.sorted_launch_plans():
         if identifier_key(launch_plan_id) not in plan_index:
             errs.collect(
@@ -1185,7 +1200,12 @@ def compile_workflow(
     errs.raise_if_any()
 
     index = _Index(task_index, plan_index, sub_index)
-    _Workflow(index, primary).validate(errs.scope())
+    try:
+        _Workflow(index, primary).validate(errs.scope())
+    except RecursionError:
+        # Deviation: Go has no bound and would overflow its stack; a workflow nested this deep (hundreds of
+        # sub-workflows within sub-workflows) is refused with an error instead of crashing the compiler.
+        errs.collect("WorkflowBuildError", "", _TOO_DEEP)
     errs.raise_if_any()
 
     user_nodes = len(primary.template.nodes) - 2
