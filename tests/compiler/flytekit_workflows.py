@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -16,7 +17,10 @@ from flytekit import (
     wait_for_input,
     workflow,
 )
+from flytekit.types.directory import FlyteDirectory
 from flytekit.types.error import FlyteError
+from flytekit.types.file import FlyteFile
+from flytekit.types.structured import StructuredDataset
 
 
 @task(retries=2, timeout=timedelta(minutes=3))
@@ -175,3 +179,35 @@ def none_check(x: int | None = None) -> int:
 @workflow
 def no_retries(x: int) -> int:
     return add_one(a=x).with_overrides(retries=0, timeout=None)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@task
+def produce(
+    n: int,
+) -> tuple[FlyteFile, FlyteDirectory, StructuredDataset, Colour, dict[str, int], list[Point]]:
+    return NotImplemented  # never run: the compiler reads the signature only
+
+
+@task
+def consume(
+    f: FlyteFile,
+    d: FlyteDirectory,
+    sd: StructuredDataset,
+    c: Colour,
+    m: dict[str, int],
+    points: list[Point],
+    maybe: int | None = None,
+    label: str = "x",
+) -> str:
+    return NotImplemented  # never run: the compiler reads the signature only
+
+
+@workflow
+def many_types(n: int, colour: Colour = Colour.RED) -> str:
+    f, d, sd, _, m, points = produce(n=n)
+    return consume(f=f, d=d, sd=sd, c=colour, m=m, points=points, maybe=n)

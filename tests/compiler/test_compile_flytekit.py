@@ -311,3 +311,14 @@ def test_identifiers_compare_whole(compiled: Any) -> None:
         compile_workflow(serialized.template, tasks=hydrated)
     assert {e.code for e in caught.value.errors} == {"TaskReferenceNotFound"}
     assert identifier_key(hydrated[0].id) != identifier_key(serialized.tasks[0].id)
+
+
+def test_files_directories_datasets_enums_maps_lists_and_optionals_bind() -> None:
+    closure = serialize(wf.many_types).compile()
+    downstream, upstream = _connections(closure)
+    assert upstream["n1"] == ["n0", "start-node"]
+    consumer = _node(closure, "n1")
+    kinds = {b.var: b.binding.WhichOneof("value") for b in consumer.inputs}
+    assert kinds["label"] == "scalar"  # the default flytekit binds as a literal
+    assert kinds["maybe"] == "promise"  # an int into Optional[int]: one union variant takes it
+    assert downstream["start-node"] == ["n0", "n1"]
