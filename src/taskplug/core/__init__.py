@@ -62,6 +62,7 @@ from taskplug.core._literals import (
     literal_to_plain,
     plain_to_literal,
 )
+from taskplug.core._literals_types import are_types_castable, literal_type_for_literal
 from taskplug.core._phase import (
     DEFAULT_PHASE_VERSION,
     PHASE_INFO_UNDEFINED,
@@ -191,6 +192,7 @@ __all__ = [
     "Transition",
     "TransitionType",
     "WatchEvent",
+    "are_types_castable",
     "canonical_host",
     "close_plugin",
     "enabled_plugins",
@@ -203,6 +205,7 @@ __all__ = [
     "literal_map_from_plain",
     "literal_map_to_plain",
     "literal_to_plain",
+    "literal_type_for_literal",
     "load_config_file",
     "load_document",
     "load_documents",
