@@ -149,4 +149,4 @@ def _boolean(literal: literals_pb2.Literal) -> bool | None:
 
 def _shown(literal: literals_pb2.Literal) -> str:
     # Go prints the message in its compact text form; protobuf's one-line text format is the closest.
-    return text_format.MessageToString(literal, as_one_line=True)
+    return str(text_format.MessageToString(literal, as_one_line=True))
