@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         check_signal_value,
         check_state_file,
         signal_not_found,
+        signal_type_name,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED
     from taskplug.executor.nodes._host import AsyncFlush
@@ -106,6 +107,7 @@ __all__ = [
     "parse_spec",
     "render_object",
     "signal_not_found",
+    "signal_type_name",
     "submission_limits",
     "task_context_for",
 ]
@@ -143,5 +145,6 @@ __getattr__ = lazy_exports(
         "SignalError": "taskplug.executor._store",
         "check_signal_value": "taskplug.executor._store",
         "signal_not_found": "taskplug.executor._store",
+        "signal_type_name": "taskplug.executor._store",
     },
 )
