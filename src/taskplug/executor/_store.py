@@ -712,6 +712,12 @@ class SQLiteStateStore:
         except (orjson.JSONDecodeError, TypeError, ValueError) as e:
             raise self._undecodable("node records", key, e) from e
 
+    def keys_named(self, name: str) -> list[str]:
+        """The keys (``project/domain/name/node``) of the executions named ``name``, sorted: what a person
+        who gives an execution's name alone (as ``taskplug run`` printed it) means."""
+        rows = self._db.execute("SELECT key FROM executions").fetchall()
+        return sorted(key for (key,) in rows if key.count("/") == 3 and key.split("/")[2] == name)
+
     # -- gate nodes' signals (KeepsSignals; see the module docstring) --------------------------------------
     def get_or_create_signal(
         self, key: str, signal_id: str, literal_type: types_pb2.LiteralType
