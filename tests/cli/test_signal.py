@@ -161,3 +161,12 @@ def test_an_execution_without_signals_says_its_gates_have_not_started(
         f"execution {KEY} has no signals yet: its gates have not started\n",
     )
     assert_bad_input(invoke(runner, "signal", "approve", KEY, "--state-db", path), "has no approve signals")
+
+
+def test_an_ended_execution_takes_no_answer(runner: CliRunner, state_db: Path) -> None:
+    store = SQLiteStateStore(state_db)
+    store.save(ExecutionRecord(key=KEY, terminal=True, outcome="Failed"))
+    store.close()
+    result = invoke(runner, "signal", "approve", KEY, "--state-db", state_db)
+    assert_bad_input(result, "has already ended Failed: its gates wait for nothing")
+    assert _value(state_db, "approve-y") is None

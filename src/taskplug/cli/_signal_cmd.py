@@ -109,6 +109,14 @@ class _Local:
         return self.store.list_signals(self.key)
 
     def set(self, signal: Signal, value: literals_pb2.Literal) -> dict[str, Any]:
+        record = self.store.load(self.key)
+        if record is not None and record.terminal:
+            # As the API answers 409: an ended execution's gates wait for nothing (SetSignal itself would
+            # take the value, and nothing would read it).
+            raise SpecError(
+                "EXECUTION",
+                f"execution {self.key!r} has already ended {record.outcome or 'its run'}: its gates wait for nothing",
+            )
         self.store.set_signal(self.key, signal.signal_id, value)
         updated = next(s for s in self.signals() if s.signal_id == signal.signal_id)
         return _view(updated)
