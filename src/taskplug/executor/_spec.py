@@ -67,8 +67,10 @@ __all__ = [
     "WORKFLOW_NODE_ID",
     "ArrayNodeSpec",
     "ExecutionSpec",
+    "LaunchPlanRun",
     "NodeKind",
     "WorkflowSpec",
+    "child_workflow_spec",
     "load_spec",
     "new_execution_name",
     "node_array_spec",
@@ -100,6 +102,16 @@ run at once."""
 
 
 @dataclass(frozen=True)
+class LaunchPlanRun:
+    """A launch plan a workflow's node launches, ready to run: the plan (``admin.LaunchPlan``: its default and
+    fixed inputs), its expected inputs as flyteadmin computes them, and its workflow compiled."""
+
+    launch_plan: Any
+    expected_inputs: Any  # interface_pb2.ParameterMap
+    closure: compiler_pb2.CompiledWorkflowClosure
+
+
+@dataclass(frozen=True)
 class WorkflowSpec:
     """What makes a spec a workflow execution: the workflow compiled as flyteadmin compiles it (the primary
     workflow, its sub-workflows and every task they run), the launch plans its nodes launch, and the
@@ -107,9 +119,9 @@ class WorkflowSpec:
     interface) and its ``inputs`` are the workflow's, launch-plan defaults and fixed inputs merged."""
 
     closure: compiler_pb2.CompiledWorkflowClosure
-    launch_plans: Mapping[str, Any] = dataclass_field(default_factory=dict)
-    """Launch plans the workflow's nodes launch (``admin.LaunchPlan`` by identifier key), each with what
-    its child execution needs (:mod:`taskplug.compiler`)."""
+    launch_plans: Mapping[str, LaunchPlanRun] = dataclass_field(default_factory=dict)
+    """Launch plans the workflow's nodes (at any depth, and those of the workflows they launch) launch, by
+    :func:`taskplug.compiler.id_key` of the launch plan's id."""
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     """Task, map and launch-plan nodes running at once (0: no limit), as ``ExecutionSpec.max_parallelism``."""
 
@@ -724,7 +736,7 @@ def workflow_execution_spec(
     inputs: literals_pb2.LiteralMap,
     *,
     execution: Mapping[str, Any] | None = None,
-    launch_plans: Mapping[str, Any] | None = None,
+    launch_plans: Mapping[str, LaunchPlanRun] | None = None,
     max_parallelism: int | None = None,
     source: str = "",
     fresh_name: bool = True,
@@ -757,6 +769,54 @@ def workflow_execution_spec(
             closure,
             dict(launch_plans or {}),
             DEFAULT_MAX_PARALLELISM if max_parallelism is None else max_parallelism,
+        ),
+    )
+
+
+def child_workflow_spec(
+    parent: ExecutionSpec,
+    launched: LaunchPlanRun,
+    inputs: literals_pb2.LiteralMap,
+    name: str,
+) -> ExecutionSpec:
+    """The execution a launch-plan node of ``parent`` starts (flyteadmin's ``CreateExecution`` from
+    propeller's launch-plan handler): named ``name``, in the parent's project and domain, with the parent's
+    execution settings (namespace, labels, environment, service account, interruptible, max parallelism —
+    propeller hands the parent's over), running ``launched``'s workflow with ``inputs`` (merged)."""
+    assert parent.workflow is not None
+    _check_name(name)
+    workflow = launched.closure.primary.template
+    template = tasks_pb2.TaskTemplate(type=str(NodeKind.WORKFLOW))
+    template.id.CopyFrom(workflow.id)
+    if workflow.HasField("interface"):
+        template.interface.CopyFrom(workflow.interface)
+    meta = parent.metadata
+    execution = meta.task_execution_id.id.node_execution_id.execution_id
+    tid = identifier_pb2.TaskExecutionIdentifier(
+        node_execution_id=identifier_pb2.NodeExecutionIdentifier(
+            node_id=WORKFLOW_NODE_ID,
+            execution_id=identifier_pb2.WorkflowExecutionIdentifier(
+                project=execution.project, domain=execution.domain, name=name
+            ),
+        ),
+    )
+    tid.task_id.CopyFrom(workflow.id)
+    labels = dict(meta.labels)
+    labels.update(
+        execution_labels(name, WORKFLOW_NODE_ID, interruptible=meta.interruptible, task_name=workflow.id.name)
+    )
+    return ExecutionSpec(
+        template,
+        replace(
+            meta,
+            task_execution_id=TaskExecutionID(f"{name}-{WORKFLOW_NODE_ID}-0", tid, WORKFLOW_NODE_ID),
+            owner_name=name,
+            labels=labels,
+        ),
+        inputs,
+        parent.source,
+        workflow=WorkflowSpec(
+            launched.closure, parent.workflow.launch_plans, parent.workflow.max_parallelism
         ),
     )
 

@@ -38,7 +38,7 @@ from taskplug.compiler import (
     read_entities,
 )
 from taskplug.core import SpecError, literal_map_from_plain
-from taskplug.executor._spec import ExecutionSpec, workflow_execution_spec
+from taskplug.executor._spec import ExecutionSpec, LaunchPlanRun, workflow_execution_spec
 
 __all__ = ["WorkflowArrayNode", "is_archive", "read_workflow_array_node", "workflow_spec"]
 
@@ -259,26 +259,66 @@ def workflow_spec(
     project = ids.get("project") or DEFAULT_PROJECT
     domain = ids.get("domain") or DEFAULT_DOMAIN
     hydrated = hydrate(bundle, project=project, domain=domain, version=_LOCAL_VERSION)
-    launch_plans = []
-    for lp in hydrated.launch_plans.values():
-        launched = hydrated.sub_workflows.get(id_key(lp.spec.workflow_id))
-        if launched is None:
-            continue  # a launch plan of a workflow not read: a node that launches it is a compile error
-        launch_plans.append(
-            LaunchPlanInterface(lp.id, expected_inputs(lp, launched.interface), launched.interface.outputs)
-        )
+    launch_plans = _launch_plan_interfaces(hydrated)
     closure = compile_workflow(
         hydrated.workflow,
         sub_workflows=hydrated.sub_workflows.values(),
         tasks=hydrated.tasks.values(),
-        launch_plans=launch_plans,
+        launch_plans=launch_plans.values(),
     )
     inputs = launch_inputs(hydrated, values)
     return workflow_execution_spec(
         closure,
         inputs,
         execution=execution,
-        launch_plans=hydrated.launch_plans,
+        launch_plans=_launched(hydrated, launch_plans),
         source=source,
         fresh_name=fresh_name,
     )
+
+
+def _launch_plan_interfaces(bundle: WorkflowBundle) -> dict[str, LaunchPlanInterface]:
+    """What the compiler knows of each launch plan read (Admin's expected inputs and outputs), by id key; a
+    launch plan of a workflow not read is left out (a node launching it is a compile error)."""
+    out = {}
+    for key, lp in bundle.launch_plans.items():
+        launched = bundle.sub_workflows.get(id_key(lp.spec.workflow_id))
+        if launched is not None:
+            interface = launched.interface
+            out[key] = LaunchPlanInterface(lp.id, expected_inputs(lp, interface), interface.outputs)
+    return out
+
+
+def _launched(
+    bundle: WorkflowBundle, interfaces: Mapping[str, LaunchPlanInterface]
+) -> dict[str, LaunchPlanRun]:
+    """Every launch plan a node of any workflow read launches, with its workflow compiled, ready for the
+    launch-plan node to start it as a child execution."""
+    referenced: set[str] = set()
+    for template in [bundle.workflow, *bundle.sub_workflows.values()]:
+        stack = list(template.nodes)
+        while stack:
+            node = stack.pop()
+            target = node.WhichOneof("target")
+            if target == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+                referenced.add(id_key(node.workflow_node.launchplan_ref))
+            elif target == "branch_node":
+                block = node.branch_node.if_else
+                stack.append(block.case.then_node)
+                stack.extend(other.then_node for other in block.other)
+                if block.HasField("else_node"):
+                    stack.append(block.else_node)
+    out = {}
+    for key in sorted(referenced):
+        lp = bundle.launch_plans.get(key)
+        if lp is None or key not in interfaces:
+            continue  # the compile has refused it (WorkflowReferenceNotFound)
+        launched = bundle.sub_workflows[id_key(lp.spec.workflow_id)]
+        closure = compile_workflow(
+            launched,
+            sub_workflows=bundle.sub_workflows.values(),
+            tasks=bundle.tasks.values(),
+            launch_plans=interfaces.values(),
+        )
+        out[key] = LaunchPlanRun(lp, interfaces[key].expected_inputs, closure)
+    return out

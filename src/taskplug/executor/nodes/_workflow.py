@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import Any, Final, Protocol, runtime_checkable
 
-from flyteidl.core import compiler_pb2, literals_pb2, tasks_pb2, workflow_pb2
+from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, tasks_pb2, workflow_pb2
 
+from taskplug.compiler import execution_inputs, id_key
 from taskplug.core import (
     Clock,
     ErrorKind,
@@ -54,7 +55,13 @@ from taskplug.core import (
 )
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import node_dirs
-from taskplug.executor._spec import ExecutionSpec, NodeKind, node_array_spec, node_task_spec
+from taskplug.executor._spec import (
+    ExecutionSpec,
+    NodeKind,
+    child_workflow_spec,
+    node_array_spec,
+    node_task_spec,
+)
 from taskplug.executor._store import Event, ExecutionRecord, KeepsSignals, NodeRecord, StateStore
 from taskplug.executor.nodes._bindings import (
     BindingError,
@@ -67,7 +74,7 @@ from taskplug.executor.nodes._deadlines import EXECUTION_DEADLINE_CODE
 from taskplug.executor.nodes._dynamic import COMPILED_FUTURES_FILE, compile_dynamic
 from taskplug.executor.nodes._gate_rules import GatePhase, evaluate_gate, signal_request
 from taskplug.executor.nodes._host import NodeHost, RootNode, flush_store
-from taskplug.executor.nodes._ids import unique_node_id
+from taskplug.executor.nodes._ids import child_execution_name, unique_node_id
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._step import NodeStep, error_json
@@ -281,11 +288,14 @@ class WorkflowRun:
             entry: dict[str, Any] = {
                 "id": unique,
                 "name": node.metadata.name or node.id,
+                "kind": _kind(node, dynamic=unique in self._dynamic),
                 "phase": str(phase or NodePhase.NOT_YET_STARTED),
                 "attempts": (status.attempt + 1) if status is not None and phase is not None else 0,
                 "error": status.error if status is not None else None,
             }
             children = self._child_dag(dag, node, unique)
+            if status is not None and status.workflow_state and "child" in status.workflow_state:
+                entry["execution"] = status.workflow_state["child"]  # a launch plan's child execution
             if children is not None:
                 entry["nodes"] = self._nodes_json(children)
             elif status is not None and status.workflow_state and "taken" in status.workflow_state:
@@ -504,6 +514,8 @@ class WorkflowRun:
             return await self._sub_workflow(dag, node, unique)
         if kind == "gate_node":
             return await self._gate(node, unique)
+        if kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+            return await self._launch_plan(node, unique)
         status = self._nodes[unique]
         error = {
             "kind": str(ErrorKind.USER),
@@ -628,6 +640,77 @@ class WorkflowRun:
         self._set_phase(unique, status, NodePhase.SUCCEEDED)
         self._node_event(unique, node, "Succeeded")
         return _PROGRESS
+
+    # -- launch plans ------------------------------------------------------------------------------------------
+    async def _launch_plan(self, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A launch-plan node: a child execution (its own record, events and data), named from this
+        execution, the node and its attempt (so a resumed parent finds it), with the node's inputs merged
+        with the launch plan's as flyteadmin merges them; its outputs become the node's. Its failure is the
+        node's, never retried."""
+        status = self._nodes[unique]
+        state = status.workflow_state
+        assert state is not None
+        child_key = state.get("child")
+        record = self.host.launched(child_key) if child_key else None
+        if record is None:
+            try:
+                spec = await self._child_spec(node, unique)
+            except TaskplugError as e:
+                error = {"kind": str(ErrorKind.USER), "code": "RuntimeExecutionError", "message": str(e)}
+                return self._node_failed(unique, node, status, error)
+            child_key = await self.host.launch(spec, parent=self.key)
+            record = self.host.launched(child_key)
+            if state.get("child") != child_key:
+                state["child"] = child_key
+                self._changed.add(unique)
+        if NodePhase(state["phase"]) is NodePhase.QUEUED:
+            self._set_phase(unique, status, NodePhase.RUNNING)
+            self._node_event(unique, node, "Running", reason=f"launched {child_key}")
+        if record is None or not record.terminal:
+            self._parallelism += 1
+            return _PENDING
+        assert child_key is not None
+        name = child_key.split("/")[2]
+        if record.outcome == str(Phase.SUCCESS):
+            child_execution = identifier_pb2.WorkflowExecutionIdentifier(
+                project=self.execution_id.project, domain=self.execution_id.domain, name=name
+            )
+            _, end_out = node_dirs(self.settings.data_root, child_execution, END_NODE, (0,))
+            _, output_dir = self._dirs(unique, 0)
+            await self.host.data.write(
+                f"{output_dir}/outputs.pb", await self.host.data.read(f"{end_out}/outputs.pb") or b""
+            )
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        if record.outcome == str(Phase.ABORTED):
+            error = {
+                "kind": str(ErrorKind.USER),
+                "code": "RemoteChildWorkflowExecutionFailed",
+                "message": f"failed at Node[{node.id}]. RemoteChildWorkflowExecutionFailed: launchplan "
+                f"[{name}] aborted, caused by: launchplan execution aborted",
+            }
+            return self._node_failed(unique, node, status, error)
+        error = record.error or {
+            "kind": str(ErrorKind.USER),
+            "code": "LaunchPlanExecutionFailed",
+            "message": "Unknown Error",
+        }
+        return self._node_failed(unique, node, status, dict(error))
+
+    async def _child_spec(self, node: workflow_pb2.Node, unique: str) -> ExecutionSpec:
+        launched = self.workflow.launch_plans.get(id_key(node.workflow_node.launchplan_ref))
+        if launched is None:
+            raise TaskplugError(
+                f"node {node.id}: launch plan {node.workflow_node.launchplan_ref.name} is not known",
+                code="RuntimeExecutionError",
+            )
+        data_dir, _ = self._dirs(unique, 0)
+        given = literals_pb2.LiteralMap()
+        given.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        inputs = execution_inputs(launched.launch_plan, launched.expected_inputs, given)
+        name = child_execution_name(self.execution_id.name, unique, 0)
+        return child_workflow_spec(self.spec, launched, inputs, name)
 
     # -- gates -----------------------------------------------------------------------------------------------
     async def _gate(self, node: workflow_pb2.Node, unique: str) -> _Report:
@@ -774,15 +857,17 @@ class WorkflowRun:
                 "message": f"node {node.id}: sub-workflow {node.workflow_node.sub_workflow_ref.name} not found",
             }
             return self._node_failed(unique, node, status, error)
-        if NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED:  # type: ignore[index]
+        starting = NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED  # type: ignore[index]
+        if starting:
             data_dir, _ = self._dirs(unique, 0)
             _, start_out = self._dirs(sub.unique_id(START_NODE), 0)
             await self.host.data.write(
                 f"{start_out}/outputs.pb", await self.host.data.read(f"{data_dir}/inputs.pb") or b""
             )
             self._set_phase(unique, status, NodePhase.RUNNING)
-            self._node_event(unique, node, "Running")
         report = await self._walk(sub, START_NODE)
+        if starting:  # after its start node's event, in the same round, as propeller reports it
+            self._node_event(unique, node, "Running")
         if report.failed:
             failure = report.error if report.outcome is _Outcome.FAILED else dict(_TIMEOUT_ERROR)
             await self._abort_dag(sub, "subworkflow failed", emit=True)
@@ -872,6 +957,13 @@ class WorkflowRun:
             child_id = unique_node_id(unique, 0, taken.id)
             if self._phase(child_id) not in _DONE_PHASES | _FAILED_PHASES | {NodePhase.NOT_YET_STARTED}:
                 done = await self._abort_node(dag, taken, child_id, reason, emit=emit)
+        elif kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+            child_key = (status.workflow_state or {}).get("child")
+            record = self.host.launched(child_key) if child_key else None
+            if record is not None and not record.terminal:
+                # propeller terminates the child with a cause naming the parent (LPN3).
+                self.host.abort(str(child_key))
+                done = False
         elif kind == "workflow_node":
             sub = self._child_dag(dag, node, unique)
             if sub is not None:
@@ -1080,6 +1172,16 @@ def _id_key(identifier: Any) -> str:
     return f"{identifier.resource_type}/{identifier.project}/{identifier.domain}/{identifier.name}/{identifier.version}"
 
 
+def _kind(node: workflow_pb2.Node, *, dynamic: bool) -> str:
+    """A node's kind as results name it: task, dynamic, array, branch, subworkflow, launchplan, gate."""
+    target = node.WhichOneof("target")
+    if target == "workflow_node":
+        return "launchplan" if node.workflow_node.HasField("launchplan_ref") else "subworkflow"
+    if target == "task_node":
+        return "dynamic" if dynamic else "task"
+    return (target or "").removesuffix("_node")
+
+
 def _producers(bindings: Any) -> set[str]:
     """The nodes whose outputs ``bindings`` read (promises, also inside collections and maps)."""
     found: set[str] = set()
@@ -1175,3 +1277,12 @@ class _ChildHost:
 
     def finish(self, key: str) -> None:
         self.parent.child_finished(self.unique)
+
+    async def launch(self, spec: ExecutionSpec, *, parent: str) -> str:
+        return await self.parent.host.launch(spec, parent=parent)
+
+    def launched(self, key: str) -> ExecutionRecord | None:
+        return self.parent.host.launched(key)
+
+    def abort(self, key: str) -> None:
+        self.parent.host.abort(key)
