@@ -24,7 +24,14 @@ from taskplug.executor._platform import (
     Platform,
 )
 from taskplug.executor._render import observed_phase, render_object
-from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, NodeKind, load_spec, parse_spec
+from taskplug.executor._spec import (
+    ArrayNodeSpec,
+    ExecutionSpec,
+    NodeKind,
+    load_spec,
+    parse_spec,
+    workflow_spec,
+)
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
@@ -57,7 +64,6 @@ if TYPE_CHECKING:
         signal_not_found,
         signal_type_name,
     )
-    from taskplug.executor._workflow import workflow_spec
     from taskplug.executor.nodes import CLEANUP_FAILED
     from taskplug.executor.nodes._host import AsyncFlush
 
@@ -140,7 +146,6 @@ __getattr__ = lazy_exports(
         "StateStore": "taskplug.executor._store",
         "StateStoreError": "taskplug.executor._store",
         "check_state_file": "taskplug.executor._store",
-        "workflow_spec": "taskplug.executor._workflow",
         "KeepsSignals": "taskplug.executor._store",
         "SIGNAL_NOT_CASTABLE": "taskplug.executor._store",
         "SIGNAL_NOT_FOUND": "taskplug.executor._store",

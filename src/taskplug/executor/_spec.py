@@ -61,7 +61,8 @@ from taskplug.core import (
 from taskplug.k8s import PodSpecModel, execution_labels
 
 if TYPE_CHECKING:
-    from taskplug.executor._workflow import WorkflowArrayNode
+    from taskplug.compiler import WorkflowBundle
+    from taskplug.executor._workflow import LaunchPlanRun, WorkflowArrayNode
 
 __all__ = [
     "WORKFLOW_NODE_ID",
@@ -77,6 +78,7 @@ __all__ = [
     "node_task_spec",
     "parse_spec",
     "workflow_execution_spec",
+    "workflow_spec",
 ]
 
 _UINT32_MAX: Final = 2**32 - 1
@@ -96,19 +98,12 @@ class NodeKind(enum.StrEnum):
 WORKFLOW_NODE_ID: Final = "wf"
 """The node id in a workflow execution's key (``project/domain/name/wf``). Flyte keys a workflow execution by
 project, domain and name; taskplug's keys also name the root node, and a workflow's root is the workflow."""
+DEFAULT_PROJECT: Final = "project"
+"""The project of an execution whose spec names none (nor its task's id)."""
+DEFAULT_DOMAIN: Final = "development"
 DEFAULT_MAX_PARALLELISM: Final = 25
 """flyteadmin's ``maxParallelism`` default: the task, map and launch-plan nodes of one workflow execution that
 run at once."""
-
-
-@dataclass(frozen=True)
-class LaunchPlanRun:
-    """A launch plan a workflow's node launches, ready to run: the plan (``admin.LaunchPlan``: its default and
-    fixed inputs), its expected inputs as flyteadmin computes them, and its workflow compiled."""
-
-    launch_plan: Any
-    expected_inputs: Any  # interface_pb2.ParameterMap
-    closure: compiler_pb2.CompiledWorkflowClosure
 
 
 @dataclass(frozen=True)
@@ -592,7 +587,6 @@ def _load_whole_workflow(
         return None
     # Imported here: only a spec with a templateFile may name a workflow (archives, flyteidl.admin's types).
     from taskplug.compiler import as_workflow_spec, is_archive, read_bundle
-    from taskplug.executor._workflow import workflow_spec
 
     path = _relative(spec.template_file, base_dir)
     if not is_archive(path) and not path.is_dir():
@@ -729,6 +723,33 @@ def _array_node_spec(
 
 
 # -- workflows ---------------------------------------------------------------------------------------------
+
+
+def workflow_spec(
+    bundle: WorkflowBundle,
+    values: Mapping[str, Any],
+    *,
+    execution: Mapping[str, Any] | None = None,
+    source: str = "",
+    fresh_name: bool = True,
+) -> ExecutionSpec:
+    """The execution of ``bundle``'s launch plan with the plain input ``values``, as flyteadmin creates one
+    (:func:`~taskplug.executor._workflow.compile_bundle`: hydrated, compiled, inputs merged); ``execution``
+    is a spec's ``execution`` section (the id, namespace, environment…)."""
+    from taskplug.executor._workflow import compile_bundle  # flyteidl.admin's types load only for workflows
+
+    ids = (execution or {}).get("id") or {}
+    project = (ids.get("project") if isinstance(ids, Mapping) else None) or DEFAULT_PROJECT
+    domain = (ids.get("domain") if isinstance(ids, Mapping) else None) or DEFAULT_DOMAIN
+    compiled = compile_bundle(bundle, values, project=str(project), domain=str(domain))
+    return workflow_execution_spec(
+        compiled.closure,
+        compiled.inputs,
+        execution=execution,
+        launch_plans=compiled.launch_plans,
+        source=source,
+        fresh_name=fresh_name,
+    )
 
 
 def workflow_execution_spec(
@@ -1180,8 +1201,8 @@ def _load_metadata(
     default_interruptible: bool | None = None,
 ) -> TaskExecutionMetadata:
     raw_id = execution.id or _Id()
-    project = raw_id.project or template.id.project or "project"
-    domain = raw_id.domain or template.id.domain or "development"
+    project = raw_id.project or template.id.project or DEFAULT_PROJECT
+    domain = raw_id.domain or template.id.domain or DEFAULT_DOMAIN
     _check_name(name)
     node_id = raw_id.node_id or default_node_id
     attempt = raw_id.retry_attempt

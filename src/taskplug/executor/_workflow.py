@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from flyteidl.admin import workflow_pb2
-from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
+from flyteidl.admin import launch_plan_pb2, workflow_pb2
+from flyteidl.core import compiler_pb2, identifier_pb2, interface_pb2, literals_pb2, tasks_pb2
 from flyteidl.core import workflow_pb2 as core_workflow_pb2
 
 from taskplug.compiler import (
@@ -38,12 +38,16 @@ from taskplug.compiler import (
     read_entities,
 )
 from taskplug.core import SpecError, literal_map_from_plain
-from taskplug.executor._spec import ExecutionSpec, LaunchPlanRun, workflow_execution_spec
 
-__all__ = ["WorkflowArrayNode", "is_archive", "read_workflow_array_node", "workflow_spec"]
+__all__ = [
+    "CompiledBundle",
+    "LaunchPlanRun",
+    "WorkflowArrayNode",
+    "compile_bundle",
+    "is_archive",
+    "read_workflow_array_node",
+]
 
-DEFAULT_PROJECT: Final = "project"  # as a spec without execution.id.project runs (executor/_spec.py)
-DEFAULT_DOMAIN: Final = "development"
 _LOCAL_VERSION: Final = "local"
 """The version of every entity a bundle holds (pyflyte serialize leaves it empty; flytectl register fills it
 with the registration's version)."""
@@ -242,39 +246,43 @@ def _resolve(
 # -- whole workflows -------------------------------------------------------------------------------------------
 
 
-def workflow_spec(
-    bundle: WorkflowBundle,
-    values: Mapping[str, Any],
-    *,
-    execution: Mapping[str, Any] | None = None,
-    source: str = "",
-    fresh_name: bool = True,
-) -> ExecutionSpec:
-    """The execution of ``bundle``'s launch plan with the plain input ``values``, as flyteadmin creates one:
-    every identifier hydrated with the execution's project and domain (``flytectl register``), the workflow
-    compiled (its errors are :class:`~taskplug.compiler.CompileErrors`: ``taskplug run`` exits 2, nothing
-    created), the inputs merged with the launch plan's defaults and fixed inputs (Admin's messages).
-    ``execution`` is a spec's ``execution`` section (the id, namespace, environment…)."""
-    ids = (execution or {}).get("id") or {}
-    project = ids.get("project") or DEFAULT_PROJECT
-    domain = ids.get("domain") or DEFAULT_DOMAIN
+@dataclass(frozen=True)
+class LaunchPlanRun:
+    """A launch plan a workflow's node launches, ready to run: the plan (``admin.LaunchPlan``: its default and
+    fixed inputs), its expected inputs as flyteadmin computes them, and its workflow compiled."""
+
+    launch_plan: launch_plan_pb2.LaunchPlan
+    expected_inputs: interface_pb2.ParameterMap
+    closure: compiler_pb2.CompiledWorkflowClosure
+
+
+@dataclass(frozen=True)
+class CompiledBundle:
+    """A bundle as flyteadmin registers and launches it: the workflow compiled, the execution's inputs
+    merged, and every launch plan its nodes launch compiled too."""
+
+    closure: compiler_pb2.CompiledWorkflowClosure
+    inputs: literals_pb2.LiteralMap
+    launch_plans: Mapping[str, LaunchPlanRun]
+
+
+def compile_bundle(
+    bundle: WorkflowBundle, values: Mapping[str, Any], *, project: str, domain: str
+) -> CompiledBundle:
+    """``bundle`` registered and launched with the plain input ``values``: every identifier hydrated with the
+    execution's project and domain (``flytectl register``), the workflow compiled (its errors are
+    :class:`~taskplug.compiler.CompileErrors`: ``taskplug run`` exits 2, nothing created), the inputs merged
+    with the launch plan's defaults and fixed inputs (Admin's messages)."""
     hydrated = hydrate(bundle, project=project, domain=domain, version=_LOCAL_VERSION)
-    launch_plans = _launch_plan_interfaces(hydrated)
+    interfaces = _launch_plan_interfaces(hydrated)
     closure = compile_workflow(
         hydrated.workflow,
         sub_workflows=hydrated.sub_workflows.values(),
         tasks=hydrated.tasks.values(),
-        launch_plans=launch_plans.values(),
+        launch_plans=interfaces.values(),
     )
     inputs = launch_inputs(hydrated, values)
-    return workflow_execution_spec(
-        closure,
-        inputs,
-        execution=execution,
-        launch_plans=_launched(hydrated, launch_plans),
-        source=source,
-        fresh_name=fresh_name,
-    )
+    return CompiledBundle(closure, inputs, _launched(hydrated, interfaces))
 
 
 def _launch_plan_interfaces(bundle: WorkflowBundle) -> dict[str, LaunchPlanInterface]:
