@@ -747,6 +747,7 @@ def workflow_spec(
         compiled.inputs,
         execution=execution,
         launch_plans=compiled.launch_plans,
+        max_parallelism=compiled.max_parallelism,
         source=source,
         fresh_name=fresh_name,
     )
