@@ -19,7 +19,7 @@ from taskplug.cli._run import run as run_command
 from taskplug.compiler import WorkflowBundle, hydrate, launch_inputs, read_bundle
 from taskplug.core import SpecError, TaskplugError, literal_map_to_plain
 
-from .conftest import assert_bad_input, invoke
+from .conftest import invoke
 
 
 @pytest.fixture(scope="module")
