@@ -15,7 +15,7 @@ from flyteidl.core import literals_pb2, types_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from taskplug.core import are_types_castable, literal_type_for_literal
+from taskplug.core import are_types_castable, go_format_float, literal_type_for_literal
 
 __all__ = [
     "are_types_castable",
