@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flyteidl.core import compiler_pb2, workflow_pb2
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -410,7 +410,7 @@ class WorkflowNodes:
             line += f"  {error_text(str(self.error.get('message', '')), 300)}"
         return line
 
-    def render(self, *, max_rows: int = 40) -> RenderableType:
+    def render(self, *, max_rows: int = 40, header: bool = True) -> RenderableType:
         """The workflow's phase, its nodes' tree (succeeded and not-started nodes collapsed into counts when
         there are more than ``max_rows``) and the failed nodes' errors."""
         now = self.clock()
@@ -419,21 +419,9 @@ class WorkflowNodes:
         head.append("workflow ", style="bold")
         head.append(self.phase, style=_WORKFLOW_STYLES.get(self.phase, "cyan"))
         head.append(f"  {self.summary()}")
-        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
-        for column in ("node", "kind", "phase", "attempt", "elapsed", "last"):
-            table.add_column(column, no_wrap=True, overflow="ellipsis")
         shown, notes = _collapse(rows, max_rows, self.nodes)
-        for depth, view in shown:
-            elapsed = view.elapsed(now)
-            table.add_row(
-                Text("  " * depth + view.label),
-                Text(view.kind, style="dim"),
-                Text(view.phase, style=_STYLES.get(view.phase, "cyan")),
-                "" if view.attempt is None else str(view.attempt),
-                "" if elapsed is None else f"{elapsed:5.1f}s",
-                Text(_last(view)[:160]),
-            )
-        parts: list[RenderableType] = [head, table]
+        table = _NodeTable([_cells(depth, view, now) for depth, view in shown])
+        parts: list[RenderableType] = [head, table] if header else [table]
         parts.extend(Text(note, style="dim") for note in notes)
         for view in self.failed()[:5]:
             parts.append(
@@ -493,6 +481,47 @@ def _last(view: NodeView) -> str:
     if view.reason and not view.done:
         parts.append(error_text(view.reason, 120))
     return "  ".join(parts)
+
+
+class _NodeTable:
+    """The nodes' table, laid out for the width it is given: the columns that have something to show, each
+    as wide as it needs (the node column up to 40), the last one taking what is left and cut there."""
+
+    _COLUMNS: Final = ("node", "kind", "phase", "attempt", "elapsed", "last")
+
+    def __init__(self, cells: list[tuple[Text, ...]]) -> None:
+        self.cells = cells
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        columns = self._COLUMNS
+        used = [i for i in range(len(columns)) if i in (0, 2) or any(row[i].plain for row in self.cells)]
+        widths = {
+            i: min(40, max([len(columns[i]), *(len(row[i].plain) for row in self.cells)]))
+            for i in used
+            if columns[i] != "last"
+        }
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+        for i in used:
+            if columns[i] == "last":
+                rest = options.max_width - sum(widths.values()) - 2 * len(widths)
+                table.add_column(columns[i], no_wrap=True, overflow="ellipsis", max_width=max(rest, 10))
+            else:
+                table.add_column(columns[i], no_wrap=True, overflow="ellipsis", width=widths[i])
+        for row in self.cells:
+            table.add_row(*(row[i] for i in used))
+        yield table
+
+
+def _cells(depth: int, view: NodeView, now: float) -> tuple[Text, ...]:
+    elapsed = view.elapsed(now)
+    return (
+        Text("  " * depth + view.label),
+        Text(view.kind, style="dim"),
+        Text(view.phase, style=_STYLES.get(view.phase, "cyan")),
+        Text("" if view.attempt is None else str(view.attempt)),
+        Text("" if elapsed is None else f"{elapsed:5.1f}s"),
+        Text(_last(view)[:160]),
+    )
 
 
 def _collapse(
