@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
     "status": (
         "taskplug.cli._status:status",
-        "Print an execution's state from the state DB (a workflow's nodes), or the...",
+        "Print an execution's state from the state DB (a workflow's nodes)...",
     ),
     "plugins": (
         "taskplug.cli._plugins_cmd:plugins",

@@ -20,7 +20,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes, error_text
+from taskplug.cli._text import error_text, last_line, reason_line
+from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
 from taskplug.executor import Event
 
 __all__ = [
@@ -110,20 +111,6 @@ class ArrayProgress:
             index, reason = self.failure
             parts.append(Text(f"element {index} failed: {last_line(reason)[:200]}", style="red"))
         return Group(*parts)
-
-
-def last_line(text: str) -> str:
-    """The line that says most in a long error (a traceback's last line is the exception)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def reason_line(text: str) -> str:
-    """What a person reads first of a reason: for a traceback (flytekit's ``Trace: … Message: …`` error, a
-    Python traceback) the exception's line, ``ValueError: x=3 is not acceptable``; other reasons as they are."""
-    if "Traceback (most recent call last)" in text or text.lstrip().startswith("Trace:"):
-        return last_line(text)
-    return text
 
 
 class Progress:

@@ -58,7 +58,7 @@ from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
-from taskplug.cli._workflow_view import error_text
+from taskplug.cli._text import error_text
 from taskplug.core import Phase, PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,

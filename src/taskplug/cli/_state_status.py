@@ -20,10 +20,10 @@ from rich.console import Console
 from rich.text import Text
 
 from taskplug.cli._output import dump
+from taskplug.cli._text import error_text
 from taskplug.cli._workflow_view import (
     NodeView,
     WorkflowNodes,
-    error_text,
     node_phase_name,
     workflow_phase_name,
 )

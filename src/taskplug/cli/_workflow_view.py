@@ -26,6 +26,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
+from taskplug.cli._text import error_text
 from taskplug.core import Phase
 from taskplug.executor import Event, ExecutionSpec, NodeKind
 from taskplug.k8s import fixed_length_unique_id
@@ -36,8 +37,9 @@ __all__ = [
     "NodeOutline",
     "NodeView",
     "WorkflowNodes",
-    "error_text",
+    "node_phase_name",
     "workflow_outline",
+    "workflow_phase_name",
 ]
 
 NODE_PHASE_NAMES: Final = (
@@ -103,15 +105,6 @@ def node_phase_name(number: int) -> str:
 
 def workflow_phase_name(number: int) -> str:
     return WORKFLOW_PHASE_NAMES[number] if 0 <= number < len(WORKFLOW_PHASE_NAMES) else f"Phase{number}"
-
-
-def error_text(message: str, limit: int = 300) -> str:
-    """An error as one line: a traceback's exception line (Python's, flytekit's ``Trace: … Message: …``),
-    any other message with its lines joined; cut at ``limit`` characters."""
-    from taskplug.cli._progress import reason_line
-
-    text = " ".join(reason_line(message).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- the outline of a compiled workflow ------------------------------------------------------------------------
