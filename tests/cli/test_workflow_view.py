@@ -276,3 +276,31 @@ def test_the_outline_is_none_for_a_task(tmp_path: Path) -> None:
     from .conftest import HELLO
 
     assert workflow_outline(load_spec(HELLO)) is None
+
+
+def test_a_resumed_runs_view_starts_from_the_stored_records(outline: tuple[NodeOutline, ...]) -> None:
+    from taskplug.executor import ExecutionRecord
+
+    console = _console()
+    progress = Progress(console, "p/d/x/wf", outline=outline)
+    done = ExecutionRecord(key="p/d/x/n0", workflow_state={"phase": 5}, task_phase=6, plugin_state={})
+    progress.seed([done], workflow_state={"phase": 1})
+    progress.on_event("p/d/x/wf", _node("n1", "Running"))
+    text = _shown(console, progress)
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert rows["workflow"].startswith("workflow Running")
+    assert rows["n0"].split()[3:5] == ["Succeeded", "0"] and rows["n1"].split()[3] == "Running"
+
+
+def test_a_servers_events_keep_their_kind_and_node() -> None:
+    from taskplug.cli._remote_run import _event
+
+    event = _event({"attempt": 0, "phase": "Running", "kind": "node", "node": "n1-0-n0", "reason": ""})
+    assert (event.kind, event.node) == ("node", "n1-0-n0")
+    assert (
+        _event({"attempt": 1, "phase": "Queued"}).kind,
+        _event({"attempt": 1, "phase": "Queued"}).node,
+    ) == (
+        "task",
+        None,
+    )

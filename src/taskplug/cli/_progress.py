@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.progress_bar import ProgressBar
@@ -22,7 +22,7 @@ from rich.text import Text
 
 from taskplug.cli._text import error_text, last_line, reason_line
 from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
-from taskplug.executor import Event
+from taskplug.executor import Event, NodeRecord
 
 __all__ = [
     "ArrayProgress",
@@ -151,6 +151,13 @@ class Progress:
                 self.array = ArrayProgress()
             self.array.update(event.external_resources)
 
+    def seed(self, records: Sequence[NodeRecord], *, workflow_state: Mapping[str, Any] | None) -> None:
+        """Start a workflow's view from its stored node records (a resumed run: its finished nodes send no
+        events again)."""
+        if self.workflow is None:
+            self.workflow = WorkflowNodes(self.outline)
+        self.workflow.apply_records(records, workflow_state=workflow_state)
+
     def __rich__(self) -> RenderableType:
         # What a rich Live refreshing on its own renders: the elapsed time ticks between events.
         return self.render()
@@ -204,8 +211,15 @@ class EventLines:
         self.key = key
         self.started = time.monotonic()
         self.array: ArrayProgress | None = None
+        self.outline = outline
         self.workflow: WorkflowNodes | None = WorkflowNodes(outline) if outline is not None else None
         self.arrays: dict[str, ArrayProgress] = {}
+
+    def seed(self, records: Sequence[NodeRecord], *, workflow_state: Mapping[str, Any] | None) -> None:
+        """Start from a workflow's stored node records (a resumed run), as :meth:`Progress.seed`."""
+        if self.workflow is None:
+            self.workflow = WorkflowNodes(self.outline)
+        self.workflow.apply_records(records, workflow_state=workflow_state)
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from taskplug.cli._text import error_text
 from taskplug.core import Phase
-from taskplug.executor import Event, ExecutionSpec, NodeKind
+from taskplug.executor import Event, ExecutionSpec, NodeKind, NodeRecord
 from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [
@@ -311,21 +311,28 @@ class WorkflowNodes:
     # -- from the state DB ----------------------------------------------------------------------------------
     @classmethod
     def from_records(
-        cls, records: Sequence[Any], *, workflow_state: Mapping[str, Any] | None
+        cls, records: Sequence[NodeRecord], *, workflow_state: Mapping[str, Any] | None
     ) -> WorkflowNodes:
         """The nodes as a workflow execution's stored node records hold them (those with a
         ``workflow_state``; a map node's elements ``<id>/<index>`` counted under it)."""
         nodes = cls()
+        nodes.apply_records(records, workflow_state=workflow_state)
+        return nodes
+
+    def apply_records(
+        self, records: Sequence[NodeRecord], *, workflow_state: Mapping[str, Any] | None
+    ) -> None:
+        """Take what stored records say of the workflow and its nodes: a resumed run's view starts from
+        where the nodes were (finished nodes send no events again)."""
         if workflow_state is not None:
-            nodes.phase = workflow_phase_name(int(workflow_state.get("phase", 0)))
-            nodes.error = workflow_state.get("error")
-        elements: dict[str, dict[int, str]] = {}
-        ours = [r for r in records if getattr(r, "workflow_state", None) is not None and "/" not in r.path]
+            self.phase = workflow_phase_name(int(workflow_state.get("phase", 0)))
+            self.error = workflow_state.get("error")
+        ours = [r for r in records if r.workflow_state is not None and "/" not in r.path]
         # Parents before their children: a child's id is its parent's and more.
         for record in sorted(ours, key=lambda r: (len(r.path), r.path)):
-            if _hidden(record.path):
+            if _hidden(record.path) or record.workflow_state is None:
                 continue
-            view = nodes.node(record.path)
+            view = self.node(record.path)
             view.phase = node_phase_name(int(record.workflow_state.get("phase", 0)))
             view.error = record.error
             view.reason = record.reason
@@ -333,14 +340,14 @@ class WorkflowNodes:
                 # A task or map node: the attempt and the phase its task last reported.
                 view.attempt = record.attempt
                 view.task_phase = str(Phase(record.task_phase)) if record.task_phase in _TASK_PHASES else ""
+        elements: dict[str, dict[int, str]] = {}
         for record in records:
             head, _, index = record.path.partition("/")
             if index.isdigit():
                 elements.setdefault(head, {})[int(index)] = node_phase_name(record.node_phase)
         for head, found in elements.items():
-            if head in nodes.nodes:
-                nodes.nodes[head].elements = found
-        return nodes
+            if head in self.nodes:
+                self.nodes[head].elements = found
 
     # -- what to say ----------------------------------------------------------------------------------------
     def walk(self) -> Iterator[tuple[int, NodeView]]:
