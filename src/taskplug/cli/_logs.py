@@ -44,7 +44,16 @@ from taskplug.k8s import (
     sanitize_label_value,
 )
 
-__all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
+__all__ = [
+    "LogFile",
+    "RunFolder",
+    "cluster_folder",
+    "find_logs",
+    "find_node_logs",
+    "local_log_links",
+    "log_tail",
+    "logs",
+]
 
 _TAIL_BYTES = 16384
 """How much of the end of a log the live view reads each time it refreshes."""
@@ -169,8 +178,12 @@ def find_logs(
     return found
 
 
-def _node_logs(root: Path, name: str, nodes: Sequence[str], attempt: int | None) -> list[tuple[str, LogFile]]:
-    """The log files of each of ``nodes`` (a workflow's unique ids, or one node), node by node."""
+def find_node_logs(
+    root: Path, name: str, nodes: Sequence[str], attempt: int | None
+) -> list[tuple[str, LogFile]]:
+    """The log files of each of ``nodes`` (a workflow's unique ids, or one node), node by node, each with
+    its node: the pods of a node nested under another (``n4-0-n0`` under ``n4``) are only the nested
+    node's."""
     return [(node, f) for node in nodes for f in find_logs(root, name, node, attempt, others=nodes)]
 
 
@@ -212,8 +225,8 @@ def _follow(
     at its end."""
     while True:
         following = nodes()
-        alive = any(_alive(f.path.parents[2]) for _, f in _node_logs(root, name, following, attempt))
-        for _, f in _node_logs(root, name, following, attempt):
+        alive = any(_alive(f.path.parents[2]) for _, f in find_node_logs(root, name, following, attempt))
+        for _, f in find_node_logs(root, name, following, attempt):
             start = offsets.get(f.path, 0)
             with f.path.open("rb") as stream:
                 stream.seek(start)
@@ -295,7 +308,7 @@ def logs(
     root = cluster_folder(state_db)
     workflow = _workflow_of(state_db, execution)
     nodes = [node or "n0"] if workflow is None else _selected(workflow, node, execution)
-    files = _node_logs(root, name, nodes, attempt)
+    files = find_node_logs(root, name, nodes, attempt)
     if not files:
         what = (
             f"node {node} of {execution!r}" if node is not None and workflow is not None else repr(execution)

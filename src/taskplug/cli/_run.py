@@ -32,8 +32,9 @@ import dataclasses
 import enum
 import hashlib
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -59,6 +60,7 @@ from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_l
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
 from taskplug.cli._text import error_text
+from taskplug.cli._workflow_view import failed_result_nodes, walk_result_nodes
 from taskplug.core import Phase, PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
@@ -401,41 +403,23 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
             )
 
 
-def _print_nodes(console: Console, nodes: list[dict[str, object]]) -> None:
+def _print_nodes(console: Console, nodes: list[dict[str, Any]]) -> None:
     """A workflow's nodes: how many ended in each phase (nested nodes counted), and each node that failed
     itself (not only because a node under it did) with its error."""
-    flat = list(_walk_nodes(nodes))
+    flat = list(walk_result_nodes(nodes))
     by_phase: dict[str, int] = {}
     for node in flat:
         by_phase[str(node["phase"])] = by_phase.get(str(node["phase"]), 0) + 1
     summary = ", ".join(f"{count} {phase}" for phase, count in sorted(by_phase.items()))
     console.print(Text(f"{len(flat)} node(s): {summary}"))
-    for node in flat:
+    for node in failed_result_nodes(nodes):
         error = node.get("error")
-        below = [n for n in _walk_nodes(_children(node)) if n["phase"] in _NODE_FAILED]
-        if node["phase"] in _NODE_FAILED and not below:
-            message = error_text(str(error.get("message", ""))) if isinstance(error, dict) else ""
-            name = f" {node['name']}" if node.get("name") and node["name"] != node["id"] else ""
-            console.print(
-                Text(
-                    f"  node {node['id']}{name} {str(node['phase']).lower()} ({node['attempts']} attempt(s)): {message}"
-                ),
-                style="red",
-            )
-
-
-_NODE_FAILED = ("Failed", "TimedOut", "Aborted")
-
-
-def _children(node: dict[str, object]) -> list[dict[str, object]]:
-    children = node.get("nodes")
-    return children if isinstance(children, list) else []
-
-
-def _walk_nodes(nodes: list[dict[str, object]]) -> Iterator[dict[str, object]]:
-    for node in nodes:
-        yield node
-        yield from _walk_nodes(_children(node))
+        message = error_text(str(error.get("message", ""))) if isinstance(error, dict) else ""
+        name = f" {node['name']}" if node.get("name") and node["name"] != node["id"] else ""
+        phase = str(node["phase"]).lower()
+        console.print(
+            Text(f"  node {node['id']}{name} {phase} ({node['attempts']} attempt(s)): {message}"), style="red"
+        )
 
 
 def _check_remote(

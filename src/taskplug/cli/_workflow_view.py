@@ -37,7 +37,9 @@ __all__ = [
     "NodeOutline",
     "NodeView",
     "WorkflowNodes",
+    "failed_result_nodes",
     "node_phase_name",
+    "walk_result_nodes",
     "workflow_outline",
     "workflow_phase_name",
 ]
@@ -183,6 +185,28 @@ def workflow_outline(spec: ExecutionSpec) -> tuple[NodeOutline, ...] | None:
             NodeOutline(failure.id, failure.metadata.name or failure.id, "failure node", case=True)
         )
     return tuple(primary)
+
+
+def walk_result_nodes(nodes: Sequence[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """Every node of a result's ``nodes`` (``ExecutionResult.nodes``, ``-o json``), nested ones after
+    their parent."""
+    for node in nodes:
+        yield node
+        children = node.get("nodes")
+        if isinstance(children, list):
+            yield from walk_result_nodes(children)
+
+
+def failed_result_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The nodes of a result's ``nodes`` that failed (timed out, were aborted) themselves: none of the nodes
+    under them did (a sub-workflow node fails with the node inside it that failed)."""
+    out = []
+    for node in walk_result_nodes(nodes):
+        children = node.get("nodes")
+        below = walk_result_nodes(children) if isinstance(children, list) else iter(())
+        if node.get("phase") in _FAILED and not any(n.get("phase") in _FAILED for n in below):
+            out.append(node)
+    return out
 
 
 def _hidden(unique: str) -> bool:
