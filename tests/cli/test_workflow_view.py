@@ -102,10 +102,15 @@ FAILING_RUN = [
 def test_the_outline_names_each_node_its_kind_and_the_nodes_under_sub_workflows_and_branches(
     outline: tuple[NodeOutline, ...],
 ) -> None:
-    top = [(n.id, n.name, n.kind) for n in outline]
+    top = [(n.id, n.name, n.kind) for n in outline if n.kind != "hidden"]
     assert top[:2] == [("n0", "double", "task"), ("n1", "inner", "sub-workflow")]
     assert top[2][0] == "n2" and top[2][2] == "branch"
-    assert [(n.id, n.name) for n in outline[1].children] == [("n1-0-n0", "double"), ("n1-0-n1", "boom")]
+    assert [(n.id, n.name) for n in outline[1].children] == [
+        ("n1-0-n0", "double"),
+        ("n1-0-n1", "boom"),
+        ("n1-0-start-node", "start-node"),
+        ("n1-0-end-node", "end-node"),
+    ]
     cases = outline[2].children
     assert [c.id for c in cases] == ["n2-0-n2-n0", "n2-0-n2-n1"] and all(c.case for c in cases)
 
@@ -304,3 +309,25 @@ def test_a_servers_events_keep_their_kind_and_node() -> None:
         "task",
         None,
     )
+
+
+def test_a_deeply_nested_start_nodes_hashed_id_is_known_from_the_outline_and_not_shown() -> None:
+    from taskplug.k8s import fixed_length_unique_id
+
+    hashed = fixed_length_unique_id("n10-0-n0-0-start-node", 20)
+    assert hashed.startswith("f")
+    outline = (
+        NodeOutline(
+            "n10",
+            "outer",
+            "sub-workflow",
+            (
+                NodeOutline(
+                    "n10-0-n0", "inner", "sub-workflow", (NodeOutline(hashed, "start-node", "hidden"),)
+                ),
+            ),
+        ),
+    )
+    nodes = WorkflowNodes(outline)
+    assert nodes.on_event(_node(hashed, "Succeeded")) is None
+    assert [view.id for _, view in nodes.walk()] == ["n10", "n10-0-n0"]

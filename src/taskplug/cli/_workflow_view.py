@@ -77,6 +77,8 @@ WORKFLOW_PHASE_NAMES: Final = (
 
 _MAX_UNIQUE_ID: Final = 20  # GenerateUniqueID's limit
 _HIDDEN_NODES: Final = ("start-node", "end-node")
+_HIDDEN_KIND: Final = "hidden"
+"""The kind of a start or end node in an outline: known by its id, never shown."""
 _NESTED: Final = re.compile(r"^-\d+-.")
 
 _TASK_PHASES: Final = frozenset(int(p) for p in Phase)
@@ -176,6 +178,9 @@ def workflow_outline(spec: ExecutionSpec) -> tuple[NodeOutline, ...] | None:
         for node in compiled.template.nodes:
             if node.id not in _HIDDEN_NODES:
                 yield outline(node, parent)
+        # Never shown, but known: a nested one's id may be hashed (``f…``), which its name would not tell.
+        for hidden in _HIDDEN_NODES:
+            yield NodeOutline(_unique_id(parent, hidden), hidden, _HIDDEN_KIND)
 
     primary = list(nodes(closure.primary, None))
     failure = closure.primary.template.failure_node
@@ -207,10 +212,6 @@ def failed_result_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[Mapping[str,
         if node.get("phase") in _FAILED and not any(n.get("phase") in _FAILED for n in below):
             out.append(node)
     return out
-
-
-def _hidden(unique: str) -> bool:
-    return any(unique == h or unique.endswith(f"-{h}") for h in _HIDDEN_NODES)
 
 
 # -- the nodes as they go ----------------------------------------------------------------------------------------
@@ -266,10 +267,15 @@ class WorkflowNodes:
         self.error: dict[str, Any] | None = None
         self.nodes: dict[str, NodeView] = {}
         self.roots: list[str] = []
+        self.hidden: set[str] = set()
+        """Start and end nodes' ids (from the outline: nested ones may be hashed)."""
         for node in outline or ():
             self._add_outline(node, None)
 
     def _add_outline(self, node: NodeOutline, parent: str | None) -> None:
+        if node.kind == _HIDDEN_KIND:
+            self.hidden.add(node.id)
+            return
         view = NodeView(node.id, node.name, node.kind, parent=parent, case=node.case)
         self.nodes[node.id] = view
         (self.nodes[parent].children if parent is not None else self.roots).append(node.id)
@@ -285,6 +291,9 @@ class WorkflowNodes:
             self.nodes[unique] = view
             (self.nodes[parent].children if parent is not None else self.roots).append(unique)
         return view
+
+    def _hidden(self, unique: str) -> bool:
+        return unique in self.hidden or any(unique == h or unique.endswith(f"-{h}") for h in _HIDDEN_NODES)
 
     def _parent_of(self, unique: str) -> str | None:
         best: str | None = None
@@ -304,7 +313,7 @@ class WorkflowNodes:
             if event.error is not None:
                 self.error = event.error
             return None
-        if event.node is None or _hidden(event.node):
+        if event.node is None or self._hidden(event.node):
             return None
         view = self.node(event.node)
         if view.started is None:
@@ -354,7 +363,7 @@ class WorkflowNodes:
         ours = [r for r in records if r.workflow_state is not None and "/" not in r.path]
         # Parents before their children: a child's id is its parent's and more.
         for record in sorted(ours, key=lambda r: (len(r.path), r.path)):
-            if _hidden(record.path) or record.workflow_state is None:
+            if self._hidden(record.path) or record.workflow_state is None:
                 continue
             view = self.node(record.path)
             view.phase = node_phase_name(int(record.workflow_state.get("phase", 0)))
