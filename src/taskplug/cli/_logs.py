@@ -349,16 +349,13 @@ def _workflow_of(state_db: Path, execution: str) -> WorkflowNodes | None:
     them; None when the state DB holds no such workflow (a task's execution, or no state DB)."""
     if not state_db.is_file() or state_db.stat().st_size == 0:
         return None
-    from taskplug.cli._state_status import stored_keys
     from taskplug.executor import SQLiteStateStore, check_state_file
 
     check_state_file(state_db)
-    keys = [k for k in stored_keys(state_db) if k == execution or k.split("/")[2:3] == [execution]]
-    if len(keys) != 1:
-        return None
     store = SQLiteStateStore(state_db)
     try:
-        record = store.load(keys[0])
+        keys = [execution] if execution.count("/") == 3 else store.keys_named(execution)
+        record = store.load(keys[0]) if len(keys) == 1 else None
         if record is None or record.workflow_state is None:
             return None
         return WorkflowNodes.from_records(store.load_nodes(keys[0]), workflow_state=record.workflow_state)
