@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from taskplug.executor import ExecutionRecord, SQLiteStateStore
+from taskplug.k8s import fixed_length_unique_id
 
 from .conftest import DEADLINE, TASKPLUG, assert_bad_input, invoke
 
@@ -22,7 +23,8 @@ ERROR = {"kind": "USER", "code": "Error", "message": "Traceback (most recent cal
 
 
 def _node(unique: str, phase: int, **fields: object) -> ExecutionRecord:
-    return ExecutionRecord(key=f"p/d/wfx/{unique}", workflow_state={"phase": phase}, **fields)  # type: ignore[arg-type]
+    fields.setdefault("workflow_state", {"phase": phase})
+    return ExecutionRecord(key=f"p/d/wfx/{unique}", **fields)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -45,6 +47,11 @@ def state_db(tmp_path: Path) -> Path:
             _node("n1-0-n1", 6, task_phase=8, attempt=1, plugin_state={}, error=ERROR),
             _node("n1-0-end-node", 0),
             _node("n2", 2, task_phase=5, plugin_state={}, array={"phase": 1}),
+            # Sub-workflow n3's sub-workflow n3-0-n10: its start node's id is hashed.
+            _node("n3", 2),
+            _node("n3-0-n10", 2),
+            _node(fixed_length_unique_id("n3-0-n10-0-start-node", 20), 5),
+            _node("n4", 5, workflow_state={"phase": 5, "child": "p/d/wfx-n4-0/wf"}),
         ],
     )
     from taskplug.executor import NodeRecord
@@ -87,6 +94,9 @@ def test_status_of_a_workflow_shows_its_nodes_nested_and_the_failed_nodes_error(
     ]
     assert rows[2].startswith("  n1-0-n0") and rows[3].startswith("  n1-0-n1")
     assert "end-node" not in result.stdout
+    # The hashed start node is not a node of its own; the launch plan node names its child execution.
+    assert [r.split()[0] for r in rows[5:]] == ["n3", "n3-0-n10", "n4"]
+    assert rows[6].startswith("  n3-0-n10") and "execution p/d/wfx-n4-0/wf" in rows[7]
     assert "1/2 element(s) succeeded" in rows[4]
     assert "node n1-0-n1 failed: ValueError: no" in result.stdout
     assert "node n1 failed" not in result.stdout

@@ -77,6 +77,8 @@ WORKFLOW_PHASE_NAMES: Final = (
 
 _MAX_UNIQUE_ID: Final = 20  # GenerateUniqueID's limit
 _HIDDEN_NODES: Final = ("start-node", "end-node")
+_LAUNCHED: Final = "launched "
+"""How a launch plan node's Running event names its child execution."""
 _HIDDEN_KIND: Final = "hidden"
 """The kind of a start or end node in an outline: known by its id, never shown."""
 _NESTED: Final = re.compile(r"^-\d+-.")
@@ -127,9 +129,10 @@ class NodeOutline:
     """A branch's case: run only when taken (the others are skipped without events)."""
 
 
-def _unique_id(parent: str | None, node_id: str) -> str:
-    """propeller's ``GenerateUniqueID`` at the parent's attempt 0 (the one a sub-workflow and a branch run)."""
-    text = node_id if parent is None else f"{parent}-0-{node_id}"
+def _unique_id(parent: str | None, node_id: str, attempt: int = 0) -> str:
+    """propeller's ``GenerateUniqueID`` (the parent's attempt is 0 for a sub-workflow and a branch; a
+    ``@dynamic`` node's is its task's attempt)."""
+    text = node_id if parent is None else f"{parent}-{attempt}-{node_id}"
     return fixed_length_unique_id(text, _MAX_UNIQUE_ID)
 
 
@@ -237,6 +240,8 @@ class NodeView:
     case: bool = False
     elements: dict[int, str] | None = None
     """A map node's elements by index: their latest reported phase."""
+    child: str | None = None
+    """A launch plan node's child execution (its key)."""
 
     @property
     def label(self) -> str:
@@ -290,7 +295,14 @@ class WorkflowNodes:
             view = NodeView(unique, parent=parent)
             self.nodes[unique] = view
             (self.nodes[parent].children if parent is not None else self.roots).append(unique)
+            self._hide_below(unique, 0)
         return view
+
+    def _hide_below(self, unique: str, attempt: int) -> None:
+        """Know the ids the start and end nodes under node ``unique`` have (at its ``attempt``), were it a
+        sub-workflow or a dynamic node: a long one is hashed, and would not be known by its name."""
+        for hidden in _HIDDEN_NODES:
+            self.hidden.add(_unique_id(unique, hidden, attempt))
 
     def _hidden(self, unique: str) -> bool:
         return unique in self.hidden or any(unique == h or unique.endswith(f"-{h}") for h in _HIDDEN_NODES)
@@ -326,10 +338,14 @@ class WorkflowNodes:
                 view.error = event.error
             if event.reason:
                 view.reason = event.reason
+                if event.reason.startswith(_LAUNCHED):
+                    view.child = event.reason.removeprefix(_LAUNCHED)
         else:
             if view.phase == "NotYetStarted":
                 view.phase = "Running"
             view.attempt = event.attempt
+            if event.attempt:
+                self._hide_below(view.id, event.attempt)
             view.task_phase = event.phase
             view.reason = event.reason
             if event.error is not None:
@@ -361,6 +377,10 @@ class WorkflowNodes:
             self.phase = workflow_phase_name(int(workflow_state.get("phase", 0)))
             self.error = workflow_state.get("error")
         ours = [r for r in records if r.workflow_state is not None and "/" not in r.path]
+        for record in ours:
+            # First: a hashed start or end node's id is known from its parent's, whichever comes first.
+            for attempt in {0, record.attempt}:
+                self._hide_below(record.path, attempt)
         # Parents before their children: a child's id is its parent's and more.
         for record in sorted(ours, key=lambda r: (len(r.path), r.path)):
             if self._hidden(record.path) or record.workflow_state is None:
@@ -369,6 +389,9 @@ class WorkflowNodes:
             view.phase = node_phase_name(int(record.workflow_state.get("phase", 0)))
             view.error = record.error
             view.reason = record.reason
+            child = record.workflow_state.get("child")
+            if child:
+                view.child = str(child)
             if record.task_phase or record.plugin_state is not None or record.started_at is not None:
                 # A task or map node: the attempt and the phase its task last reported.
                 view.attempt = record.attempt
@@ -502,7 +525,7 @@ def _last(view: NodeView) -> str:
     """The node's last word: its failure, its map elements' counts, or the reason its task gave last."""
     if view.phase in _FAILED:
         return error_text(_message(view), 160)
-    parts = []
+    parts = [f"execution {view.child}"] if view.child else []
     if view.elements:
         done = sum(1 for p in view.elements.values() if p in ("Success", "Succeeded"))
         failed = sum(1 for p in view.elements.values() if p in ("PermanentFailure", "Failed"))
@@ -511,7 +534,7 @@ def _last(view: NodeView) -> str:
         )
     if view.task_phase and not view.done:
         parts.append(view.task_phase)
-    if view.reason and not view.done:
+    if view.reason and not view.done and not view.child:
         parts.append(error_text(view.reason, 120))
     return "  ".join(parts)
 
