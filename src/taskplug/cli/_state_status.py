@@ -5,9 +5,9 @@ reported, its error).
 
 A workflow's nodes are its node records (``workflow_state`` holds the phase the workflow gave the node,
 flytepropeller's ``NodeStatus``), placed in the tree by their unique ids (see
-:mod:`taskplug.cli._workflow_view`); the records hold no node names, so the nodes are shown by id. The state
-DB is only read: a file that is not taskplug's is refused (exit 2) and left as it was; a missing one is
-an error naming it, never created.
+:mod:`taskplug.cli._workflow_view`); the records hold no node names, so the nodes are shown by id. Nothing
+is written but what opening the store writes (an older schema's upgrade, as ``run``'s): a file that is not
+taskplug's is refused (exit 2) and left as it was; a missing one is an error naming it, never created.
 """
 
 from __future__ import annotations
