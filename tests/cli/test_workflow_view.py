@@ -331,3 +331,18 @@ def test_a_deeply_nested_start_nodes_hashed_id_is_known_from_the_outline_and_not
     nodes = WorkflowNodes(outline)
     assert nodes.on_event(_node(hashed, "Succeeded")) is None
     assert [view.id for _, view in nodes.walk()] == ["n10", "n10-0-n0"]
+
+
+def test_an_aborted_workflows_end_line_names_a_few_aborted_nodes_and_counts_the_rest() -> None:
+    stream = io.StringIO()
+    lines = EventLines(stream, "k")
+    lines.on_event("k", _workflow("Running"))
+    for i in range(5):
+        lines.on_event("k", _node(f"n{i}", "Running"))
+        lines.on_event("k", _node(f"n{i}", "Aborted", "Workflow aborted."))
+    lines.on_event("k", _workflow("Aborted", "Workflow aborted."))
+    end = stream.getvalue().splitlines()[-1].split("s  ", 1)[1]
+    assert end == (
+        "workflow: Aborted  node n0 aborted: Workflow aborted.; node n1 aborted: Workflow aborted.; "
+        "node n2 aborted: Workflow aborted.; and 2 more node(s)"
+    )

@@ -461,7 +461,7 @@ class WorkflowNodes:
                 f"node {v.label} {v.phase.lower()}: {error_text(_message(v), 200)}" for v in failed[:3]
             )
             if len(failed) > 3:
-                line += f"; and {len(failed) - 3} more failed node(s)"
+                line += f"; and {len(failed) - 3} more node(s)"
         elif self.error is not None:
             line += f"  {error_text(str(self.error.get('message', '')), 300)}"
         return line
