@@ -177,7 +177,12 @@ class Progress:
         printed = self.output() if self.output is not None else ""
         lines = printed.splitlines()[-OUTPUT_LINES:]
         if lines:
-            parts.append(Text("the task's output (taskplug logs for all of it):", style="dim"))
+            what = (
+                "the output a node's task printed last (taskplug logs --node for a node's)"
+                if self.workflow is not None
+                else "the task's output (taskplug logs for all of it)"
+            )
+            parts.append(Text(f"{what}:", style="dim"))
             # What the task prints is plain text, never Rich markup.
             parts.extend(Text(f"  | {line[:200]}") for line in lines)
         return parts[0] if len(parts) == 1 else Group(*parts)
