@@ -257,3 +257,17 @@ def test_a_workflow_run_through_a_pipe_prints_its_node_events_and_status_shows_i
         ["n2-0-n1", "Succeeded"],
     ]
     assert rows[3].startswith("  n2-0-n0")
+
+
+def test_following_a_workflow_reads_the_nodes_it_is_given_each_round_past_what_was_shown(
+    tmp_path: Path,
+) -> None:
+    from taskplug.cli._logs import _follow
+
+    for pod in ("wfx-n0-0", "wfx-n1-0", "wfx-n1-0-n0-0"):
+        _pod_log(tmp_path, pod, f"printed by {pod}\n")
+    shown = tmp_path / "cluster" / "20260101T000000-1" / "p-d_wfx-n0-0_uid" / "logs" / "main.log"
+    # No run holds the folder: one round, over the nodes the workflow has by then.
+    asked = (["n0", "n1"], ["n0", "n1", "n1-0-n0"])  # the nodes to follow; every node the workflow has
+    chunks = list(_follow({shown: shown.stat().st_size}, tmp_path / "cluster", "wfx", lambda: asked, None))
+    assert chunks == ["printed by wfx-n1-0\n"]  # n1's own pod; n1-0-n0's is not n1's, and n0's was shown

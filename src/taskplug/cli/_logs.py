@@ -179,12 +179,18 @@ def find_logs(
 
 
 def find_node_logs(
-    root: Path, name: str, nodes: Sequence[str], attempt: int | None
+    root: Path,
+    name: str,
+    nodes: Sequence[str],
+    attempt: int | None,
+    *,
+    known: Collection[str] = (),
 ) -> list[tuple[str, LogFile]]:
     """The log files of each of ``nodes`` (a workflow's unique ids, or one node), node by node, each with
-    its node: the pods of a node nested under another (``n4-0-n0`` under ``n4``) are only the nested
-    node's."""
-    return [(node, f) for node in nodes for f in find_logs(root, name, node, attempt, others=nodes)]
+    its node. ``known`` are the workflow's other nodes: the pods of a node nested under another
+    (``n4-0-n0`` under ``n4``) are only the nested node's."""
+    others = {*nodes, *known}
+    return [(node, f) for node in nodes for f in find_logs(root, name, node, attempt, others=others)]
 
 
 def log_tail(text: str, lines: int) -> str:
@@ -217,16 +223,17 @@ def _follow(
     offsets: dict[Path, int],
     root: Path,
     name: str,
-    nodes: Callable[[], Sequence[str]],
+    nodes: Callable[[], tuple[Sequence[str], Collection[str]]],
     attempt: int | None,
 ) -> Iterator[str]:
-    """What is appended to the logs of the ``nodes`` (asked each time) after ``offsets`` (bytes already
-    shown), and the logs of pods that appear, while the run that writes them is alive; then what they hold
-    at its end."""
+    """What is appended to the logs of the ``nodes`` (asked each time: the nodes to follow, and every node
+    known) after ``offsets`` (bytes already shown), and the logs of pods that appear, while the run that
+    writes them is alive; then what they hold at its end."""
     while True:
-        following = nodes()
-        alive = any(_alive(f.path.parents[2]) for _, f in find_node_logs(root, name, following, attempt))
-        for _, f in find_node_logs(root, name, following, attempt):
+        following, known = nodes()
+        files = find_node_logs(root, name, following, attempt, known=known)
+        alive = any(_alive(f.path.parents[2]) for _, f in files)
+        for _, f in find_node_logs(root, name, following, attempt, known=known):
             start = offsets.get(f.path, 0)
             with f.path.open("rb") as stream:
                 stream.seek(start)
@@ -308,7 +315,8 @@ def logs(
     root = cluster_folder(state_db)
     workflow = _workflow_of(state_db, execution)
     nodes = [node or "n0"] if workflow is None else _selected(workflow, node, execution)
-    files = find_node_logs(root, name, nodes, attempt)
+    known = () if workflow is None else tuple(workflow.nodes)
+    files = find_node_logs(root, name, nodes, attempt, known=known)
     if not files:
         what = (
             f"node {node} of {execution!r}" if node is not None and workflow is not None else repr(execution)
@@ -330,10 +338,10 @@ def logs(
         click.echo(log_tail(text, tail) if tail is not None else text, nl=False)
     if follow:
 
-        def selected() -> Sequence[str]:
+        def selected() -> tuple[Sequence[str], Collection[str]]:
             # A running workflow's nodes that start later are followed too.
             now = _workflow_of(state_db, execution) if workflow is not None else None
-            return nodes if now is None else _selected(now, node, execution)
+            return (nodes, known) if now is None else (_selected(now, node, execution), tuple(now.nodes))
 
         for chunk in _follow(shown, root, name, selected, attempt):
             sys.stdout.write(chunk)
