@@ -34,6 +34,7 @@ import hashlib
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -58,6 +59,8 @@ from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
+from taskplug.cli._text import error_text
+from taskplug.cli._workflow_view import failed_result_nodes, walk_result_nodes
 from taskplug.core import Phase, PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
@@ -371,6 +374,8 @@ def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
     )
     if result.elements is not None:
         _print_elements(console, result.elements)
+    if result.nodes is not None:
+        _print_nodes(console, result.nodes)
     if result.error:
         code = f"[{result.error['code']}] " if result.error.get("code") else ""
         message = str(result.error["message"])
@@ -396,6 +401,25 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
                 Text(f"  element {element['index']} ({element['attempts']} attempt(s)): {message}"),
                 style="red",
             )
+
+
+def _print_nodes(console: Console, nodes: list[dict[str, Any]]) -> None:
+    """A workflow's nodes: how many ended in each phase (nested nodes counted), and each node that failed
+    itself (not only because a node under it did) with its error."""
+    flat = list(walk_result_nodes(nodes))
+    by_phase: dict[str, int] = {}
+    for node in flat:
+        by_phase[str(node["phase"])] = by_phase.get(str(node["phase"]), 0) + 1
+    summary = ", ".join(f"{count} {phase}" for phase, count in sorted(by_phase.items()))
+    console.print(Text(f"{len(flat)} node(s): {summary}"))
+    for node in failed_result_nodes(nodes):
+        error = node.get("error")
+        message = error_text(str(error.get("message", ""))) if isinstance(error, dict) else ""
+        name = f" {node['name']}" if node.get("name") and node["name"] != node["id"] else ""
+        phase = str(node["phase"]).lower()
+        console.print(
+            Text(f"  node {node['id']}{name} {phase} ({node['attempts']} attempt(s)): {message}"), style="red"
+        )
 
 
 def _check_remote(
