@@ -234,3 +234,33 @@ def test_the_stream_sends_every_nodes_phase_as_json(serialized: Serialized) -> N
     phases = orjson.loads(view.phases_json())
     assert phases["n1"] == ["TimedOut", "failed", 0]
     assert phases["n0"] == ["NotYetStarted", "waiting", 0]
+
+
+def test_records_below_a_task_node_are_its_dynamic_nodes_and_elements_are_counted(
+    client: TestClient, postgres_dsn: str, serialized: Serialized
+) -> None:
+    key = "p/d/gated-4/wf"
+    insert(
+        postgres_dsn,
+        key,
+        gated_spec(serialized, "gated-4"),
+        {
+            "n1": {"workflow_state": {"phase": 11}},
+            "n1-0-dn0": {"workflow_state": {"phase": 5}},
+            "n1-0-dn1": {"workflow_state": {"phase": 2}, "error": {"kind": "USER", "message": "<i>x</i>"}},
+            "n1/0": {"node_phase": 5},
+            "n1/1": {"node_phase": 5},
+            "n1/2": {"node_phase": 6},
+        },
+    )
+    html = client.get(f"/executions/{key}").text
+    sub = html[html.index('id="sub-n1"') :]
+    sub = sub[: sub.index("</details>")]
+    assert "&lt;img src=x onerror=alert(1)&gt; (dynamic: its nodes)" in sub
+    assert 'data-phase="Succeeded"' in node_tag(sub, "n1-0-dn0")
+    assert 'data-phase="Running"' in node_tag(sub, "n1-0-dn1")
+    assert "&lt;i&gt;x&lt;/i&gt;" in html
+    panel = html[html.index('id="nd-n1"') :]
+    panel = panel[: panel.index("</section>")]
+    assert ">Succeeded 2</span>" in panel and ">Failed 1</span>" in panel
+    assert 'data-expand="sub-n1"' in html
