@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from service.test_api_replica_double import serve_app
 from service.test_browser import CHROMIUM_ARGS, Problems, screenshot
+from service.test_web_workflows import GATED
 from support.flytekit_workflows import serialize
 
 playwright_sync = pytest.importorskip(
@@ -262,3 +263,89 @@ def test_a_workflow_whose_file_is_gone_says_why_it_has_no_graph(
     page.goto(f"/executions/{key}")
     expect(page.locator("#graph-unavailable")).to_contain_text("<gone>.pb")
     assert page.locator("svg.graph").count() == 0
+
+
+def test_a_waiting_gate_offers_its_answers_and_posts_them_to_the_signal_route(
+    page: Any, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A gate's node records as a replica writes them (no replica claims the row: its owner is a replica row
+    that stays live); the signal route is answered by the test, which reads what the page sent."""
+    gated = serialize(tmp_path / "project", "webgatedb", GATED)
+    key = "p/d/wfweb-gate/wf"
+    spec = {
+        "templateFile": str(gated.file("webgatedb.gated_2.pb")),
+        "inputs": {"x": 1},
+        "execution": {"id": {"project": "p", "domain": "d", "name": "wfweb-gate"}},
+    }
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        owner = conn.execute(
+            "INSERT INTO taskplug_replicas (id, host, pid, version, capacity, heartbeat_at)"
+            " VALUES (gen_random_uuid(), 'gate-host', 1, 't', 1, now() + interval '1 day') RETURNING id"
+        ).fetchone()
+        assert owner is not None
+        row = conn.execute(
+            "INSERT INTO taskplug_executions (key, task_type, spec, owner_id, lease_epoch, phase)"
+            " VALUES (%s, 'workflow', %s, %s, 1, 'Running') RETURNING id",
+            (key, Jsonb(spec), owner[0]),
+        ).fetchone()
+        assert row is not None
+        for path, phase in (("start-node", 5), ("n0", 2)):
+            state = {"phase": phase, **({"gate": "y_value"} if path == "n0" else {})}
+            conn.execute(
+                "INSERT INTO taskplug_nodes (execution_id, path, record, epoch) VALUES (%s, %s, %s, 1)",
+                (row[0], path, Jsonb({"path": path, "workflow_state": state})),
+            )
+
+    sent: list[tuple[str, str, Any]] = []
+
+    def answer(route: Any) -> None:
+        request = route.request
+        sent.append((request.method, request.url, request.post_data_json))
+        route.fulfill(status=200, content_type="application/json", body="{}")
+
+    page.route("**/signals/**", answer)
+    page.goto(f"/executions/{key}")
+    expect(node(page, "n0")).to_have_attribute("data-phase", "Running")
+
+    node(page, "n0").click()
+    form = page.locator("#node-n0 form.gate-form")
+    expect(form).to_be_visible()
+    form.locator("input[name=value]").fill("42")
+    form.locator("button.send").click()
+    expect(form.locator(".gate-result")).to_have_text("Sent.")
+    assert sent == [
+        (
+            "POST",
+            f"{page.url.split('/executions/')[0]}/api/v1/executions/{key}/signals/y_value",
+            {"value": 42},
+        )
+    ]
+
+    # The approval gate waits only once it runs: its buttons show then, without a reload.
+    node(page, "n2").click()
+    approve = page.locator("#node-n2 button.approve")
+    expect(approve).to_be_hidden()
+    page.evaluate("window.__not_reloaded = true")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO taskplug_nodes (execution_id, path, record, epoch) VALUES (%s, 'n2', %s, 1)",
+            (row[0], Jsonb({"path": "n2", "workflow_state": {"phase": 2, "gate": "approve-sum"}})),
+        )
+        conn.execute(
+            "INSERT INTO taskplug_events (execution_id, attempt, phase, epoch) VALUES (%s, 0, 'Running', 1)",
+            (row[0],),
+        )
+        conn.execute("NOTIFY taskplug_events")
+    expect(node(page, "n2")).to_have_attribute("data-phase", "Running")
+    expect(approve).to_be_visible()
+    screenshot(page, tmp_path, "wf-gate")
+    approve.click()
+    expect(page.locator("#node-n2 .gate-result")).to_have_text("Sent.")
+    assert sent[-1][1].endswith(f"/api/v1/executions/{key}/signals/approve-sum")
+    assert sent[-1][2] == {"value": True}
+    assert page.evaluate("window.__not_reloaded") is True
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # ended, for the replicas' sake
+        conn.execute(
+            "UPDATE taskplug_executions SET terminal = true, phase = 'Aborted' WHERE id = %s", (row[0],)
+        )

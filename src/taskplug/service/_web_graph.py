@@ -49,7 +49,7 @@ SMALL_WIDTH: Final = 60
 _COLUMN: Final = 212
 _ROW: Final = 66
 _MARGIN: Final = 14
-_MAX_NAME: Final = 22
+_MAX_NAME: Final = 20
 _MAX_DEPTH: Final = 32  # nested sub-workflows drawn; the compiler refuses deeper nesting long before
 _UNIQUE_ID_LENGTH: Final = 20
 
