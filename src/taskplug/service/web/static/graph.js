@@ -71,7 +71,7 @@
       if (!response.ok) {
         try {
           const body = await response.json();
-          const detail = body && (body.message || body.detail);
+          const detail = body && body.error && body.error.message;
           if (typeof detail === "string") message = `Refused: ${detail}`;
         } catch (_) {
           // not JSON: the status says enough
