@@ -349,3 +349,64 @@ def test_a_waiting_gate_offers_its_answers_and_posts_them_to_the_signal_route(
         conn.execute(
             "UPDATE taskplug_executions SET terminal = true, phase = 'Aborted' WHERE id = %s", (row[0],)
         )
+
+
+APPROVAL = textwrap.dedent(
+    """
+    from datetime import timedelta
+
+    from flytekit import approve, task, workflow
+
+
+    @task
+    def double(a: int) -> int:
+        return 2 * a
+
+
+    @workflow
+    def approval(x: int) -> int:
+        return approve(double(a=x), "ok-to-go", timeout=timedelta(hours=1))
+    """
+)
+"""``approval``: a task, then an approve gate on its output."""
+
+
+def test_approving_a_gate_from_the_page_lets_the_workflow_go_on(
+    page: Any, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Real replicas run the workflow to its gate; the page's Approve answers it through the API's signal
+    route; the workflow goes on to its end while the page follows it."""
+    approval = serialize(tmp_path / "project", "webapproval", APPROVAL)
+    key = "p/d/wfweb-approve/wf"
+    document = {
+        "templateFile": str(approval.file("webapproval.approval_2.pb")),
+        "inputs": {"x": 2},
+        "execution": {
+            "id": {"project": "p", "domain": "d", "name": "wfweb-approve"},
+            "environment": {"PYTHONPATH": str(approval.module.parent)},
+        },
+    }
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO taskplug_executions (key, task_type, spec) VALUES (%s, 'workflow', %s)",
+            (key, Jsonb(document)),
+        )
+        conn.execute("NOTIFY taskplug_work")
+
+    page.goto(f"/executions/{key}")
+    gate = node(page, "n1")
+    expect(gate).to_have_attribute("data-phase", "Running", timeout=RUN)
+    gate.click()
+    approve = page.locator("#node-n1 button.approve")
+    expect(approve).to_be_visible()
+    page.evaluate("window.__not_reloaded = true")
+    screenshot(page, tmp_path, "wf-approval-waiting")
+    approve.click()
+    expect(page.locator("#node-n1 .gate-result")).to_have_text("Sent.")
+    expect(gate).to_have_attribute("data-phase", "Succeeded", timeout=RUN)
+    expect(node(page, "end-node")).to_have_attribute("data-phase", "Succeeded", timeout=RUN)
+    expect(approve).to_be_hidden()  # the gate no longer waits
+    expect(page.locator("#outputs-json")).to_contain_text('"o0": 4', timeout=RUN)
+    assert page.evaluate("window.__not_reloaded") is True
+    signals = page.request.get(f"/api/v1/executions/{key}/signals").json()
+    assert [(s["signal_id"], s["value"]) for s in signals] == [("ok-to-go", True)]
