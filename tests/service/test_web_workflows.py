@@ -246,8 +246,11 @@ def test_records_below_a_task_node_are_its_dynamic_nodes_and_elements_are_counte
         gated_spec(serialized, "gated-4"),
         {
             "n1": {"workflow_state": {"phase": 11}},
+            "n1-0-start-node": {"workflow_state": {"phase": 5}},
             "n1-0-dn0": {"workflow_state": {"phase": 5}},
+            "n1-0-dn0-0-n0": {"workflow_state": {"phase": 5}},
             "n1-0-dn1": {"workflow_state": {"phase": 2}, "error": {"kind": "USER", "message": "<i>x</i>"}},
+            "fhashed1": {"workflow_state": {"phase": 5}},
             "n1/0": {"node_phase": 5},
             "n1/1": {"node_phase": 5},
             "n1/2": {"node_phase": 6},
@@ -256,9 +259,14 @@ def test_records_below_a_task_node_are_its_dynamic_nodes_and_elements_are_counte
     html = client.get(f"/executions/{key}").text
     sub = html[html.index('id="sub-n1"') :]
     sub = sub[: sub.index("</details>")]
-    assert "&lt;img src=x onerror=alert(1)&gt; (dynamic: its nodes)" in sub
+    assert "&lt;img src=x onerror=alert(1)&gt; (dynamic)" in sub
     assert 'data-phase="Succeeded"' in node_tag(sub, "n1-0-dn0")
     assert 'data-phase="Running"' in node_tag(sub, "n1-0-dn1")
+    assert "small" in node_tag(sub, "n1-0-start-node")
+    assert "n1-0-dn0-0-n0" not in sub  # a node of the dynamic node's nodes: in its own graph
+    nested = html[html.index('id="sub-n1-0-dn0"') :]
+    assert 'data-phase="Succeeded"' in node_tag(nested[: nested.index("</details>")], "n1-0-dn0-0-n0")
+    assert "fhashed1" not in html  # a hashed id names no parent
     assert "&lt;i&gt;x&lt;/i&gt;" in html
     panel = html[html.index('id="nd-n1"') :]
     panel = panel[: panel.index("</section>")]

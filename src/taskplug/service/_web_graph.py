@@ -20,6 +20,7 @@ graph with dagre in the browser (``flyteconsole``'s ``ReactFlow`` graph); this o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -52,6 +53,8 @@ _MARGIN: Final = 14
 _MAX_NAME: Final = 20
 _MAX_DEPTH: Final = 32  # nested sub-workflows drawn; the compiler refuses deeper nesting long before
 _UNIQUE_ID_LENGTH: Final = 20
+_CHILD_JOINT: Final = re.compile(r"-[0-9]+-")
+"""Between a parent's unique id and its child's node id: the parent's attempt."""
 
 
 def _phase_name(number: object) -> str:
@@ -333,36 +336,61 @@ class _Builder:
         return graph
 
     def dynamic(self) -> None:
-        """Records under a task node that the closure does not name: a dynamic node's children."""
-        for view in list(self.all):
-            if view.kind != "task" or view.children is not None:
+        """Records the closure does not name, placed under the node whose unique id leads theirs
+        (``<parent>-<attempt>-<node id>``): a ``@dynamic`` task node's nodes, and the nodes below those. A
+        record whose id was hashed (past 20 characters) names no parent and is not drawn."""
+        placed = {v.id: v for v in self.all}
+        loose = sorted(p for p in self.records if p not in self.claimed and "/" not in p)
+        loose_set = set(loose)
+        groups: dict[str, list[str]] = {}
+        for path in loose:
+            for m in reversed(list(_CHILD_JOINT.finditer(path))):
+                parent = path[: m.start()]
+                if parent in loose_set or (parent in placed and placed[parent].kind == "task"):
+                    groups.setdefault(parent, []).append(path)
+                    break
+        views: dict[str, NodeView] = {}
+
+        def view_of(path: str, parent: str) -> NodeView:
+            record = self.records[path]
+            state = record.get("workflow_state") or {}
+            if not isinstance(state, Mapping):
+                state = {}
+            error = record.get("error") or state.get("error")
+            logs = record.get("logs")
+            node_id = _CHILD_JOINT.split(path[len(parent) :], maxsplit=1)[-1]
+            kind = {START_NODE_ID: "start", END_NODE_ID: "end"}.get(node_id, "node")
+            view = NodeView(
+                id=path,
+                node_id=node_id,
+                name=node_id,
+                kind=kind,
+                phase=_phase_name(state.get("phase")),
+                attempts=int(record.get("attempt") or 0) + 1,
+                error=error if isinstance(error, Mapping) else None,
+                logs=list(logs) if isinstance(logs, list) else [],
+                reason=str(record.get("reason") or ""),
+                elements=dict(self.elements.get(path, {})),
+            )
+            self.claimed.add(path)
+            self.all.append(view)
+            return view
+
+        for parent in sorted(groups, key=len):  # outer first: their graphs come first
+            owner = placed.get(parent) or views.get(parent)
+            if owner is None:
                 continue
-            prefix = f"{view.id}-"
-            found = sorted(p for p in self.records if p.startswith(prefix) and p not in self.claimed)
-            if not found:
-                continue
-            children: list[NodeView] = []
-            for path in found:
-                self.claimed.add(path)
-                record = self.records[path]
-                state = record.get("workflow_state") or {}
-                error = record.get("error")
-                child = NodeView(
-                    id=path,
-                    node_id=path[len(prefix) :].partition("-")[2] or path,
-                    name=path[len(prefix) :].partition("-")[2] or path,
-                    kind="node",
-                    phase=_phase_name(state.get("phase") if isinstance(state, Mapping) else None),
-                    attempts=int(record.get("attempt") or 0) + 1,
-                    error=error if isinstance(error, Mapping) else None,
-                    logs=list(record.get("logs") or []),
-                    reason=str(record.get("reason") or ""),
-                )
-                children.append(child)
-                self.all.append(child)
+            children = [view_of(p, parent) for p in groups[parent]]
+            views.update((c.id, c) for c in children)
             by_node = {c.id: c for c in children}
-            view.children = _placed(view.id, f"{view.name} (dynamic: its nodes)", children, by_node, {})
-            self.subgraphs.append(view.children)
+            # Their edges are in the dynamic workflow (kept in the data store), not here: layers only.
+            starts = [c.id for c in children if c.kind == "start"]
+            ends = [c.id for c in children if c.kind == "end"]
+            middle = [c.id for c in children if c.kind not in ("start", "end")]
+            order = {n: middle or ends for n in starts} | {n: ends for n in middle}
+            title = f"{owner.name} ({'dynamic' if owner.kind == 'task' else 'its nodes'})"
+            owner.children = _placed(parent, title, children, by_node, order, draw_edges=False)
+            self.subgraphs.append(owner.children)
 
 
 def _placed(
@@ -371,6 +399,8 @@ def _placed(
     views: list[NodeView],
     by_node: Mapping[str, NodeView],
     downstream: Mapping[str, Iterable[str]],
+    *,
+    draw_edges: bool = True,
 ) -> GraphView:
     place = layers(by_node, downstream)
     width = height = 0
@@ -381,7 +411,7 @@ def _placed(
         width = max(width, view.x + NODE_WIDTH + _MARGIN)
         height = max(height, view.y + NODE_HEIGHT + _MARGIN)
     edges: list[EdgeView] = []
-    for source, targets in downstream.items():
+    for source, targets in downstream.items() if draw_edges else ():
         a = by_node.get(source)
         if a is None:
             continue
