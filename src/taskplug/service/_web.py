@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
@@ -57,6 +58,7 @@ PING_SECONDS: Final = 15
 WORKFLOW_TYPE: Final = "workflow"
 """The task type of a workflow execution's row (its spec's ``template`` stands for the workflow)."""
 _CLOSURES_KEPT: Final = 64
+_RETRY_UNREADABLE_SECONDS: Final = 30.0
 _MAX_NODE_ROWS: Final = 20_000
 
 
@@ -251,25 +253,30 @@ async def _workflow(
     return workflow_view(closure, records, elements), None, event_nodes
 
 
+_Closures = collections.OrderedDict[tuple[int, str], tuple[compiler_pb2.CompiledWorkflowClosure | str, float]]
+"""The compiled workflows (or why not) by execution, with when each was read."""
+
+
 async def _closure(
     request: Request, row: Mapping[str, Any], spec: Mapping[str, Any]
 ) -> compiler_pb2.CompiledWorkflowClosure | str:
     """The compiled workflow of an execution's spec, as a replica reads it (``parse_spec``: the spec's
-    ``templateFile`` read and compiled, or the closure it holds), kept per execution: a spec never changes.
-    A text saying why when it cannot be read here."""
-    cache: collections.OrderedDict[tuple[int, str], compiler_pb2.CompiledWorkflowClosure | str]
-    cache = getattr(request.app.state, "workflow_closures", None) or collections.OrderedDict()
+    ``templateFile`` read and compiled, or the ``workflowClosure`` it holds), kept per execution: a spec never
+    changes. A text saying why when it cannot be read here (tried again after a while: a file may appear)."""
+    kept: _Closures | None = getattr(request.app.state, "workflow_closures", None)
+    cache = kept if kept is not None else collections.OrderedDict()
     request.app.state.workflow_closures = cache
     key = (int(row["id"]), str(row["created_at"]))
     found = cache.get(key)
-    if found is None:
+    now = time.monotonic()
+    if found is None or (isinstance(found[0], str) and now - found[1] > _RETRY_UNREADABLE_SECONDS):
         # Reading a file and compiling are blocking work: off the event loop.
-        found = await asyncio.to_thread(_read_closure, dict(spec), str(row["key"]))
+        found = (await asyncio.to_thread(_read_closure, dict(spec), str(row["key"])), now)
         cache[key] = found
         while len(cache) > _CLOSURES_KEPT:
             cache.popitem(last=False)
     cache.move_to_end(key)
-    return found
+    return found[0]
 
 
 def _read_closure(spec: dict[str, Any], key: str) -> compiler_pb2.CompiledWorkflowClosure | str:
