@@ -21,7 +21,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from service.test_api_replica_double import serve_app
-from service.test_browser import CHROMIUM_ARGS, Problems, screenshot
+from service.test_browser import CHROMIUM_ARGS, SCREENS, Problems, screenshot
 from service.test_web_workflows import GATED
 from support.flytekit_workflows import serialize
 
@@ -243,6 +243,8 @@ def test_a_workflow_is_drawn_and_its_nodes_change_live(
     expect(page.locator("#abort")).to_have_count(0, timeout=RUN)  # the workflow ended
     assert page.evaluate("window.__not_reloaded") is True
     screenshot(page, tmp_path, "wf-failed")
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    page.locator("#workflow").screenshot(path=str(SCREENS / "wf-failed-graph.png"))
 
     # Opened afresh, the page draws what it ended with.
     page.reload()
