@@ -13,8 +13,12 @@ The layout is a layered one: a node's layer is the longest path to it from the s
 layer are ordered by the mean row of their upstream nodes (one barycentre pass), which keeps most edges short
 and uncrossed. The unique ids follow flytepropeller/pkg/controller/nodes/common/utils.go (``GenerateUniqueID``,
 as ``taskplug.executor.nodes`` derives them): a top-level node's id is its node id, a child's is
-``<parent unique id>-<parent attempt>-<node id>``, hashed past 20 characters. Flyte's console draws the same
-graph with dagre in the browser (``flyteconsole``'s ``ReactFlow`` graph); this one is server-rendered SVG.
+``<parent unique id>-<parent attempt>-<node id>``, hashed past 20 characters. Flyte's console lays its graph
+out in the browser; this one is laid out here and drawn as server-rendered SVG (the page's policy allows no
+inline style, and SVG's position attributes are not styles).
+
+A dynamic node's nodes are placed by their ids alone: their workflow is compiled by the node at run time and
+kept in the data store, so their edges and names are not drawn (each shows its node id).
 """
 
 from __future__ import annotations
