@@ -40,6 +40,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -238,10 +239,28 @@ def seed(workdir: Path, execution: str, nodes: Sequence[str], name: str, data: b
 # -- running ------------------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Timed:
+    """One timed run: how many tasks (nodes) ran, its wall seconds and this process's CPU seconds (the
+    executor and the in-process cluster alike; CPU time moves less than wall time on a busy machine)."""
+
+    count: int
+    wall: float
+    cpu: float
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.wall
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.cpu * 1000 / self.count
+
+
 async def run_workflow(
-    platform: Platform, workdir: Path, spec: ExecutionSpec, sqlite: bool, store_name: str
-) -> tuple[float, Any, int]:
-    """Seconds from submit to the end, the result, and the executor's rounds."""
+    platform: Platform, workdir: Path, spec: ExecutionSpec, sqlite: bool, store_name: str, count: int
+) -> tuple[Timed, Any, int]:
+    """The run from submit to the end, the result, and the executor's rounds (of the workflow)."""
     store = make_store(workdir, store_name, sqlite)
     gc.collect()
     async with (
@@ -250,19 +269,19 @@ async def run_workflow(
             platform, kube_client=cluster.client(), store=store, settings=executor_settings(platform)
         ) as ex,
     ):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         key = await ex.submit(spec)
         result = await ex.wait(key)
-        elapsed = time.perf_counter() - start
+        timed = Timed(count, time.perf_counter() - start, time.process_time() - cpu)
         rounds = ex.rounds
     store.close()
-    return elapsed, result, rounds
+    return timed, result, rounds
 
 
 async def run_singles(
     platform: Platform, workdir: Path, n: int, sqlite: bool, *, at_once: bool, tag: str
-) -> float:
-    """Single-task executions per second: ``n`` submitted at once, or one after another."""
+) -> Timed:
+    """``n`` single-task executions, submitted at once or one after another."""
     specs = single_specs(n)
     store = make_store(workdir, f"single-{tag}", sqlite)
     gc.collect()
@@ -272,16 +291,16 @@ async def run_singles(
             platform, kube_client=cluster.client(), store=store, settings=executor_settings(platform)
         ) as ex,
     ):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if at_once:
             keys = [await ex.submit(spec) for spec in specs]
             results = await asyncio.gather(*(ex.wait(k) for k in keys))
         else:
             results = [await ex.wait(await ex.submit(spec)) for spec in specs]
-        elapsed = time.perf_counter() - start
+        timed = Timed(n, time.perf_counter() - start, time.process_time() - cpu)
     store.close()
     assert {r.phase for r in results} == {"Success"}, collections.Counter(r.phase for r in results)
-    return n / elapsed
+    return timed
 
 
 def _check(result: Any, what: str) -> None:
@@ -301,41 +320,41 @@ async def simulated(repeat: int, sqlite: bool, dynamic_size: int) -> None:
     outputs = one.SerializeToString()
     counter = iter(range(1_000_000))
 
-    async def fan(max_parallelism: int) -> float:
-        name = f"fan-{next(counter)}"
-        seed(workdir, name, fan_read, "outputs.pb", outputs)
-        spec = workflow_spec(fan_closure, int_inputs(x=1), name, max_parallelism)
-        elapsed, result, _ = await run_workflow(platform, workdir, spec, sqlite, name)
-        _check(result, "the fan-out")
-        return (width + 1) / elapsed
-
-    async def chained(max_parallelism: int) -> float:
-        name = f"chain-{next(counter)}"
-        seed(workdir, name, chain_read, "outputs.pb", outputs)
-        spec = workflow_spec(chain_closure, int_inputs(x=1), name, max_parallelism)
-        elapsed, result, _ = await run_workflow(platform, workdir, spec, sqlite, name)
-        _check(result, "the chain")
-        return length / elapsed
+    async def run(
+        closure: compiler_pb2.CompiledWorkflowClosure, read: list[str], max_parallelism: int
+    ) -> Timed:
+        name = f"{closure.primary.template.id.name}-{next(counter)}"
+        seed(workdir, name, read, "outputs.pb", outputs)
+        spec = workflow_spec(closure, int_inputs(x=1), name, max_parallelism)
+        timed, result, _ = await run_workflow(platform, workdir, spec, sqlite, name, len(read))
+        _check(result, name)
+        return timed
 
     # Interleaved, one of each per round, and compared round by round: the machine's speed drifts.
-    figures: dict[str, list[float]] = collections.defaultdict(list)
+    figures: dict[str, list[Timed]] = collections.defaultdict(list)
     for r in range(repeat):
         figures["at once"].append(
             await run_singles(platform, workdir, width + 1, sqlite, at_once=True, tag=f"a{r}")
         )
-        figures["fan 0"].append(await fan(0))
-        figures["fan 25"].append(await fan(25))
+        figures["fan 0"].append(await run(fan_closure, fan_read, 0))
+        figures["fan 25"].append(await run(fan_closure, fan_read, 25))
         figures["serial"].append(
             await run_singles(platform, workdir, length, sqlite, at_once=False, tag=f"s{r}")
         )
-        figures["chain"].append(await chained(0))
+        figures["chain"].append(await run(chain_closure, chain_read, 0))
 
     def row(label: str, name: str, unit: str, base: str | None = None, target: bool = False) -> None:
         runs = figures[name]
-        text = f"  {label:<44} {statistics.median(runs):7,.0f} {unit:<8} (min {min(runs):,.0f}, max {max(runs):,.0f})"
+        rates = [t.rate for t in runs]
+        text = (
+            f"  {label:<42} {statistics.median(rates):6,.0f} {unit:<7} (min {min(rates):,.0f}, "
+            f"max {max(rates):,.0f})  CPU {statistics.median(t.cpu_ms for t in runs):.2f} ms/task"
+        )
         if base is not None:
-            ratio = statistics.median(a / b for a, b in zip(runs, figures[base], strict=True))
-            text += f"  {ratio:.2f}x {BASES[base]}"
+            pairs = list(zip(runs, figures[base], strict=True))
+            ratio = statistics.median(a.rate / b.rate for a, b in pairs)
+            cpu_ratio = statistics.median(a.cpu_ms / b.cpu_ms for a, b in pairs)
+            text += f"\n  {'':<42} {ratio:.2f}x {BASES[base]}, CPU per task {cpu_ratio:.2f}x"
             if target:
                 text += f" [target >= {TARGET}x: {'met' if ratio >= TARGET else 'MISSED'}]"
         print(text)
@@ -351,9 +370,9 @@ async def simulated(repeat: int, sqlite: bool, dynamic_size: int) -> None:
 
 async def dynamic_vs_map(platform: Platform, workdir: Path, sqlite: bool, size: int) -> None:
     map_spec = workflow_spec(map_workflow(), int_inputs(xs=list(range(size))), "mapped", 0)
-    elapsed, result, rounds = await run_workflow(platform, workdir, map_spec, sqlite, "mapped")
+    timed, result, rounds = await run_workflow(platform, workdir, map_spec, sqlite, "mapped", size)
     _check(result, "the map task")
-    map_rate = size / elapsed
+    map_rate = timed.rate
     print(
         f"  {f'map task of {size:,} elements (in a workflow)':<44} {map_rate:7,.0f} tasks/s  rounds = {rounds}"
     )
@@ -361,14 +380,14 @@ async def dynamic_vs_map(platform: Platform, workdir: Path, sqlite: bool, size: 
     closure, futures = dynamic_fan_out(size)
     seed(workdir, "dynamic", ["n0"], "futures.pb", futures)
     spec = workflow_spec(closure, literals_pb2.LiteralMap(), "dynamic", 0)
-    elapsed, result, rounds = await run_workflow(platform, workdir, spec, sqlite, "dynamic")
+    timed, result, rounds = await run_workflow(platform, workdir, spec, sqlite, "dynamic", size)
     label = f"  {f'@dynamic fan-out of {size:,} tasks':<44} "
     if result.phase != "Success" and _unsupported(result):
         code = _error_codes(result) & UNSUPPORTED_CODES
         print(f"{label}not available (the executor does not run it yet: {', '.join(sorted(code))})")
         return
     _check(result, "the @dynamic fan-out")
-    rate = size / elapsed
+    rate = timed.rate
     print(f"{label}{rate:7,.0f} tasks/s  {rate / map_rate:.2f}x the map task  rounds = {rounds}")
 
 
