@@ -29,6 +29,7 @@ one rule places a node's data at any depth. The unique ids keep them apart as pr
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -322,6 +323,8 @@ class WorkflowRun:
     async def round(self) -> None:
         self._rounded.clear()
         self._child_wake = None
+        if not self.record.abort_requested:
+            await self._round_children()
         for _ in range(_MAX_STREAK):
             progressed = await self._round_once()
             self._save()
@@ -337,6 +340,24 @@ class WorkflowRun:
 
     def _next_child_wake(self) -> float | None:
         return self._child_wake
+
+    async def _round_children(self) -> None:
+        """Every running task and map node's round, before the walk and several at once (as the array node
+        evaluates its elements: ``node-execution-worker-count``), so that plugins that answer slowly (a web
+        API) are not waited for one after another; the walk then finds them done (``_rounded``)."""
+        running = [u for u, child in self._children.items() if not self._nodes[u].terminal]
+        if not running:
+            return
+        limit = asyncio.Semaphore(max(1, self.settings.array.workers))
+
+        async def one(unique: str) -> None:
+            async with limit:
+                await self._children[unique].round()
+
+        self._rounded.update(running)
+        async with asyncio.TaskGroup() as group:
+            for unique in running:
+                group.create_task(one(unique))
 
     async def _round_once(self) -> bool:
         """One round of the workflow (``HandleFlyteWorkflow``); whether it made progress worth another."""
