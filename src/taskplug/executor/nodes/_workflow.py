@@ -258,6 +258,7 @@ class WorkflowRun:
         self._key_prefix = self.key.rpartition("/")[0]
         self.dag = _Dag.of_closure(self.workflow.closure, None, 0)
         self._dynamic: dict[str, _Dag] = {}  # the workflows @dynamic nodes built, by the node's unique id
+        self._elements: dict[str, list[dict[str, Any]]] = {}  # ended map nodes' elements, as results show
         self._nodes: dict[str, ExecutionRecord] = {}
         for node in host.store.load_nodes(self.key):
             if isinstance(node, ExecutionRecord) and node.workflow_state is not None:
@@ -326,6 +327,10 @@ class WorkflowRun:
                 "error": status.error if status is not None else None,
             }
             children = self._child_dag(dag, node, unique)
+            live = self._children.get(unique)
+            elements = live.elements_json() if live is not None else self._elements.get(unique)
+            if elements is not None:
+                entry["elements"] = elements  # a map node's
             if status is not None and status.workflow_state and "child" in status.workflow_state:
                 entry["execution"] = status.workflow_state["child"]  # a launch plan's child execution
             if children is not None:
@@ -656,8 +661,11 @@ class WorkflowRun:
             self._due.pop(unique, None)
             await child.round()
         if status.terminal:
-            self._children.pop(unique, None)
+            ended = self._children.pop(unique, None)
             self._finished.discard(unique)
+            elements = ended.elements_json() if ended is not None else None
+            if elements is not None:
+                self._elements[unique] = elements  # a map node's elements, for the result
             self._due.pop(unique, None)
             if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
                 _, output_dir = self._dirs(unique, status.attempt)
