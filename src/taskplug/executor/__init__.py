@@ -50,8 +50,9 @@ if TYPE_CHECKING:
         check_state_file,
     )
     from taskplug.executor._workflow import workflow_spec
-    from taskplug.executor.nodes import CLEANUP_FAILED
+    from taskplug.executor.nodes import CLEANUP_FAILED, NodePhase
     from taskplug.executor.nodes._host import AsyncFlush
+    from taskplug.executor.nodes._ids import unique_node_id
 
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "LocalCoordinator",
     "MemoryStateStore",
     "NodeKind",
+    "NodePhase",
     "NodeRecord",
     "OpenPlugins",
     "Platform",
@@ -95,6 +97,7 @@ __all__ = [
     "render_object",
     "submission_limits",
     "task_context_for",
+    "unique_node_id",
     "workflow_spec",
 ]
 
@@ -103,6 +106,8 @@ __getattr__ = lazy_exports(
     {
         "AsyncFlush": "taskplug.executor.nodes._host",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
+        "NodePhase": "taskplug.executor.nodes._phase",
+        "unique_node_id": "taskplug.executor.nodes._ids",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",
         "LocalCoordinator": "taskplug.executor._coordination",

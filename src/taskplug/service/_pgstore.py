@@ -552,7 +552,7 @@ class PostgresStateStore:
         records: dict[str, ExecutionRecord],
         events: dict[str, list[Event]],
         nodes: dict[str, dict[str, bytes]],
-        outcomes: dict[str, dict[int, int]],
+        outcomes: dict[str, dict[IntentKey, int]],
     ) -> set[str]:
         params: dict[str, list[Any]] = defaultdict(list)
         attempts: dict[tuple[int, int], dict[str, Any]] = {}
