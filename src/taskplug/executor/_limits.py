@@ -20,6 +20,8 @@ from taskplug.executor._spec import ExecutionSpec
 
 __all__ = ["SubmissionLimits", "check_limits", "submission_limits", "workflow_nodes"]
 
+_START_END = frozenset({"start-node", "end-node"})
+
 
 @dataclass(frozen=True, slots=True)
 class SubmissionLimits:
@@ -58,7 +60,8 @@ def workflow_nodes(closure: compiler_pb2.CompiledWorkflowClosure, *, cap: int) -
             return known[key]
         total = 0
         for node in template.nodes:
-            total = min(total + in_node(node, calling | {key}), cap + 1)
+            if node.id not in _START_END:
+                total = min(total + in_node(node, calling | {key}), cap + 1)
         known[key] = total
         return total
 

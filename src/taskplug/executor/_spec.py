@@ -634,6 +634,7 @@ def _load_closure_workflow(
         raise SpecError("arrayNode", "not with workflowClosure: its nodes describe themselves")
     # Imported here: only a workflow needs the compiler and flyteidl.admin's types.
     from flyteidl.admin import launch_plan_pb2
+    from flyteidl.admin import workflow_pb2 as admin_workflow_pb2
 
     from taskplug.compiler import SerializedEntities, make_bundle
     from taskplug.executor._workflow import workflow_spec
@@ -647,7 +648,7 @@ def _load_closure_workflow(
     )
     entities = SerializedEntities(
         workflows=(
-            workflow_pb2.WorkflowSpec(
+            admin_workflow_pb2.WorkflowSpec(
                 template=closure.primary.template,
                 sub_workflows=[sub.template for sub in closure.sub_workflows],
             ),

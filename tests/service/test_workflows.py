@@ -1,0 +1,224 @@
+"""Workflows on the service: the PostgreSQL store keeps a workflow's events (kind, node), node records and each
+task node's create intents apart; a replica runs a submitted workflow (the self-contained ``workflowClosure``
+form) on the simulated cluster and a replica that takes it over resumes it without starting a finished node
+again; the API submits one (compiled again, its nodes bounded), lists its nodes and shows its phase and
+outputs. Real PostgreSQL, real replicas, the embedded cluster with simulated pods, 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from service.replica_helpers import (
+    claim_row,
+    empty_database_fixture,  # noqa: F401 (the conn fixture)
+    replica_row,
+    rows,
+    running,
+    stale_epoch_writes,
+    submit,
+    workflow_document,
+)
+from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
+from support.waiting import wait_until
+from taskplug.core import SpecError
+from taskplug.executor import (
+    Event,
+    ExecutionRecord,
+    NodeRecord,
+    Platform,
+    SubmissionLimits,
+    check_limits,
+    parse_spec,
+)
+from taskplug.k8s import POD
+from taskplug.localcluster import LocalCluster
+from taskplug.service import PostgresStateStore, Replica, ReplicaSettings
+from taskplug.service._api_submit import parse_submission
+
+FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Platform:
+    return Platform.load(
+        document={
+            "executor": {"data-root": str(tmp_path / "data"), "resync-period": "1s"},
+            "plugins": {"k8s": {"delete-resource-on-finalize": True}},
+        }
+    )
+
+
+def _store(dsn: str, rid: uuid.UUID) -> PostgresStateStore:
+    return PostgresStateStore(psycopg.connect(dsn, autocommit=True), replica_id=rid, commit_interval=0)
+
+
+# -- the store -----------------------------------------------------------------------------------------------
+
+
+def test_events_keep_their_kind_and_node_and_node_records_round_trip(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "w1", workflow_document("w1"))
+    rid = replica_row(conn)
+    store = _store(postgres_dsn, rid)
+    store.claim("k", claim_row(conn, rid, "w1"))
+    store.append_event(
+        "k", Event(attempt=0, phase="Running", version=0, reason="", occurred_at=None, kind="workflow")
+    )
+    store.append_event(
+        "k", Event(attempt=0, phase="Queued", version=0, reason="", occurred_at=None, kind="node", node="n0")
+    )
+    store.append_event(
+        "k", Event(attempt=0, phase="Running", version=0, reason="", occurred_at=None, node="n0")
+    )
+    child = ExecutionRecord(key="p/d/w1/n0", workflow_state={"phase": 2}, attempt=1, task_phase=3)
+    element = NodeRecord(path="m0/2", node_phase=5)
+    store.save_nodes("k", [child, element])
+    store.save(ExecutionRecord(key="k", path="wf", workflow_state={"phase": 1}))
+    store.flush()
+    assert [(e.kind, e.node, e.phase) for e in store.events("k")] == [
+        ("workflow", None, "Running"),
+        ("node", "n0", "Queued"),
+        ("task", "n0", "Running"),
+    ]
+    # A workflow's node events are no attempts of the execution: only the execution's own task has rows.
+    assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)
+    # The row shows the workflow running (not the Queued of a task phase it never reports).
+    assert rows(conn)["w1"]["phase"] == "Running"
+    stored = dict(conn.execute("SELECT path, record FROM taskplug_nodes").fetchall())
+    back = {path: NodeRecord.from_json(record) for path, record in stored.items()}
+    assert isinstance(back["n0"], ExecutionRecord)
+    assert (back["n0"].workflow_state, back["n0"].attempt, back["n0"].key) == ({"phase": 2}, 1, "p/d/w1/n0")
+    assert type(back["m0/2"]) is NodeRecord and back["m0/2"].node_phase == 5
+    store.close()
+
+
+def test_two_task_nodes_attempt_zero_are_two_intents_each_with_its_outcome(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "w2", workflow_document("w2"))
+    a, b = replica_row(conn), replica_row(conn)
+    old = _store(postgres_dsn, a)
+    old.claim("k", claim_row(conn, a, "w2"))
+    assert old.write_create_intent("k", 0, "w2-n0-0", node="n0") is False
+    assert old.write_create_intent("k", 0, "w2-m0-0", node="m0") is False
+    assert old.write_create_intent("k", 0, "w2-m1-e3", node="m1", element=3) is False
+    # Node n0's create answered: saving its record carries that outcome (and only that one).
+    old.save_nodes("k", [ExecutionRecord(key="p/d/w2/n0", workflow_state={"phase": 2})])
+    intents = conn.execute(
+        "SELECT node, element, attempt, outcome_at IS NOT NULL FROM taskplug_create_intents ORDER BY node"
+    ).fetchall()
+    assert intents == [("m0", -1, 0, False), ("m1", 3, 0, False), ("n0", -1, 0, True)]
+    assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)
+    old.close()  # stopped before m0's and m1's element 3's answers were committed
+    new = _store(postgres_dsn, b)
+    new.claim("k", claim_row(conn, b, "w2"))
+    assert new.write_create_intent("k", 0, "w2-n0-0", node="n0") is False  # its outcome is known
+    assert new.write_create_intent("k", 0, "w2-m0-0", node="m0") is True  # unknown: created again
+    assert new.write_create_intent("k", 0, "w2-m1-e3", node="m1", element=3) is True
+    assert new.write_create_intent("k", 0, "w2-m1-e4", node="m1", element=4) is False
+    new.close()
+
+
+# -- a replica runs it ---------------------------------------------------------------------------------------
+
+
+async def _pods(cluster: LocalCluster) -> dict[str, str]:
+    objects, _ = await cluster.client().list(POD, None)
+    return {o["metadata"]["name"]: o["metadata"]["uid"] for o in objects}
+
+
+def _node_phases(conn: psycopg.Connection[Any], key: str) -> dict[str, int]:
+    found = conn.execute(
+        "SELECT n.path, (n.record->'workflow_state'->>'phase')::int FROM taskplug_nodes n"
+        " JOIN taskplug_executions e ON e.id = n.execution_id WHERE e.key = %s",
+        (key,),
+    ).fetchall()
+    return {path: phase for path, phase in found if phase is not None}
+
+
+async def test_a_replica_runs_a_workflow_and_its_successor_resumes_it_creating_nothing_twice(
+    conn: psycopg.Connection[Any], postgres_dsn: str, tmp_path: Path
+) -> None:
+    # Pods kept when finalized: every pod the workflow ever created is still there to be counted at the end.
+    platform = Platform.load(
+        document={"executor": {"data-root": str(tmp_path / "data"), "resync-period": "1s"}}
+    )
+    async with LocalCluster(mode="simulated") as cluster:
+        submit(conn, "wf1", workflow_document("wf1", duration=1.5, x=11, fan_out=3))
+        async with running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)):
+            # Stopped once n0 finished and its followers run (hand-over at stop: the successor claims it).
+            await wait_until(
+                lambda: _node_phases(conn, "wf1").get("n0") == 5 and len(_node_phases(conn, "wf1")) > 1,
+                within=60,
+                what="n0 succeeded and the fan-out started",
+            )
+        first = await _pods(cluster)
+        assert not rows(conn)["wf1"]["terminal"]
+        async with running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)):
+            await wait_until(lambda: rows(conn)["wf1"]["terminal"], within=60, what="the workflow ends")
+        pods = await _pods(cluster)
+    found = rows(conn)["wf1"]
+    assert (found["phase"], found["outputs"], found["error"]) == ("Success", {"o": 11, "y": 1}, None)
+    # One pod per node, each created once: the ones the first replica created are the same objects.
+    assert len(pods) == 5
+    assert all(pods[name] == uid for name, uid in first.items())
+    assert _node_phases(conn, "wf1") == dict.fromkeys(
+        ["start-node", "n0", "m0", "m1", "m2", "end", "end-node"], 5
+    )
+    epochs = conn.execute(
+        "SELECT DISTINCT ev.epoch FROM taskplug_events ev JOIN taskplug_executions e ON e.id = ev.execution_id"
+        " WHERE e.key = 'wf1'"
+    ).fetchall()
+    assert len(epochs) == 2  # two owners wrote its events
+    kinds = conn.execute("SELECT DISTINCT kind FROM taskplug_events").fetchall()
+    assert {k for (k,) in kinds} == {"task", "node", "workflow"}
+    assert stale_epoch_writes(conn) == []
+
+
+# -- submitting ----------------------------------------------------------------------------------------------
+
+
+def test_a_submitted_closure_is_compiled_again_not_trusted() -> None:
+    document = workflow_document("c1")
+    # A closure whose compiled connections claim n0 needs nothing and "end" follows nothing: ignored, the
+    # template's own dependencies are what the compiler derives.
+    document["workflowClosure"]["primary"]["connections"] = {"upstream": {"end": {"ids": []}}}
+    spec = parse_spec(document, source="api", fresh_name=False)
+    assert set(spec.workflow.closure.primary.connections.upstream["end"].ids) == {"m0", "m1"}
+    # A node that refers to a task the closure does not hold is the compiler's error, naming it.
+    broken = copy.deepcopy(workflow_document("c2"))
+    broken["workflowClosure"]["tasks"] = []
+    with pytest.raises(Exception, match="sim"):
+        parse_spec(broken, source="api", fresh_name=False)
+
+
+def test_a_malformed_closure_is_refused_naming_the_field() -> None:
+    document = workflow_document("c3")
+    document["workflowClosure"]["primary"]["template"]["nodes"][0]["taskNode"] = {"referenceId": 3}
+    with pytest.raises(SpecError) as err:
+        parse_spec(document, source="api", fresh_name=False)
+    assert err.value.path.startswith("workflowClosure.primary.template.nodes")
+    for field, value in (("template", {"type": "container"}), ("node", "n0")):
+        with_both = {**workflow_document("c4"), field: value}
+        with pytest.raises(SpecError) as err:
+            parse_spec(with_both, source="api", fresh_name=False)
+        assert err.value.path == field
+
+
+def test_a_workflow_with_too_many_nodes_is_refused_with_422_naming_the_field() -> None:
+    body = httpx.Request("POST", "http://x", json={"spec": workflow_document("big", fan_out=8)}).content
+    with pytest.raises(SpecError) as err:
+        parse_submission(body, max_bytes=1 << 22, limits=SubmissionLimits(max_nodes=9))
+    assert err.value.path == "spec.workflowClosure"
+    assert "at most 9" in err.value.reason
+    parse_submission(body, max_bytes=1 << 22, limits=SubmissionLimits(max_nodes=10))  # 10 nodes: allowed
+    spec = parse_spec(workflow_document("ok"), source="api", fresh_name=False)
+    check_limits(spec, SubmissionLimits(max_nodes=4))
