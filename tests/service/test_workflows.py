@@ -6,18 +6,23 @@ outputs. Real PostgreSQL, real replicas, the embedded cluster with simulated pod
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from service.replica_helpers import (
     claim_row,
     empty_database_fixture,  # noqa: F401 (the conn fixture)
+    pod_document,
     replica_row,
     rows,
     running,
@@ -25,8 +30,10 @@ from service.replica_helpers import (
     submit,
     workflow_document,
 )
+from service.test_api_replica_double import serve_app
 from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
 from support.waiting import wait_until
+from taskplug.cli._run import run
 from taskplug.core import SpecError
 from taskplug.executor import (
     Event,
@@ -40,6 +47,7 @@ from taskplug.executor import (
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
 from taskplug.service import PostgresStateStore, Replica, ReplicaSettings
+from taskplug.service._api_app import create_app
 from taskplug.service._api_submit import parse_submission
 
 FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
@@ -222,3 +230,110 @@ def test_a_workflow_with_too_many_nodes_is_refused_with_422_naming_the_field() -
     parse_submission(body, max_bytes=1 << 22, limits=SubmissionLimits(max_nodes=10))  # 10 nodes: allowed
     spec = parse_spec(workflow_document("ok"), source="api", fresh_name=False)
     check_limits(spec, SubmissionLimits(max_nodes=4))
+
+
+# -- the API and `taskplug run --server` ---------------------------------------------------------------------
+
+MODULE = """
+from flytekit import task, workflow
+
+
+@task
+def step(a: int) -> None:
+    print(a)
+
+
+@workflow
+def sub(a: int) -> None:
+    step(a=a)
+
+
+@workflow
+def wf(a: int, b: int = 2) -> int:
+    step(a=a)
+    sub(a=b)
+    return a
+"""
+
+
+@pytest.fixture
+def api(postgres_dsn: str) -> Iterator[str]:
+    with serve_app(create_app(postgres_dsn, poll_interval=0.25)) as url:
+        yield url
+
+
+async def test_the_api_runs_a_submitted_workflow_and_lists_its_nodes(
+    conn: psycopg.Connection[Any], postgres_dsn: str, platform: Platform, api: str
+) -> None:
+    async with (
+        LocalCluster(mode="simulated") as cluster,
+        running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)),
+        httpx.AsyncClient(base_url=f"{api}/api/v1") as client,
+    ):
+        answer = await client.post("/executions", json={"spec": workflow_document("api1", x=5)})
+        assert answer.status_code == 201, answer.text
+        created = answer.json()
+        assert (created["key"], created["task_type"]) == ("p/d/api1/wf", "workflow")
+        key = created["key"]
+
+        await wait_until(lambda: rows(conn)["p/d/api1/wf"]["terminal"], within=60, what="the workflow ends")
+        execution = (await client.get(f"/executions/{key}")).json()
+        outputs = (await client.get(f"/executions/{key}/outputs")).json()
+        nodes = (await client.get(f"/executions/{key}/nodes")).json()
+        events = (await client.get(f"/executions/{key}/events")).json()
+        elements = (await client.get(f"/executions/{key}/elements")).json()
+        openapi = (await client.get("/openapi.json")).json()
+        refused = await client.post(
+            "/executions", json={"spec": {**workflow_document("api2"), "templateFile": "wf.pb"}}
+        )
+    assert (execution["phase"], execution["error"], execution["node"]) == ("Success", None, "wf")
+    assert outputs["outputs"] == {"o": 5, "y": 1}
+    assert [(n["id"], n["name"], n["kind"], n["parent"], n["phase"], n["attempts"]) for n in nodes] == [
+        ("n0", "first", "task", None, "Succeeded", 1),
+        ("m0", "m0", "task", None, "Succeeded", 1),
+        ("m1", "m1", "task", None, "Succeeded", 1),
+        ("end", "last", "task", None, "Succeeded", 1),
+    ]
+    assert all(n["started_at"] and n["updated_at"] and n["error"] is None for n in nodes)
+    # The workflow's own events and its nodes' events, each naming its node.
+    assert events[0]["kind"] == "workflow" and events[0]["phase"] == "Running"
+    assert events[-1]["kind"] == "workflow" and events[-1]["phase"] == "Succeeded"
+    assert {e["node"] for e in events if e["kind"] == "node"} >= {"n0", "m0", "m1", "end"}
+    assert elements["total"] == 0
+    assert "/api/v1/executions/{key}/nodes" in openapi["paths"]
+    assert refused.status_code == 422
+    assert refused.json()["error"]["field"] == "spec.templateFile"
+
+
+def test_a_task_executions_nodes_are_empty_and_an_unknown_key_is_404(
+    conn: psycopg.Connection[Any], api: str
+) -> None:
+    with httpx.Client(base_url=f"{api}/api/v1") as client:
+        submitted = client.post("/executions", json={"spec": pod_document("t1")}).json()
+        assert client.get(f"/executions/{submitted['key']}/nodes").json() == []
+        assert client.get("/executions/p/d/nothing/wf/nodes").status_code == 404
+
+
+async def test_run_with_server_submits_a_module_s_workflow_and_follows_it_to_its_outputs(
+    conn: psycopg.Connection[Any], postgres_dsn: str, platform: Platform, api: str, tmp_path: Path
+) -> None:
+    module = tmp_path / "service_wf_module.py"
+    module.write_text(MODULE)
+    args = ["--server", api, "-o", "json", "--name", "modwf", str(module), "wf", "--a", "4"]
+    async with (
+        LocalCluster(mode="simulated") as cluster,
+        running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)),
+    ):
+        result = await asyncio.to_thread(CliRunner().invoke, run, args)
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert (document["execution"], document["phase"]) == ("flytesnacks/development/modwf/wf", "Success")
+    assert document["outputs"] == {"o0": 4}
+    (step, sub) = document["nodes"]
+    assert (step["phase"], sub["phase"]) == ("Succeeded", "Succeeded")
+    assert [n["phase"] for n in sub["nodes"]] == ["Succeeded"]
+    stored = conn.execute("SELECT spec FROM taskplug_executions WHERE key = %s", (document["execution"],))
+    spec = stored.fetchone()[0]
+    # What was sent is the self-contained form: the compiled closure, its launch plan, the values given.
+    assert set(spec) == {"workflowClosure", "launchPlans", "launchPlan", "inputs", "execution"}
+    assert spec["inputs"] == {"a": 4}
