@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from service.replica_helpers import (
@@ -31,8 +32,10 @@ from service.replica_helpers import (
     workflow_document,
 )
 from service.test_api_replica_double import serve_app
+from support.flytekit_workflows import serialize
 from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
 from support.waiting import wait_until
+from taskplug.cli._remote_run import remote_document
 from taskplug.cli._run import run
 from taskplug.core import SpecError
 from taskplug.executor import (
@@ -42,6 +45,7 @@ from taskplug.executor import (
     Platform,
     SubmissionLimits,
     check_limits,
+    load_spec,
     parse_spec,
 )
 from taskplug.k8s import POD
@@ -337,3 +341,35 @@ async def test_run_with_server_submits_a_module_s_workflow_and_follows_it_to_its
     # What was sent is the self-contained form: the compiled closure, its launch plan, the values given.
     assert set(spec) == {"workflowClosure", "launchPlans", "launchPlan", "inputs", "execution"}
     assert spec["inputs"] == {"a": 4}
+
+
+def test_a_workflow_spec_file_is_sent_compiled_and_the_server_compiles_the_same(tmp_path: Path) -> None:
+    serialized = serialize(tmp_path / "project", "service_wf_file", MODULE)
+    spec_file = tmp_path / "run.yaml"
+    spec_file.write_text(
+        yaml.safe_dump(
+            {
+                "templateFile": str(serialized.package),
+                "workflow": "wf",
+                "inputs": {"a": 3},
+                "execution": {"id": {"project": "p", "domain": "d", "name": "file1"}},
+            }
+        )
+    )
+    document, key = remote_document(spec_file)
+    assert key == "p/d/file1/wf"
+    assert "templateFile" not in document and "workflow" not in document
+    assert document["inputs"] == {"a": 3}
+    local = load_spec(spec_file)
+    served = parse_spec(document, source="api", fresh_name=False)
+    assert served.execution_key == local.execution_key
+    assert served.workflow is not None and local.workflow is not None
+    ours, theirs = local.workflow.closure, served.workflow.closure
+    assert (theirs.primary, theirs.tasks) == (ours.primary, ours.tasks)
+
+    def called(closure: Any) -> dict[str, Any]:
+        primary = closure.primary.template.id
+        return {s.template.id.name: s for s in closure.sub_workflows if s.template.id != primary}
+
+    assert called(theirs) == called(ours)
+    assert served.inputs == local.inputs  # b = 2 from the launch plan's default, merged again by the server
