@@ -57,6 +57,12 @@ async def test_a_version_4_database_is_migrated_and_a_replica_resumes_its_execut
         assert records[MAP]["path"] == "n0"
         assert not any({"phase", "user_failures"} & record.keys() for record in records.values())
         intents_before = conn.execute("SELECT count(*) FROM taskplug_create_intents").fetchone()
+        # A single task's intent keeps node ''; a map's elements' move under its root node's path (0008).
+        intents = conn.execute(
+            "SELECT e.key, i.node, i.element FROM taskplug_create_intents i"
+            " JOIN taskplug_executions e ON e.id = i.execution_id ORDER BY e.key, i.element"
+        ).fetchall()
+        assert sorted(intents) == sorted([(SINGLE, "", -1)] + [(MAP, "n0", i) for i in range(MAP_SIZE)])
 
         probe = ProgressProbe(finish=True)
         async with (
