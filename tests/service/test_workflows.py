@@ -19,6 +19,7 @@ import psycopg
 import pytest
 import yaml
 from click.testing import CliRunner
+from psycopg.types.json import Jsonb
 
 from service.replica_helpers import (
     claim_row,
@@ -32,12 +33,13 @@ from service.replica_helpers import (
     workflow_document,
 )
 from service.test_api_replica_double import serve_app
+from service.test_create_intents import _CountingConnector
 from support.flytekit_workflows import serialize
 from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
 from support.waiting import wait_until
 from taskplug.cli._remote_run import remote_document
 from taskplug.cli._run import run
-from taskplug.core import SpecError
+from taskplug.core import PluginRegistry, SpecError
 from taskplug.executor import (
     Event,
     ExecutionRecord,
@@ -53,6 +55,7 @@ from taskplug.localcluster import LocalCluster
 from taskplug.service import PostgresStateStore, Replica, ReplicaSettings
 from taskplug.service._api_app import create_app
 from taskplug.service._api_submit import parse_submission
+from taskplug.webapi import WebApiPluginEntry
 
 FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
 
@@ -373,3 +376,56 @@ def test_a_workflow_spec_file_is_sent_compiled_and_the_server_compiles_the_same(
 
     assert called(theirs) == called(ours)
     assert served.inputs == local.inputs  # b = 2 from the launch plan's default, merged again by the server
+
+
+async def test_each_web_api_node_of_a_workflow_is_created_once_with_its_own_intent(
+    conn: psycopg.Connection[Any], postgres_dsn: str, tmp_path: Path
+) -> None:
+    connector = _CountingConnector(postgres_dsn)
+    registry = PluginRegistry.discover()
+    registry.register(WebApiPluginEntry("counting", ("counting",), lambda setup: connector))
+    platform = Platform.load(
+        document={
+            "executor": {"data-root": str(tmp_path / "data"), "resync-period": "1s"},
+            "tasks": {"task-plugins": {"enabled-plugins": ["container", "counting"]}},
+        },
+        registry=registry,
+    )
+    document = workflow_document("wweb", x=2, fan_out=2)
+    task = document["workflowClosure"]["tasks"][0]["template"]
+    task["type"] = "counting"
+    del task["container"]
+    # An earlier owner (epoch 1, gone) wrote m1's intent and never its outcome: m1's create is unknown, and
+    # only m1's — every other node's attempt 0 is another intent.
+    conn.execute(
+        "INSERT INTO taskplug_executions (key, task_type, spec, lease_epoch) VALUES ('wweb', 'workflow', %s, 1)",
+        (Jsonb(document),),
+    )
+    conn.execute(
+        "INSERT INTO taskplug_create_intents (execution_id, node, element, attempt, resource_name, epoch) "
+        "SELECT id, 'm1', -1, 0, 'from-the-old-owner', 1 FROM taskplug_executions WHERE key = 'wweb'"
+    )
+    async with (
+        LocalCluster(mode="simulated") as cluster,
+        running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)),
+    ):
+        await wait_until(lambda: rows(conn)["wweb"]["terminal"], within=60, what="the workflow ends")
+        await wait_until(
+            lambda: _metric(conn, "taskplug_executor_unknown_creates_total") == 1,
+            what="exactly one unknown create counted",
+        )
+    found = rows(conn)["wweb"]
+    assert (found["phase"], found["outputs"]) == ("Success", {"o": 2, "y": 1})
+    assert len(connector.creates) == 4 and set(connector.creates.values()) == {1}
+    assert all(connector.intent_committed.values())  # each create was sent after its intent committed
+    intents = conn.execute(
+        "SELECT node, element, attempt, epoch, outcome_at IS NOT NULL FROM taskplug_create_intents"
+        " ORDER BY node"
+    ).fetchall()
+    assert intents == [(n, -1, 0, 2, True) for n in ("end", "m0", "m1", "n0")]
+
+
+def _metric(conn: psycopg.Connection[Any], name: str) -> float:
+    row = conn.execute("SELECT metrics FROM taskplug_replicas WHERE fenced_at IS NULL").fetchone()
+    samples = row[0].get(name, []) if row else []
+    return float(samples[0]["value"]) if samples else -1.0
