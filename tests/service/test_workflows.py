@@ -429,3 +429,35 @@ def _metric(conn: psycopg.Connection[Any], name: str) -> float:
     row = conn.execute("SELECT metrics FROM taskplug_replicas WHERE fenced_at IS NULL").fetchone()
     samples = row[0].get(name, []) if row else []
     return float(samples[0]["value"]) if samples else -1.0
+
+
+async def test_a_failed_and_an_aborted_workflow_show_their_phase_and_error(
+    conn: psycopg.Connection[Any], postgres_dsn: str, platform: Platform, api: str
+) -> None:
+    async with (
+        LocalCluster(mode="simulated") as cluster,
+        running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)),
+        httpx.AsyncClient(base_url=f"{api}/api/v1") as client,
+    ):
+        failing = await client.post("/executions", json={"spec": workflow_document("bad", exit_code=3)})
+        long = await client.post("/executions", json={"spec": workflow_document("long", duration=3600)})
+        bad_key, long_key = failing.json()["key"], long.json()["key"]
+        await wait_until(lambda: rows(conn)[long_key]["phase"] == "Running", within=60, what="long runs")
+        await wait_until(lambda: _node_phases(conn, long_key).get("n0") == 2, within=60, what="n0 runs")
+        assert (await client.post(f"/executions/{long_key}/abort")).status_code in (200, 202)
+        await wait_until(
+            lambda: rows(conn)[bad_key]["terminal"] and rows(conn)[long_key]["terminal"],
+            within=60,
+            what="both end",
+        )
+        bad, aborted = rows(conn)[bad_key], rows(conn)[long_key]
+        bad_nodes = (await client.get(f"/executions/{bad_key}/nodes")).json()
+        long_nodes = (await client.get(f"/executions/{long_key}/nodes")).json()
+        outputs = await client.get(f"/executions/{bad_key}/outputs")
+    assert bad["phase"] == "PermanentFailure" and bad["error"] is not None
+    assert (bad_nodes[0]["id"], bad_nodes[0]["phase"]) == ("n0", "Failed")
+    assert bad_nodes[0]["error"] is not None
+    assert {n["phase"] for n in bad_nodes[1:]} <= {"NotYetStarted", "Skipped"}
+    assert outputs.status_code == 409
+    assert (aborted["phase"], aborted["error"]["message"]) == ("Aborted", "Workflow aborted.")
+    assert long_nodes[0]["phase"] == "Aborted"
