@@ -265,7 +265,9 @@ def workflow_spec(
         if launched is None:
             continue  # a launch plan of a workflow not read: a node that launches it is a compile error
         launch_plans.append(
-            LaunchPlanInterface(lp.id, expected_inputs(lp, launched.interface), launched.interface.outputs)
+            LaunchPlanInterface(
+                lp.id, expected_inputs(lp, launched.interface), launched.interface.outputs
+            )
         )
     closure = compile_workflow(
         hydrated.workflow,
