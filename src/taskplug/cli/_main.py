@@ -23,10 +23,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "taskplug.cli._logs:logs",
         "Print what an execution's containers printed, attempt by attempt...",
     ),
+    "signal": ("taskplug.cli._signal_cmd:signal", "Answer the gate nodes an execution waits on..."),
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
     "status": (
         "taskplug.cli._status:status",
-        "Print the PhaseInfo the plugin reports for an observed object...",
+        "Print an execution's state from the state DB (a workflow's nodes)...",
     ),
     "plugins": (
         "taskplug.cli._plugins_cmd:plugins",

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from flyteidl.core import compiler_pb2
 from google.protobuf import json_format
 from rich.console import Console
 from rich.live import Live
@@ -37,6 +38,7 @@ from rich.text import Text
 
 from taskplug.cli._output import EXIT_TASK_FAILED, fail
 from taskplug.cli._progress import Progress, plain_console
+from taskplug.compiler import WorkflowBundle, hydrate, id_key, read_bundle
 from taskplug.core import SpecError, load_document
 from taskplug.executor import Event, ExecutionResult, ExecutionSpec, load_spec, workflow_spec
 
@@ -67,14 +69,18 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
     if not isinstance(document, dict):
         raise SpecError("", f"execution spec {str(path)!r} must be a mapping at the top level")
     document = copy.deepcopy(document)
-    if parsed.workflow is not None and "workflowClosure" not in document:
+    if parsed.workflow is not None and "templateFile" in document:
+        # Read again here to send what the server needs to compile it as this machine did.
+        bundle = read_bundle(
+            path.parent / Path(str(document["templateFile"])).expanduser(),
+            workflow=document.get("workflow"),
+            launch_plan=document.get("launchPlan"),
+            field="templateFile",
+        )
         execution = document.get("execution")
-        launch_plan = document.get("launchPlan")
+        section = execution if isinstance(execution, dict) else None
         return workflow_document(
-            parsed,
-            document.get("inputs") or {},
-            launch_plan=launch_plan if isinstance(launch_plan, str) else None,
-            execution=execution if isinstance(execution, dict) else None,
+            bundle, parsed, document.get("inputs") or {}, execution=section
         ), parsed.execution_key
     if "templateFile" in document:
         if parsed.array is not None and "arrayNode" not in document:
@@ -92,29 +98,38 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def workflow_document(
+    bundle: WorkflowBundle,
     spec: ExecutionSpec,
     inputs: Mapping[str, Any],
     *,
-    launch_plan: str | None,
     execution: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """The self-contained document of workflow execution ``spec`` (compiled here, from a file or a module):
-    its compiled closure and launch plans as protobuf JSON, the launch plan that runs it (by name), the
-    plain ``inputs`` given (the server merges the launch plan's defaults and fixed inputs again) and the
-    ``execution`` section, naming the execution as ``spec`` does."""
+    """The self-contained document of workflow execution ``spec``, compiled here from ``bundle`` (a file's or a
+    module's): the compiled closure, with the templates of the workflows its launch plans run among its
+    sub-workflows (the server compiles them again), every launch plan read (``admin.LaunchPlan`` JSON,
+    identifiers filled as the closure's are), the one that runs it (by name), the plain ``inputs`` given
+    (the server merges that launch plan's defaults and fixed inputs again) and the ``execution`` section,
+    naming the execution as ``spec`` does."""
     assert spec.workflow is not None
+    closure = compiler_pb2.CompiledWorkflowClosure()
+    closure.CopyFrom(spec.workflow.closure)
+    primary = closure.primary.template.id
+    hydrated = hydrate(bundle, project=primary.project, domain=primary.domain, version=primary.version)
+    known = {id_key(primary), *(id_key(sub.template.id) for sub in closure.sub_workflows)}
+    for template in hydrated.sub_workflows.values():
+        if id_key(template.id) not in known:
+            closure.sub_workflows.add().template.CopyFrom(template)
+            known.add(id_key(template.id))
     section = copy.deepcopy(dict(execution or {}))
     ids = section.setdefault("id", {})
     ids["name"] = spec.metadata.task_execution_id.id.node_execution_id.execution_id.name
-    document: dict[str, Any] = {
-        "workflowClosure": json_format.MessageToDict(spec.workflow.closure),
-        "launchPlans": [json_format.MessageToDict(plan) for plan in spec.workflow.launch_plans.values()],
+    return {
+        "workflowClosure": json_format.MessageToDict(closure),
+        "launchPlans": [json_format.MessageToDict(plan) for plan in hydrated.launch_plans.values()],
+        "launchPlan": hydrated.launch_plan.id.name,
         "inputs": dict(inputs),
         "execution": section,
     }
-    if launch_plan is not None:
-        document["launchPlan"] = launch_plan
-    return document
 
 
 def module_document(path: Path, arguments: Sequence[str], target: ModuleTarget) -> tuple[dict[str, Any], str]:
@@ -131,8 +146,7 @@ def module_document(path: Path, arguments: Sequence[str], target: ModuleTarget) 
     if environment:
         execution["environment"] = environment
     spec = workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=True)
-    document = workflow_document(spec, values, launch_plan=bundle.launch_plan.id.name, execution=execution)
-    return document, spec.execution_key
+    return workflow_document(bundle, spec, values, execution=execution), spec.execution_key
 
 
 def read_token(token_file: Path | None) -> tuple[str | None, str]:
@@ -296,6 +310,7 @@ def _event(document: dict[str, Any]) -> Event:
         error=document.get("error"),
         logs=document.get("logs"),
         external_resources=document.get("external_resources"),
+        # A workflow's node and workflow events: the server lists them with their kind and node.
         kind=str(document.get("kind") or "task"),
         node=document.get("node"),
     )
