@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import httpx
 import psycopg
 import pytest
@@ -34,10 +35,11 @@ from service.replica_helpers import (
 )
 from service.test_api_replica_double import serve_app
 from service.test_create_intents import _CountingConnector
-from support.flytekit_workflows import serialize
+from support.flytekit_workflows import DEMO, serialize
 from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
 from support.waiting import wait_until
-from taskplug.cli._remote_run import remote_document
+from taskplug.cli._flytekit_module import ModuleTarget, module_workflow
+from taskplug.cli._remote_run import module_document, remote_document
 from taskplug.cli._run import run
 from taskplug.core import PluginRegistry, SpecError
 from taskplug.executor import (
@@ -49,6 +51,7 @@ from taskplug.executor import (
     check_limits,
     load_spec,
     parse_spec,
+    workflow_spec,
 )
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
@@ -221,6 +224,12 @@ def test_a_malformed_closure_is_refused_naming_the_field() -> None:
     with pytest.raises(SpecError) as err:
         parse_spec(document, source="api", fresh_name=False)
     assert err.value.path.startswith("workflowClosure.primary.template.nodes")
+    compiled = workflow_document("c5")
+    compiled["workflowClosure"]["primary"]["template"]["nodes"].insert(0, {"id": "start-node"})
+    with pytest.raises(SpecError) as err:
+        parse_spec(compiled, source="api", fresh_name=False)
+    assert err.value.path == "workflowClosure.primary.template.nodes"
+    assert "compiled template" in err.value.reason
     for field, value in (("template", {"type": "container"}), ("node", "n0")):
         with_both = {**workflow_document("c4"), field: value}
         with pytest.raises(SpecError) as err:
@@ -461,3 +470,25 @@ async def test_a_failed_and_an_aborted_workflow_show_their_phase_and_error(
     assert outputs.status_code == 409
     assert (aborted["phase"], aborted["error"]["message"]) == ("Aborted", "Workflow aborted.")
     assert long_nodes[0]["phase"] == "Aborted"
+
+
+def test_a_module_workflow_launching_a_launch_plan_compiles_on_the_server_as_here(tmp_path: Path) -> None:
+    module = tmp_path / "service_wf_demo.py"
+    module.write_text(DEMO)
+    with click.Context(run, info_name="taskplug run").scope():
+        document, key = module_document(module, ["wf", "--x", "2"], ModuleTarget(name="demo1"))
+    assert key == "flytesnacks/development/demo1/wf"
+    served = parse_spec(document, source="api", fresh_name=False)
+    with click.Context(run, info_name="taskplug run").scope():
+        bundle, values = module_workflow(module, ["wf", "--x", "2"], ModuleTarget(name="demo1"))
+    local = workflow_spec(bundle, values, execution=document["execution"], fresh_name=False)
+    assert served.workflow is not None and local.workflow is not None
+    assert (served.workflow.closure.primary, served.workflow.closure.tasks) == (
+        local.workflow.closure.primary,
+        local.workflow.closure.tasks,
+    )
+    assert served.inputs == local.inputs  # y = 3 from the launch plan's default, merged by the server
+    # The launch plan its node launches runs the same workflow, compiled there from the template sent.
+    assert set(served.workflow.launch_plans) == set(local.workflow.launch_plans)
+    for lp_key, launched in local.workflow.launch_plans.items():
+        assert served.workflow.launch_plans[lp_key].closure.primary == launched.closure.primary

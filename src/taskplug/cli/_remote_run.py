@@ -38,7 +38,7 @@ from rich.text import Text
 
 from taskplug.cli._output import EXIT_TASK_FAILED, fail
 from taskplug.cli._progress import Progress, plain_console
-from taskplug.compiler import WorkflowBundle, hydrate, id_key, read_bundle
+from taskplug.compiler import WorkflowBundle, id_key, read_bundle
 from taskplug.core import SpecError, load_document
 from taskplug.executor import Event, ExecutionResult, ExecutionSpec, load_spec, workflow_spec
 
@@ -70,7 +70,7 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
         raise SpecError("", f"execution spec {str(path)!r} must be a mapping at the top level")
     document = copy.deepcopy(document)
     if parsed.workflow is not None and "templateFile" in document:
-        # Read again here to send what the server needs to compile it as this machine did.
+        # Read again here: the server compiles the templates read, as this machine did.
         bundle = read_bundle(
             path.parent / Path(str(document["templateFile"])).expanduser(),
             workflow=document.get("workflow"),
@@ -105,28 +105,28 @@ def workflow_document(
     execution: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The self-contained document of workflow execution ``spec``, compiled here from ``bundle`` (a file's or a
-    module's): the compiled closure, with the templates of the workflows its launch plans run among its
-    sub-workflows (the server compiles them again), every launch plan read (``admin.LaunchPlan`` JSON,
-    identifiers filled as the closure's are), the one that runs it (by name), the plain ``inputs`` given
-    (the server merges that launch plan's defaults and fixed inputs again) and the ``execution`` section,
-    naming the execution as ``spec`` does."""
-    assert spec.workflow is not None
+    module's) as the server will compile it: the workflow's templates as the bundle holds them (in a
+    ``CompiledWorkflowClosure``'s shape: the primary workflow, every other workflow read — sub-workflows and
+    the workflows its launch plans run — and every task), every launch plan read (``admin.LaunchPlan``
+    JSON), the one that runs it (by name), the plain ``inputs`` given (the server merges that launch plan's
+    defaults and fixed inputs again) and the ``execution`` section, naming the execution as ``spec`` does.
+    Source templates, not compiled ones: compiling renames a branch's cases (``<branch>-<case>``), so a
+    compiled template compiled again would be renamed twice."""
     closure = compiler_pb2.CompiledWorkflowClosure()
-    closure.CopyFrom(spec.workflow.closure)
-    primary = closure.primary.template.id
-    hydrated = hydrate(bundle, project=primary.project, domain=primary.domain, version=primary.version)
-    known = {id_key(primary), *(id_key(sub.template.id) for sub in closure.sub_workflows)}
-    for template in hydrated.sub_workflows.values():
-        if id_key(template.id) not in known:
+    closure.primary.template.CopyFrom(bundle.workflow)
+    primary = id_key(bundle.workflow.id)
+    for key, template in bundle.sub_workflows.items():
+        if key != primary:
             closure.sub_workflows.add().template.CopyFrom(template)
-            known.add(id_key(template.id))
+    for task in bundle.tasks.values():
+        closure.tasks.add().template.CopyFrom(task)
     section = copy.deepcopy(dict(execution or {}))
     ids = section.setdefault("id", {})
     ids["name"] = spec.metadata.task_execution_id.id.node_execution_id.execution_id.name
     return {
         "workflowClosure": json_format.MessageToDict(closure),
-        "launchPlans": [json_format.MessageToDict(plan) for plan in hydrated.launch_plans.values()],
-        "launchPlan": hydrated.launch_plan.id.name,
+        "launchPlans": [json_format.MessageToDict(plan) for plan in bundle.launch_plans.values()],
+        "launchPlan": bundle.launch_plan.id.name,
         "inputs": dict(inputs),
         "execution": section,
     }

@@ -618,7 +618,9 @@ def _load_closure_workflow(
     spec: _Spec, document: Mapping[str, Any], *, source: str, fresh_name: bool
 ) -> ExecutionSpec | None:
     """The self-contained workflow form (what ``taskplug run --server`` sends, since a server reads no
-    files): ``workflowClosure`` holds a ``CompiledWorkflowClosure`` as protobuf JSON, ``launchPlans`` the
+    files): ``workflowClosure`` holds the workflow's templates in a ``CompiledWorkflowClosure``'s shape as
+    protobuf JSON (the primary workflow, every other workflow it may run, its tasks; as flytekit serializes
+    them, not compiled: a template with a start or end node is refused), ``launchPlans`` the
     ``admin.LaunchPlan`` documents its launch plans are (``launchPlan`` names the one that runs it, else the
     workflow's default one), ``inputs`` the plain values given. None for a spec without ``workflowClosure``.
 
@@ -648,6 +650,19 @@ def _load_closure_workflow(
     closure = _parse_message(spec.workflow_closure, compiler_pb2.CompiledWorkflowClosure(), "workflowClosure")
     if not closure.primary.template.id.name:
         raise SpecError("workflowClosure.primary.template.id.name", "required (the workflow to run)")
+    templates = [("workflowClosure.primary.template", closure.primary.template)] + [
+        (f"workflowClosure.subWorkflows[{i}].template", sub.template)
+        for i, sub in enumerate(closure.sub_workflows)
+    ]
+    for where, template in templates:
+        if any(node.id in ("start-node", "end-node") for node in template.nodes):
+            # Compiling renames a branch's cases (<branch>-<case>): a compiled template compiled again would
+            # have them renamed twice. What flytekit serializes has no start or end node.
+            raise SpecError(
+                f"{where}.nodes",
+                "is a compiled template (it has a start-node or end-node): send the workflow's templates as "
+                "flytekit serializes them; the server compiles them",
+            )
     plans = tuple(
         _parse_message(plan, launch_plan_pb2.LaunchPlan(), f"launchPlans[{i}]")
         for i, plan in enumerate(spec.launch_plans or ())
