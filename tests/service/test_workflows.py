@@ -51,12 +51,14 @@ from taskplug.executor import (
     check_limits,
     load_spec,
     parse_spec,
+    unique_node_id,
     workflow_spec,
 )
 from taskplug.k8s import POD
 from taskplug.localcluster import LocalCluster
 from taskplug.service import PostgresStateStore, Replica, ReplicaSettings
 from taskplug.service._api_app import create_app
+from taskplug.service._api_nodes import ClosureCache, workflow_nodes
 from taskplug.service._api_submit import parse_submission
 from taskplug.webapi import WebApiPluginEntry
 
@@ -492,3 +494,54 @@ def test_a_module_workflow_launching_a_launch_plan_compiles_on_the_server_as_her
     assert set(served.workflow.launch_plans) == set(local.workflow.launch_plans)
     for lp_key, launched in local.workflow.launch_plans.items():
         assert served.workflow.launch_plans[lp_key].closure.primary == launched.closure.primary
+
+
+BRANCHING = """
+from flytekit import conditional, task, workflow
+
+
+@task
+def double(a: int) -> int:
+    return 2 * a
+
+
+@task
+def halve(a: int) -> int:
+    return a // 2
+
+
+@workflow
+def inner(a: int) -> int:
+    return double(a=a)
+
+
+@workflow
+def wf(a: int) -> int:
+    b = double(a=a)
+    return conditional("big").if_(b > 5).then(inner(a=b)).else_().then(halve(a=b))
+"""
+
+
+def test_the_node_list_follows_the_compiled_ids_of_branch_cases_and_sub_workflows(tmp_path: Path) -> None:
+    module = tmp_path / "service_wf_branching.py"
+    module.write_text(BRANCHING)
+    with click.Context(run, info_name="taskplug run").scope():
+        document, _ = module_document(module, ["wf", "--a", "4"], ModuleTarget(name="br1"))
+    closure = ClosureCache().get(1, document)
+    assert closure is not None
+    branch = next(n for n in closure.primary.template.nodes if n.WhichOneof("target") == "branch_node")
+    taken = branch.branch_node.if_else.case.then_node.id  # the compiled id: <branch>-<case>
+    case_unique = unique_node_id(branch.id, 0, taken)
+    records = {
+        "n0": {"workflow_state": {"phase": 5}, "attempt": 0},
+        branch.id: {"workflow_state": {"phase": 2, "taken": taken}},
+        case_unique: {"workflow_state": {"phase": 2}},
+    }
+    listed = [(n["id"], n["kind"], n["parent"], n["phase"]) for n in workflow_nodes(closure, records, {})]
+    inner_node = unique_node_id(case_unique, 0, "n0")
+    assert listed == [
+        ("n0", "task", None, "Succeeded"),
+        (branch.id, "branch", None, "Running"),
+        (case_unique, "subworkflow", branch.id, "Running"),
+        (inner_node, "task", case_unique, "NotYetStarted"),
+    ]

@@ -38,7 +38,7 @@ from starlette.requests import ClientDisconnect
 
 from taskplug.core import SpecError, literal_to_plain, plain_to_literal
 from taskplug.executor import SIGNAL_NOT_FOUND, Signal, SignalError, check_signal_value, signal_type_name
-from taskplug.service._api_nodes import workflow_nodes
+from taskplug.service._api_nodes import ClosureCache, workflow_nodes
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
 from taskplug.service._api_submit import (
     Submission,
@@ -532,10 +532,17 @@ async def execution_nodes(request: Request, key: str) -> list[dict[str, Any]]:
     spec = row.get("spec")
     if row["task_type"] != "workflow" or not isinstance(spec, dict):
         return []
+    closures: ClosureCache = request.app.state.closures
+    try:
+        closure = await asyncio.to_thread(closures.get, row["id"], spec)
+    except SpecError as e:
+        raise ApiError(422, f"execution {key!r}'s stored spec does not compile: {e}", field="key") from None
+    if closure is None:
+        return []
     db = _db(request)
     records = await db.node_records(row["id"])
     times = await db.node_times(row["id"])
-    return workflow_nodes(spec, records, times)
+    return workflow_nodes(closure, records, times)
 
 
 @router.get("/executions/{key:path}/outputs", response_model=Outputs, responses=_errors(404, 409, 422))

@@ -4,27 +4,27 @@ What flyteadmin's ``ListNodeExecutions`` answers from its node-execution table (
 node_execution_manager.go``; the unique ids of propeller's ``nodes/common/utils.go``), read here from what a
 replica keeps: every node that started has a record among the execution's node records (``taskplug_nodes``,
 path = the node's unique id, its phase in ``workflow_state``), and every node event names its node. Which
-nodes there are, their names and kinds, and which node is whose parent come from the workflow itself: the
-compiled closure the stored spec holds (``workflowClosure``, compiled again at submit, so its structure is
-the one the replica walks). The list is flat, in the workflow's order, each node naming its ``parent`` (a
+nodes there are, their names and kinds, and which node is whose parent come from the workflow itself: its
+stored spec compiled (:class:`ClosureCache`), as the replica that runs it compiled it, so the ids are the ones
+it walks. The list is flat, in the workflow's order, each node naming its ``parent`` (a
 sub-workflow or branch node's unique id; None at the top level). A node that has not started is listed as
-``NotYetStarted`` with no attempt; a branch's cases are listed under it once one was taken (the others never
-run); a map node's elements are not nodes here (``/elements`` lists a single map task's; a workflow's map
-node shows its own phase).
+``NotYetStarted`` with no attempt; a branch's taken case is listed under it (and the cases not taken, once
+their records say Skipped); a map node's elements are not nodes here (``/elements`` lists a single map
+task's; a workflow's map node shows its own phase).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from flyteidl.core import compiler_pb2, identifier_pb2, workflow_pb2
-from google.protobuf import json_format
 
-from taskplug.executor import NodePhase, unique_node_id
+from taskplug.executor import NodePhase, parse_spec, unique_node_id
 
-__all__ = ["MAX_LISTED_NODES", "node_kind", "workflow_nodes"]
+__all__ = ["MAX_LISTED_NODES", "ClosureCache", "node_kind", "workflow_nodes"]
 
 MAX_LISTED_NODES: Final = 10_000
 """The most nodes one answer lists (a submission's node count is bounded by ``executor.limits.max-nodes``)."""
@@ -45,19 +45,13 @@ def node_kind(node: workflow_pb2.Node) -> str:
 
 
 def workflow_nodes(
-    spec: Mapping[str, Any],
+    closure: compiler_pb2.CompiledWorkflowClosure,
     records: Mapping[str, Mapping[str, Any]],
     times: Mapping[str, tuple[datetime | None, datetime | None]],
 ) -> list[dict[str, Any]]:
-    """The nodes of the workflow execution whose stored spec is ``spec``: ``records`` are its node records'
-    JSON by path, ``times`` the first and last time an event of each node was recorded. Empty for an
-    execution that is not a workflow."""
-    closure_json = spec.get("workflowClosure")
-    if not isinstance(closure_json, Mapping):
-        return []
-    closure = json_format.ParseDict(
-        closure_json, compiler_pb2.CompiledWorkflowClosure(), ignore_unknown_fields=True
-    )
+    """The nodes of the workflow execution that runs ``closure`` (as compiled from its stored spec: the ids
+    the replica walks, branch cases renamed ``<branch>-<case>``): ``records`` are its node records' JSON by
+    path, ``times`` the first and last time an event of each node was recorded."""
     subs = {_key(sub.template.id): sub.template for sub in closure.sub_workflows}
     out: list[dict[str, Any]] = []
     for node, unique, parent in _walk(closure.primary.template.nodes, None, subs, records, ()):
@@ -65,6 +59,34 @@ def workflow_nodes(
             break
         out.append(_entry(node, unique, parent, records.get(unique), times.get(unique)))
     return out
+
+
+class ClosureCache:
+    """The compiled closures of the workflow executions whose nodes were listed lately, by execution row id (a
+    stored spec never changes, and compiling one is the costly part of a listing)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._closures: OrderedDict[int, compiler_pb2.CompiledWorkflowClosure] = OrderedDict()
+
+    def get(self, row_id: int, spec: Mapping[str, Any]) -> compiler_pb2.CompiledWorkflowClosure | None:
+        """The compiled closure of the stored ``spec`` of execution row ``row_id``; None when it is no
+        workflow. Raises :class:`~taskplug.core.SpecError` when the stored spec no longer compiles. Blocking:
+        call it from a thread."""
+        found = self._closures.get(row_id)
+        if found is not None:
+            self._closures.move_to_end(row_id)
+            return found
+        if "workflowClosure" not in spec:
+            return None
+        parsed = parse_spec(spec, source="api", fresh_name=False)
+        if parsed.workflow is None:
+            return None
+        closure = parsed.workflow.closure
+        self._closures[row_id] = closure
+        while len(self._closures) > self.size:
+            self._closures.popitem(last=False)
+        return closure
 
 
 def _walk(
@@ -90,7 +112,8 @@ def _walk(
             state = (records.get(unique) or {}).get("workflow_state") or {}
             taken = state.get("taken") if isinstance(state, Mapping) else None
             for case in _cases(node.branch_node.if_else):
-                if case.id == taken:
+                # The taken case, and the others once they have a record (Skipped, when the executor keeps one).
+                if case.id == taken or unique_node_id(unique, 0, case.id) in records:
                     yield from _walk([case], unique, subs, records, calling)
 
 
