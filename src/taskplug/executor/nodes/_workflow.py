@@ -148,6 +148,11 @@ _PENDING: Final = _Report(_Outcome.PENDING)
 
 _DONE_PHASES: Final = frozenset({NodePhase.SUCCEEDED, NodePhase.SKIPPED, NodePhase.RECOVERED})
 _FAILED_PHASES: Final = frozenset({NodePhase.FAILED, NodePhase.TIMED_OUT})
+_EXECUTION_PHASES: Final = {
+    WorkflowPhase.SUCCESS: Phase.SUCCESS,
+    WorkflowPhase.FAILED: Phase.PERMANENT_FAILURE,
+    WorkflowPhase.ABORTED: Phase.ABORTED,
+}
 _TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
 
 
@@ -841,6 +846,10 @@ class WorkflowRun:
             except BranchError as e:
                 return self._node_failed(unique, node, status, _error(e.error))
             state["taken"] = taken
+            for case in _cases(node.branch_node.if_else):
+                if case.id != taken:  # Skipped, silently: propeller never traverses them
+                    untaken = unique_node_id(unique, 0, case.id)
+                    self._set_phase(untaken, self._status(untaken), NodePhase.SKIPPED)
             self._set_phase(unique, status, NodePhase.RUNNING)
             self._node_event(unique, node, "Running")
             return _PROGRESS
@@ -1135,6 +1144,8 @@ class WorkflowRun:
         self, phase: WorkflowPhase, *, error: dict[str, Any] | None = None, silent: bool = False
     ) -> None:
         self._state["phase"] = int(phase)
+        # The root's phase as every execution's is read (the service's lists, status): the workflow's.
+        self.record.task_phase = int(_EXECUTION_PHASES.get(phase, Phase.RUNNING))
         if silent:
             return
         event = Event(
