@@ -270,13 +270,28 @@ class Executor:
     # -- the owner hook plugins use to wake executions -------------------------------------------------------
     def enqueue_owner(self, namespace: str, name: str) -> None:
         for key in self._owners.get((namespace, name), ()):
+            execution = self._executions.get(key)
+            woken_all = getattr(execution.node, "woken_all", None) if execution is not None else None
+            if woken_all is not None:
+                woken_all()
             self.wake(key)
+
+    def enqueue_object(self, namespace: str, name: str) -> bool:
+        """Wake the execution running the object ``name`` (its current attempt's generated name), telling its
+        root node which object changed; False when no execution here runs it."""
+        key = self._by_generated_name.get(name)
+        execution = self._executions.get(key) if key is not None else None
+        if key is None or execution is None:
+            return False
+        woken = getattr(execution.node, "woken", None)
+        if woken is not None:
+            woken(name)
+        self.wake(key)
+        return True
 
     def enqueue_task_execution(self, generated_name: str) -> None:
         """Wake the execution whose current attempt is ``generated_name`` (unknown names are ignored)."""
-        key = self._by_generated_name.get(generated_name)
-        if key is not None:
-            self.wake(key)
+        self.enqueue_object("", generated_name)
 
     async def before_create(self, tctx: TaskExecutionContext) -> None:
         """The web-API adapters' hook, awaited right before a create (or a sync plugin's ``do``): the store's

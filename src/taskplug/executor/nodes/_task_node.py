@@ -60,6 +60,7 @@ class TaskNode:
         "abort_reason",
         "allow_dynamic",
         "host",
+        "inputs_in_store",
         "key",
         "max_attempts",
         "plugin",
@@ -90,6 +91,8 @@ class TaskNode:
             spec.metadata.max_attempts, host.step.settings.default_max_attempts
         )
         self._inputs_written = False
+        # A workflow that wrote the node's inputs.pb when it queued the node (the same file) sets this.
+        self.inputs_in_store = False
         self._generated_name = ""
         self.abort_reason = "aborted by request"  # a workflow aborting its nodes gives its own reason
         self.allow_dynamic = False  # a workflow's task node may be @dynamic: its futures.pb is no failure
@@ -139,7 +142,8 @@ class TaskNode:
             if self._inputs_written:
                 return
             paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-            await self.host.data.write(paths.input_path, self.spec.inputs.SerializeToString())
+            if not self.inputs_in_store:
+                await self.host.data.write(paths.input_path, self.spec.inputs.SerializeToString())
             if needs_template_file(self.spec.template):
                 await self.host.data.write(
                     f"{paths.input_prefix}/task.pb", self.spec.template.SerializeToString()
