@@ -68,6 +68,7 @@ __all__ = [
     "MODULE_ARGS",
     "ModuleCommand",
     "ModuleTarget",
+    "environment_of",
     "host_image",
     "is_module",
     "module_options",
@@ -642,6 +643,11 @@ def _array_node(entity: Any) -> dict[str, Any] | None:
     elif entity.min_success_ratio is not None and entity.min_success_ratio != 1.0:
         section["minSuccessRatio"] = entity.min_success_ratio
     return section
+
+
+def environment_of(pairs: Sequence[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` options as the execution's environment (a usage error names a malformed one)."""
+    return _environment(pairs)
 
 
 def _environment(pairs: Sequence[str]) -> dict[str, str]:

@@ -64,8 +64,9 @@ if TYPE_CHECKING:
         signal_not_found,
         signal_type_name,
     )
-    from taskplug.executor.nodes import CLEANUP_FAILED
+    from taskplug.executor.nodes import CLEANUP_FAILED, NodePhase
     from taskplug.executor.nodes._host import AsyncFlush
+    from taskplug.executor.nodes._ids import unique_node_id
 
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "LocalCoordinator",
     "MemoryStateStore",
     "NodeKind",
+    "NodePhase",
     "NodeRecord",
     "OpenPlugins",
     "Platform",
@@ -117,6 +119,7 @@ __all__ = [
     "signal_type_name",
     "submission_limits",
     "task_context_for",
+    "unique_node_id",
     "workflow_spec",
 ]
 
@@ -125,6 +128,8 @@ __getattr__ = lazy_exports(
     {
         "AsyncFlush": "taskplug.executor.nodes._host",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
+        "NodePhase": "taskplug.executor.nodes._phase",
+        "unique_node_id": "taskplug.executor.nodes._ids",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",
         "LocalCoordinator": "taskplug.executor._coordination",

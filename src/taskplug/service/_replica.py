@@ -43,7 +43,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import psycopg
@@ -507,7 +507,9 @@ class Replica:
                 )
                 continue
             record = ExecutionRecord.from_json(record_json) if record_json else None
-            nodes = await self._nodes(inc, conn, row_id) if spec.kind is NodeKind.ARRAY else []
+            # A map's elements and a workflow's nodes (and their maps' elements) are its child node records:
+            # a taken-over execution resumes from them, never starting a finished node or element again.
+            nodes = await self._nodes(inc, conn, row_id) if spec.kind in _WITH_NODES else []
             inc.store.claim(
                 key,
                 Claim(row_id, epoch, record, nodes, _resource_name(spec), object_owner=_object_owner(spec)),
@@ -612,6 +614,10 @@ class Replica:
                     log.warning(
                         "orphan reaper deleted %s/%s (its attempt was already finished)", namespace, name
                     )
+
+
+_WITH_NODES: Final = frozenset({NodeKind.ARRAY, NodeKind.WORKFLOW})
+"""The kinds of execution whose root node has child node records."""
 
 
 def _reraise_cancellation() -> None:

@@ -98,14 +98,14 @@ class TaskNode:
         self.allow_dynamic = False  # a workflow's task node may be @dynamic: its futures.pb is no failure
 
     # -- what the executor asks -------------------------------------------------------------------------
-    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+    def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
         name = tctx.metadata.task_execution_id.generated_name
         if name != self._generated_name:
             raise PluginError(
                 ErrorCode.SYSTEM_ERROR,
                 f"[{name}] is not the current attempt of {self.key}: nothing is created",
             )
-        return None, self.record.attempt
+        return None, None, self.record.attempt
 
     def nodes_json(self) -> None:
         return None

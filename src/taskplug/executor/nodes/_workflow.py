@@ -290,13 +290,15 @@ class WorkflowRun:
         self._round_all = True
 
     # -- what the executor asks -------------------------------------------------------------------------
-    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+    def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
         name = tctx.metadata.task_execution_id.generated_name
         unique = self._names.get(name)
         child = self._children.get(unique) if unique is not None else None
-        if child is None:
+        if unique is None or child is None:
             raise PluginError("SystemError", f"[{name}] is no running node of {self.key}: nothing is created")
-        return child.creating(tctx)
+        node, element, attempt = child.creating(tctx)
+        # A task node's own attempt is the node's (its unique id): two nodes' attempt 0 are two creates.
+        return (unique if node is None else node), element, attempt
 
     def elements_json(self) -> None:
         return None
