@@ -36,7 +36,9 @@ from typing import Any
 import pytest
 
 from support.waiting import wait_until
+from taskplug.k8s import POD, ResourceType
 from taskplug.localcluster import LocalCluster
+from taskplug.localcluster._store import StoredEvent
 
 from .conftest import PodLedger
 
@@ -308,7 +310,8 @@ def test_a_node_override_names_the_node(case: str, runs: dict[str, Future[Run]])
 def test_the_failure_node_runs_after_the_failure_and_the_workflow_fails_with_the_first_error(
     case: str, runs: dict[str, Future[Run]]
 ) -> None:
-    document = runs[case].result(timeout=DEADLINE * len(CASES)).document
+    run = runs[case].result(timeout=DEADLINE * len(CASES))
+    document = run.document
     ordered = [
         (event.get("node"), event["phase"])
         for event in document["events"]
@@ -320,6 +323,9 @@ def test_the_failure_node_runs_after_the_failure_and_the_workflow_fails_with_the
         < ordered.index((None, "Failed"))
     )
     assert document["error"]["code"] == document["nodes"][0]["error"]["code"]
+    # It was given the error as flytekit gives it (err.failed_node_id is the failure node's own id).
+    (log,) = run.cwd.rglob("*-fn0-0.log")
+    assert "with_cleanup(a=0) failed at fn0:" in log.read_text() and "division" in log.read_text()
 
 
 @pytest.mark.xfail(
@@ -329,6 +335,29 @@ def test_the_failure_node_runs_after_the_failure_and_the_workflow_fails_with_the
 def test_the_failure_node_is_listed_among_the_nodes(case: str, runs: dict[str, Future[Run]]) -> None:
     phases = runs[case].result(timeout=DEADLINE * len(CASES)).phases()
     assert phases.get("fn0") == "Succeeded", phases
+
+
+async def test_node_overrides_reach_the_pod(served: tuple[LocalCluster, Path], tmp_path: Path) -> None:
+    cluster, kubeconfig = served
+    created: list[dict[str, Any]] = []
+
+    def record(rtype: ResourceType, event: StoredEvent) -> None:
+        if rtype.plural == POD.plural and event.type == "ADDED":
+            created.append(event.obj)
+
+    cluster.store.observers.append(record)
+    proc = await _start(
+        tmp_path,
+        *("-o", "json", "--name", "over-1", "--kubeconfig", kubeconfig, "--image", "localhost/examples:v1"),
+        *("--env", f"PYTHONPATH={EXAMPLES}", PIPELINES, "overridden", "--a", "4"),
+    )
+    code, out, err = await _finish(proc)
+    assert code == 0, err
+    assert json.loads(out)["outputs"] == {"o0": 8}
+    (pod,) = created
+    (container,) = pod["spec"]["containers"]
+    # with_overrides(requests=...) replaced the task's requests; no limits were given, so limits = requests.
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "200Mi"}
 
 
 # -- a module written for the tests below: its tasks keep a journal -----------------------------------------
