@@ -565,3 +565,25 @@ def test_sub_workflows_nested_beyond_the_stack_are_refused_not_crashing() -> Non
     assert str(caught.value) == (
         "Code: WorkflowBuildError, Node Id: , Description: The workflow nests sub-workflows too deeply to be compiled."
     )
+
+
+def test_a_launch_plan_node_naming_the_workflow_itself_uses_the_workflows_interface() -> None:
+    from taskplug.compiler import LaunchPlanInterface
+
+    template = _workflow([_task_node("n0", "one", [_integer("a", 1)])], inputs={"x": INTEGER})
+    call = workflow_pb2.Node(id="n1", inputs=[_integer("x", 2)])
+    call.workflow_node.launchplan_ref.CopyFrom(template.id)
+    template.nodes.append(call)
+    # The launch plan given says it takes nothing: the workflow's own interface (x) is used instead.
+    plan = LaunchPlanInterface(template.id, interface_pb2.ParameterMap(), interface_pb2.VariableMap())
+    closure = compile_workflow(template, tasks=[ONE], launch_plans=[plan])
+    assert [n.id for n in closure.primary.template.nodes] == ["start-node", "end-node", "n0", "n1"]
+    other = workflow_pb2.Node(id="n1", inputs=[_integer("x", 2)])
+    other.workflow_node.launchplan_ref.name = "elsewhere"
+    plan = LaunchPlanInterface(other.workflow_node.launchplan_ref, interface_pb2.ParameterMap(), None)
+    with pytest.raises(CompileErrors) as caught:
+        compile_workflow(_workflow([other]), launch_plans=[plan])
+    # A node whose interface cannot be made has its bindings left unchecked: one error only.
+    assert str(caught.value) == (
+        "Code: ValueRequired, Node Id: n1, Description: Value required [WorkflowNode.ExpectedOutputs]."
+    )

@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2
 from taskplug.compiler import MAX_ENTITY_BYTES, is_archive
 from taskplug.compiler import _serialized as workflow_reader
 from taskplug.core import SpecError
-from taskplug.executor import load_spec, parse_spec
+from taskplug.executor import NodeKind, load_spec, parse_spec
 
 LIST_INT = {"collectionType": {"simple": "INTEGER"}}
 
@@ -235,7 +235,13 @@ def _serialize(
 
 
 def _spec(path: Path | str, **extra: Any) -> dict[str, Any]:
-    return {"templateFile": str(path), "execution": {"id": {"name": "e1"}}, "inputs": {"xs": [4, 5]}, **extra}
+    """A spec running the workflow's array node ``n0`` alone (``node``); ``node=None`` runs the workflow."""
+    doc = {"templateFile": str(path), "execution": {"id": {"name": "e1"}}, "inputs": {"xs": [4, 5]}}
+    doc["node"] = "n0"
+    doc.update(extra)
+    if doc["node"] is None:
+        del doc["node"]
+    return doc
 
 
 def test_a_serialized_workflow_gives_its_array_node_the_map_task_and_the_bound_inputs(tmp_path: Path) -> None:
@@ -324,11 +330,12 @@ def test_an_archive_with_several_mapping_workflows_needs_one_named(tmp_path: Pat
     assert err.value.path == "workflow"
 
 
-def test_a_workflow_with_several_array_nodes_needs_the_node_named(tmp_path: Path) -> None:
+def test_without_node_the_whole_workflow_runs_and_node_picks_one_array_node(tmp_path: Path) -> None:
     path = _serialize(tmp_path, _workflow(nodes=[_array_node("n0"), _array_node("n1")]))
-    with pytest.raises(SpecError) as err:
-        parse_spec(_spec(path))
-    assert err.value.path == "node" and "['n0', 'n1']" in str(err.value)
+    whole = parse_spec(_spec(path, node=None))
+    assert whole.kind is NodeKind.WORKFLOW
+    assert whole.workflow is not None
+    assert [n.id for n in whole.workflow.template.nodes] == ["start-node", "end-node", "n0", "n1"]
     spec = parse_spec(_spec(path, node="n1"))
     assert spec.metadata.task_execution_id.id.node_execution_id.node_id == "n1"
 
@@ -343,8 +350,8 @@ def test_a_workflow_with_several_array_nodes_needs_the_node_named(tmp_path: Path
         (
             _workflow(nodes=[core_workflow_pb2.Node(id="n0", task_node=core_workflow_pb2.TaskNode())]),
             {},
-            "templateFile",
-            "no array node",
+            "node",
+            "is not an array node",
         ),
     ],
 )
@@ -483,7 +490,7 @@ def test_a_file_of_zeros_is_not_taken_for_an_archive(tmp_path: Path) -> None:
     assert tarfile.is_tarfile(zeros)
     assert not is_archive(zeros)
     with pytest.raises(SpecError) as err:
-        parse_spec(_spec(zeros))
+        parse_spec(_spec(zeros, node=None))
     assert err.value.path == "templateFile"
     assert "archive" not in err.value.reason
 

@@ -40,9 +40,9 @@ def test_opening_a_version_2_state_db_converts_its_elements_into_node_records(tm
 
     db = sqlite3.connect(path)
     try:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (4,)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert "elements" not in tables and "nodes" in tables
+        assert "elements" not in tables and {"nodes", "signals"} <= tables
         nodes = db.execute("SELECT key, path, record FROM nodes ORDER BY path").fetchall()
         records = dict(db.execute("SELECT key, record FROM executions").fetchall())
     finally:

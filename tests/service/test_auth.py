@@ -105,6 +105,36 @@ def test_a_read_token_reads_but_may_not_submit_abort_or_relaunch(
     assert client.get(f"/api/v1/executions/{key}", headers=read).json()["aborting"] is False
 
 
+def test_a_read_token_lists_signals_but_only_a_submit_token_answers_a_gate(
+    client: TestClient, tokens: dict[str, str], postgres_dsn: str
+) -> None:
+    from flyteidl.core import types_pb2
+
+    from service.replica_helpers import claim_row, replica_row
+    from taskplug.service import PostgresStateStore
+
+    key = submit(client, "gated-auth", tokens["submit"]).json()["key"]
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        rid = replica_row(conn)
+        store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
+        try:
+            store.claim(key, claim_row(conn, rid, key))
+            store.get_or_create_signal(
+                key, "approve-y", types_pb2.LiteralType(simple=types_pb2.SimpleType.BOOLEAN)
+            )
+        finally:
+            store.close()
+    signals = f"/api/v1/executions/{key}/signals"
+
+    assert client.get(signals, headers=bearer(tokens["read"])).json()[0]["is_set"] is False
+    refused = client.post(f"{signals}/approve-y", json={"value": True}, headers=bearer(tokens["read"]))
+    assert refused.status_code == 403 and "submit role" in refused.json()["error"]["message"]
+    assert client.post(f"{signals}/approve-y", json={"value": True}).status_code == 401
+    answered = client.post(f"{signals}/approve-y", json={"value": True}, headers=bearer(tokens["submit"]))
+    assert answered.status_code == 200, answered.text
+    assert (answered.json()["value"], answered.json()["set_by"]) == (True, "token:submit-bot")
+
+
 def test_the_submitter_and_the_relauncher_are_recorded_and_shown(
     client: TestClient, tokens: dict[str, str], postgres_dsn: str
 ) -> None:

@@ -301,3 +301,64 @@ async def test_a_web_api_create_is_preceded_by_its_fenced_intent_and_followed_by
         ("web", 0, {"job": "web-n0-0"}, "Success", 1),
     ]
     assert stale_epoch_writes(conn) == []
+
+
+async def test_a_signal_set_for_an_execution_this_replica_drives_wakes_it_at_once(
+    conn: psycopg.Connection[Any], postgres_dsn: str, platform: Platform
+) -> None:
+    """``NOTIFY taskplug_signal, '<row key>'`` (what a signal's set sends) makes the owner evaluate that
+    execution now (the executor's ``wake``): its gate reads the value without waiting for the resync."""
+    from flyteidl.core import types_pb2
+
+    from taskplug.core import plain_to_literal
+
+    boolean = types_pb2.LiteralType(simple=types_pb2.SimpleType.BOOLEAN)
+    async with LocalCluster(mode="simulated") as cluster:
+        replica = Replica(postgres_dsn, platform, cluster.client(), settings=FAST)
+        async with running(replica):
+            submit(conn, "gate-wake", pod_document("gate-wake", duration=60))
+            await wait_until(
+                lambda: replica._current is not None and "p/d/gate-wake/n0" in replica._current.rows,
+                within=30,
+                what="the replica drives the execution",
+            )
+            # A NOTIFY sent before the replica's LISTEN is lost (the reconcile and resync cover that): wait
+            # until it listens.
+            await wait_until(
+                lambda: (
+                    conn.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN taskplug_signal'"
+                    ).fetchone()
+                    is not None
+                ),
+                what="the replica listens",
+            )
+            current = replica._current
+            assert current is not None and current.executor is not None
+            woken: list[tuple[str, str]] = []
+            replica_wake, executor_wake = replica._wake, current.executor.wake
+
+            # Observers around the real methods, which still run: the LISTEN handler's dispatch, and the
+            # executor wake it makes (the executor also wakes itself, on its resync and object events).
+            def on_notify(inc: Any, row_key: str) -> None:
+                woken.append(("notified", row_key))
+                replica_wake(inc, row_key)
+
+            def on_wake(key: str) -> None:
+                if woken and woken[-1][0] == "notified":
+                    woken.append(("woken", key))
+                executor_wake(key)
+
+            replica._wake = on_notify  # type: ignore[method-assign]
+            current.executor.wake = on_wake  # type: ignore[method-assign]
+            current.store.get_or_create_signal("p/d/gate-wake/n0", "approve-y", boolean)
+            conn.execute("NOTIFY taskplug_signal, 'not-driven-here'")  # no execution of this replica's
+            current.store.set_signal("p/d/gate-wake/n0", "approve-y", plain_to_literal(True, boolean, "v"))
+            await wait_until(
+                lambda: ("woken", "p/d/gate-wake/n0") in woken, within=10, what="the owner woken"
+            )
+    assert woken == [
+        ("notified", "not-driven-here"),
+        ("notified", "gate-wake"),
+        ("woken", "p/d/gate-wake/n0"),
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from google.protobuf import json_format
 
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
@@ -53,10 +54,11 @@ def render(
     execution_name: str | None,
     environment: tuple[str, ...],
 ) -> None:
-    """Print the Kubernetes object a task execution would create, with every piece of platform config.
+    """Print the Kubernetes object a task execution would create, with every piece of platform config; for
+    a workflow, the compiled workflow (the CompiledWorkflowClosure flyteadmin would store).
 
-    SPEC is an execution spec, or a flytekit module, a task and its inputs as `taskplug run` takes them
-    (`taskplug render workflows.py add --a 2`).
+    SPEC is an execution spec, or a flytekit module, a task or workflow and its inputs as `taskplug run`
+    takes them (`taskplug render workflows.py add --a 2`).
     """
     if is_module(spec):
         target = module_target_from_options(
@@ -77,5 +79,10 @@ def render(
         platform = Platform.load(config_path, pod_template_paths=pod_templates)
         # The same spec renders the same objects: a spec without a name gets one drawn from its content.
         loaded = load_spec(spec, fresh_name=False)
+    if loaded.workflow is not None:
+        # A workflow: the CompiledWorkflowClosure flyteadmin would store for it (protobuf JSON).
+        closure = json_format.MessageToDict(loaded.workflow.closure)
+        click.echo(dump(closure, fmt), nl=False)
+        return
     obj = render_object(platform, loaded, data_root=platform.config.get(EXECUTOR_SECTION).data_root)
     click.echo(dump(obj, fmt), nl=False)

@@ -24,7 +24,14 @@ from taskplug.executor._platform import (
     Platform,
 )
 from taskplug.executor._render import observed_phase, render_object
-from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec, NodeKind, load_spec, parse_spec
+from taskplug.executor._spec import (
+    ArrayNodeSpec,
+    ExecutionSpec,
+    NodeKind,
+    load_spec,
+    parse_spec,
+    workflow_spec,
+)
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
@@ -39,17 +46,24 @@ if TYPE_CHECKING:
     from taskplug.executor._guard import FencedError, GuardedKubeClient
     from taskplug.executor._runtime import executor_settings, open_executor
     from taskplug.executor._store import (
+        SIGNAL_NOT_CASTABLE,
+        SIGNAL_NOT_FOUND,
         Event,
         ExecutionRecord,
+        KeepsSignals,
         Lease,
         MemoryStateStore,
         NodeRecord,
+        Signal,
+        SignalError,
         SQLiteStateStore,
         StateStore,
         StateStoreError,
+        check_signal_value,
         check_state_file,
+        signal_not_found,
+        signal_type_name,
     )
-    from taskplug.executor._workflow import workflow_spec
     from taskplug.executor.nodes import CLEANUP_FAILED
     from taskplug.executor.nodes._host import AsyncFlush
 
@@ -58,6 +72,8 @@ __all__ = [
     "CLEANUP_FAILED",
     "EXECUTOR_SECTION",
     "PLATFORM_DEFAULTS",
+    "SIGNAL_NOT_CASTABLE",
+    "SIGNAL_NOT_FOUND",
     "ArrayNodeConfig",
     "ArrayNodeSpec",
     "AsyncFlush",
@@ -73,6 +89,7 @@ __all__ = [
     "FencedError",
     "FencedStateStore",
     "GuardedKubeClient",
+    "KeepsSignals",
     "Lease",
     "LocalCoordinator",
     "MemoryStateStore",
@@ -81,11 +98,14 @@ __all__ = [
     "OpenPlugins",
     "Platform",
     "SQLiteStateStore",
+    "Signal",
+    "SignalError",
     "StateStore",
     "StateStoreError",
     "SubmissionLimits",
     "WritesCreateIntent",
     "check_limits",
+    "check_signal_value",
     "check_state_file",
     "executor_settings",
     "load_spec",
@@ -93,6 +113,8 @@ __all__ = [
     "open_executor",
     "parse_spec",
     "render_object",
+    "signal_not_found",
+    "signal_type_name",
     "submission_limits",
     "task_context_for",
     "workflow_spec",
@@ -124,6 +146,13 @@ __getattr__ = lazy_exports(
         "StateStore": "taskplug.executor._store",
         "StateStoreError": "taskplug.executor._store",
         "check_state_file": "taskplug.executor._store",
-        "workflow_spec": "taskplug.executor._workflow",
+        "KeepsSignals": "taskplug.executor._store",
+        "SIGNAL_NOT_CASTABLE": "taskplug.executor._store",
+        "SIGNAL_NOT_FOUND": "taskplug.executor._store",
+        "Signal": "taskplug.executor._store",
+        "SignalError": "taskplug.executor._store",
+        "check_signal_value": "taskplug.executor._store",
+        "signal_not_found": "taskplug.executor._store",
+        "signal_type_name": "taskplug.executor._store",
     },
 )

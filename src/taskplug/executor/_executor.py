@@ -175,6 +175,7 @@ class _Execution:
     record: ExecutionRecord
     node: RootNode  # its root node's handler, by kind (nodes._factory)
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    parent: str | None = None  # the execution whose launch-plan node launched it: woken when it ends
     unexpected_errors: int = 0  # consecutive rounds that failed for a reason nobody expected
     flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
 
@@ -324,6 +325,15 @@ class Executor:
         execution = self._executions.get(key)
         if execution is not None:
             self._terminal(execution)
+
+    async def launch(self, spec: ExecutionSpec, *, parent: str) -> str:
+        key = await self.submit(spec)
+        self._executions[key].parent = parent
+        return key
+
+    def launched(self, key: str) -> ExecutionRecord | None:
+        execution = self._executions.get(key)
+        return execution.record if execution is not None else None
 
     def _run_settings(self) -> RunSettings:
         s = self.settings
@@ -527,6 +537,8 @@ class Executor:
         execution.node.unindex_all()
         execution.record.terminal = True
         self.store.save(execution.record)
+        if execution.parent is not None:
+            self.wake(execution.parent)
         if isinstance(self.store, AsyncFlush):
             # The round's worker awaits the flush (it may share one commit with other rounds' flushes),
             # then releases the waiters.

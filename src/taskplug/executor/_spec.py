@@ -46,6 +46,7 @@ from google.protobuf.message_factory import GetMessageClass
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from taskplug.compiler import task_overrides
 from taskplug.core import (
     Quantity,
     QuantityError,
@@ -61,20 +62,24 @@ from taskplug.core import (
 from taskplug.k8s import PodSpecModel, execution_labels
 
 if TYPE_CHECKING:
-    from taskplug.executor._workflow import WorkflowArrayNode
+    from taskplug.compiler import WorkflowBundle
+    from taskplug.executor._workflow import LaunchPlanRun, WorkflowArrayNode
 
 __all__ = [
     "WORKFLOW_NODE_ID",
     "ArrayNodeSpec",
     "ExecutionSpec",
+    "LaunchPlanRun",
     "NodeKind",
     "WorkflowSpec",
+    "child_workflow_spec",
     "load_spec",
     "new_execution_name",
     "node_array_spec",
     "node_task_spec",
     "parse_spec",
     "workflow_execution_spec",
+    "workflow_spec",
 ]
 
 _UINT32_MAX: Final = 2**32 - 1
@@ -94,6 +99,9 @@ class NodeKind(enum.StrEnum):
 WORKFLOW_NODE_ID: Final = "wf"
 """The node id in a workflow execution's key (``project/domain/name/wf``). Flyte keys a workflow execution by
 project, domain and name; taskplug's keys also name the root node, and a workflow's root is the workflow."""
+DEFAULT_PROJECT: Final = "project"
+"""The project of an execution whose spec names none (nor its task's id)."""
+DEFAULT_DOMAIN: Final = "development"
 DEFAULT_MAX_PARALLELISM: Final = 25
 """flyteadmin's ``maxParallelism`` default: the task, map and launch-plan nodes of one workflow execution that
 run at once."""
@@ -107,9 +115,9 @@ class WorkflowSpec:
     interface) and its ``inputs`` are the workflow's, launch-plan defaults and fixed inputs merged."""
 
     closure: compiler_pb2.CompiledWorkflowClosure
-    launch_plans: Mapping[str, Any] = dataclass_field(default_factory=dict)
-    """Launch plans the workflow's nodes launch (``admin.LaunchPlan`` by identifier key), each with what
-    its child execution needs (:mod:`taskplug.compiler`)."""
+    launch_plans: Mapping[str, LaunchPlanRun] = dataclass_field(default_factory=dict)
+    """Launch plans the workflow's nodes (at any depth, and those of the workflows they launch) launch, by
+    :func:`taskplug.compiler.id_key` of the launch plan's id."""
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     """Task, map and launch-plan nodes running at once (0: no limit), as ``ExecutionSpec.max_parallelism``."""
 
@@ -580,7 +588,6 @@ def _load_whole_workflow(
         return None
     # Imported here: only a spec with a templateFile may name a workflow (archives, flyteidl.admin's types).
     from taskplug.compiler import as_workflow_spec, is_archive, read_bundle
-    from taskplug.executor._workflow import workflow_spec
 
     path = _relative(spec.template_file, base_dir)
     if not is_archive(path) and not path.is_dir():
@@ -660,17 +667,9 @@ def _sub_node_interruptible(workflow: WorkflowArrayNode) -> bool | None:
     return None
 
 
-_RESOURCE_NAMES = {
-    tasks_pb2.Resources.CPU: "cpu",
-    tasks_pb2.Resources.MEMORY: "memory",
-    tasks_pb2.Resources.EPHEMERAL_STORAGE: "ephemeral-storage",
-    tasks_pb2.Resources.GPU: "nvidia.com/gpu",
-}
-
-
 def _task_node_overrides(workflow: WorkflowArrayNode) -> TaskOverrides:
     """The sub-node's ``task_node.overrides`` (what ``.with_overrides`` sets on a map task's node)."""
-    return _node_overrides(workflow.sub_node.task_node.overrides, "node.overrides.resources")
+    return task_overrides(workflow.sub_node)
 
 
 def _workflow_array(workflow: WorkflowArrayNode, execution: _Execution) -> ArrayNodeSpec:
@@ -719,12 +718,40 @@ def _array_node_spec(
 # -- workflows ---------------------------------------------------------------------------------------------
 
 
+def workflow_spec(
+    bundle: WorkflowBundle,
+    values: Mapping[str, Any],
+    *,
+    execution: Mapping[str, Any] | None = None,
+    source: str = "",
+    fresh_name: bool = True,
+) -> ExecutionSpec:
+    """The execution of ``bundle``'s launch plan with the plain input ``values``, as flyteadmin creates one
+    (:func:`~taskplug.executor._workflow.compile_bundle`: hydrated, compiled, inputs merged); ``execution``
+    is a spec's ``execution`` section (the id, namespace, environment…)."""
+    from taskplug.executor._workflow import compile_bundle  # flyteidl.admin's types load only for workflows
+
+    ids = (execution or {}).get("id") or {}
+    project = (ids.get("project") if isinstance(ids, Mapping) else None) or DEFAULT_PROJECT
+    domain = (ids.get("domain") if isinstance(ids, Mapping) else None) or DEFAULT_DOMAIN
+    compiled = compile_bundle(bundle, values, project=str(project), domain=str(domain))
+    return workflow_execution_spec(
+        compiled.closure,
+        compiled.inputs,
+        execution=execution,
+        launch_plans=compiled.launch_plans,
+        max_parallelism=compiled.max_parallelism,
+        source=source,
+        fresh_name=fresh_name,
+    )
+
+
 def workflow_execution_spec(
     closure: compiler_pb2.CompiledWorkflowClosure,
     inputs: literals_pb2.LiteralMap,
     *,
     execution: Mapping[str, Any] | None = None,
-    launch_plans: Mapping[str, Any] | None = None,
+    launch_plans: Mapping[str, LaunchPlanRun] | None = None,
     max_parallelism: int | None = None,
     source: str = "",
     fresh_name: bool = True,
@@ -757,6 +784,54 @@ def workflow_execution_spec(
             closure,
             dict(launch_plans or {}),
             DEFAULT_MAX_PARALLELISM if max_parallelism is None else max_parallelism,
+        ),
+    )
+
+
+def child_workflow_spec(
+    parent: ExecutionSpec,
+    launched: LaunchPlanRun,
+    inputs: literals_pb2.LiteralMap,
+    name: str,
+) -> ExecutionSpec:
+    """The execution a launch-plan node of ``parent`` starts (flyteadmin's ``CreateExecution`` from
+    propeller's launch-plan handler): named ``name``, in the parent's project and domain, with the parent's
+    execution settings (namespace, labels, environment, service account, interruptible, max parallelism —
+    propeller hands the parent's over), running ``launched``'s workflow with ``inputs`` (merged)."""
+    assert parent.workflow is not None
+    _check_name(name)
+    workflow = launched.closure.primary.template
+    template = tasks_pb2.TaskTemplate(type=str(NodeKind.WORKFLOW))
+    template.id.CopyFrom(workflow.id)
+    if workflow.HasField("interface"):
+        template.interface.CopyFrom(workflow.interface)
+    meta = parent.metadata
+    execution = meta.task_execution_id.id.node_execution_id.execution_id
+    tid = identifier_pb2.TaskExecutionIdentifier(
+        node_execution_id=identifier_pb2.NodeExecutionIdentifier(
+            node_id=WORKFLOW_NODE_ID,
+            execution_id=identifier_pb2.WorkflowExecutionIdentifier(
+                project=execution.project, domain=execution.domain, name=name
+            ),
+        ),
+    )
+    tid.task_id.CopyFrom(workflow.id)
+    labels = dict(meta.labels)
+    labels.update(
+        execution_labels(name, WORKFLOW_NODE_ID, interruptible=meta.interruptible, task_name=workflow.id.name)
+    )
+    return ExecutionSpec(
+        template,
+        replace(
+            meta,
+            task_execution_id=TaskExecutionID(f"{name}-{WORKFLOW_NODE_ID}-0", tid, WORKFLOW_NODE_ID),
+            owner_name=name,
+            labels=labels,
+        ),
+        inputs,
+        parent.source,
+        workflow=WorkflowSpec(
+            launched.closure, parent.workflow.launch_plans, parent.workflow.max_parallelism
         ),
     )
 
@@ -800,7 +875,7 @@ def node_task_spec(
     )
     overrides = root_meta.overrides
     if node.WhichOneof("target") == "task_node" and node.task_node.HasField("overrides"):
-        overrides = _node_overrides(node.task_node.overrides, f"node {node.id}: overrides.resources")
+        overrides = task_overrides(node)
     return replace(
         root,
         template=template,
@@ -833,22 +908,6 @@ def node_array_spec(
     spec = node_task_spec(root, sub_node, task, inputs, unique_id, interruptible=interruptible)
     array = _array_node_spec(node.array_node, task, None, workflow_name=root.template.id.name)
     return replace(spec, array=array)
-
-
-def _node_overrides(overrides: workflow_pb2.TaskNodeOverrides, path: str) -> TaskOverrides:
-    """A task node's ``overrides`` (what flytekit's ``with_overrides`` sets) as the plugin gets them."""
-    resources: dict[str, dict[str, str]] = {}
-    for kind in ("requests", "limits"):
-        for entry in getattr(overrides.resources, kind):
-            name = _RESOURCE_NAMES.get(entry.name)
-            if name is not None and entry.value:
-                resources.setdefault(kind, {})[name] = entry.value
-    return TaskOverrides(
-        resources=_resources(_validate(_Resources, resources, path)),
-        extended_resources=overrides.extended_resources if overrides.HasField("extended_resources") else None,
-        container_image=overrides.container_image,
-        pod_template=overrides.pod_template if overrides.HasField("pod_template") else None,
-    )
 
 
 def _load_array(value: _ArrayNode, template: tasks_pb2.TaskTemplate, execution: _Execution) -> ArrayNodeSpec:
@@ -1120,8 +1179,8 @@ def _load_metadata(
     default_interruptible: bool | None = None,
 ) -> TaskExecutionMetadata:
     raw_id = execution.id or _Id()
-    project = raw_id.project or template.id.project or "project"
-    domain = raw_id.domain or template.id.domain or "development"
+    project = raw_id.project or template.id.project or DEFAULT_PROJECT
+    domain = raw_id.domain or template.id.domain or DEFAULT_DOMAIN
     _check_name(name)
     node_id = raw_id.node_id or default_node_id
     attempt = raw_id.retry_attempt

@@ -21,6 +21,14 @@ that owner and epoch, checked in the statement that writes. A write refused mean
 execution over: it is dropped, and the store reports the execution lost (``on_lost``) and never writes it
 again. An execution without a lease here (tests, tools that read and write records directly) is written
 unfenced.
+
+Gate nodes' signals (flyteidl's ``service/signal.proto`` and flyteadmin's ``manager/impl/signal_manager.go``):
+a store that keeps them is a :class:`KeepsSignals` — an optional capability, a store without it is still a
+:class:`StateStore`. A signal is keyed (execution key, signal id): one namespace per execution, so two gates
+of one name share it. The gate creates it each round (``get_or_create_signal``, ``{type, value: null}``);
+a person sets it (``set_signal``: the signal must exist, the value must be castable to its type, and a
+later value overwrites an earlier one). Setting is never fenced by a lease: whoever answers is not the
+process that drives the execution (:func:`check_signal_value` is the check every store and the API apply).
 """
 
 from __future__ import annotations
@@ -35,24 +43,40 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Final, Protocol, TypedDict, runtime_checkable
 
 import orjson
+from flyteidl.core import literals_pb2, types_pb2
+from google.protobuf import json_format, text_format
+from google.protobuf.message import DecodeError
 
-from taskplug.core import TaskplugError
+from taskplug.core import SpecError, TaskplugError, plain_to_literal
 
 __all__ = [
+    "SIGNAL_NOT_CASTABLE",
+    "SIGNAL_NOT_FOUND",
     "Closing",
     "Event",
     "ExecutionRecord",
+    "KeepsSignals",
     "Lease",
     "MemoryStateStore",
     "NodeRecord",
     "SQLiteStateStore",
+    "Signal",
+    "SignalError",
     "StateStore",
     "StateStoreError",
+    "check_signal_value",
     "check_state_file",
+    "signal_not_found",
+    "signal_type_name",
 ]
+
+SIGNAL_NOT_FOUND: Final = "SignalNotFound"
+""":class:`SignalError`'s code when the signal does not exist (yet): its gate has not run."""
+SIGNAL_NOT_CASTABLE: Final = "SignalNotCastable"
+""":class:`SignalError`'s code when the value's type is not castable to the signal's."""
 
 
 class Closing(TypedDict, total=False):
@@ -269,6 +293,101 @@ _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 
+class SignalError(TaskplugError):
+    """A signal cannot be set: it does not exist (code :data:`SIGNAL_NOT_FOUND`) or the value does not fit its
+    type (:data:`SIGNAL_NOT_CASTABLE`). The message says which, in flyteadmin's words."""
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """A gate's signal as a store keeps it (flyteidl's ``admin.Signal`` less the execution id): its id, its
+    type, and its value once a person set it."""
+
+    signal_id: str
+    type: types_pb2.LiteralType
+    value: literals_pb2.Literal | None = None
+
+
+@runtime_checkable
+class KeepsSignals(Protocol):
+    """An optional capability of a state store: gate nodes' signals (see the module docstring)."""
+
+    def get_or_create_signal(
+        self, key: str, signal_id: str, literal_type: types_pb2.LiteralType
+    ) -> literals_pb2.Literal | None:
+        """The value of ``key``'s signal ``signal_id``, creating the signal (``literal_type``, no value) when
+        absent; None while no value is set."""
+        ...
+
+    def list_signals(self, key: str) -> list[Signal]:
+        """Every signal of ``key``, by id."""
+        ...
+
+    def set_signal(self, key: str, signal_id: str, value: literals_pb2.Literal) -> None:
+        """Set (or overwrite) the value of ``key``'s signal ``signal_id``, committed at once; a
+        :class:`SignalError` when it does not exist or ``value`` is not castable to its type."""
+        ...
+
+
+def signal_not_found(key: str, signal_id: str) -> SignalError:
+    """flyteadmin's refusal of a signal set before its gate ran (``ValidateSignalSetRequest``)."""
+    return SignalError(
+        f"failed to validate that signal [execution {key!r}, signal {signal_id!r}] exists: its gate has not "
+        "started yet (signals are created when their gate node runs)",
+        code=SIGNAL_NOT_FOUND,
+    )
+
+
+def check_signal_value(signal: Signal, value: literals_pb2.Literal) -> None:
+    """Refuse (:class:`SignalError`) a ``value`` whose type is not castable to ``signal``'s type."""
+    shown_value = _one_line(value)
+    reason = "it holds no value"
+    if value.WhichOneof("value") is not None:
+        # Castability: a simple check for now — the value, as Literal JSON, converted by the signal's type
+        # with the same checks inputs get at launch. taskplug.compiler's AreTypesCastable replaces it here.
+        try:
+            plain_to_literal(json_format.MessageToDict(value), signal.type, "value")
+            return
+        except SpecError as e:
+            reason = e.reason
+    raise SignalError(
+        f"requested signal value [{shown_value}] is not castable to existing signal type "
+        f"[{_one_line(signal.type)}] of signal {signal.signal_id!r} ({signal_type_name(signal.type)}): {reason}",
+        code=SIGNAL_NOT_CASTABLE,
+    )
+
+
+def signal_type_name(t: types_pb2.LiteralType) -> str:
+    """A short name of a signal's type for people: ``BOOLEAN``, ``list[STRING]``, ``map[str, FLOAT]``,
+    ``enum[red, blue]``, ``union[INTEGER, NONE]``, ``FlyteFile``; the type's JSON for anything else."""
+    kind = t.WhichOneof("type")
+    if kind == "simple":
+        return str(types_pb2.SimpleType.Name(t.simple))
+    if kind == "collection_type":
+        return f"list[{signal_type_name(t.collection_type)}]"
+    if kind == "map_value_type":
+        return f"map[str, {signal_type_name(t.map_value_type)}]"
+    if kind == "enum_type":
+        return f"enum[{', '.join(t.enum_type.values)}]"
+    if kind == "union_type":
+        return f"union[{', '.join(signal_type_name(v) for v in t.union_type.variants)}]"
+    if kind == "blob":
+        return "FlyteDirectory" if t.blob.dimensionality == types_pb2.BlobType.MULTIPART else "FlyteFile"
+    if kind == "structured_dataset_type":
+        return "StructuredDataset"
+    return orjson.dumps(json_format.MessageToDict(t)).decode()
+
+
+def _one_line(message: Any) -> str:
+    text = str(text_format.MessageToString(message, as_one_line=True))
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _signal_from_row(signal_id: str, type_bytes: bytes, value_bytes: bytes | None) -> Signal:
+    value = None if value_bytes is None else literals_pb2.Literal.FromString(value_bytes)
+    return Signal(signal_id, types_pb2.LiteralType.FromString(type_bytes), value)
+
+
 class StateStore(Protocol):
     """Where the executor keeps execution records and their events. :class:`SQLiteStateStore` is durable
     (``taskplug run`` resumes from it); :class:`MemoryStateStore` is for tests and benchmarks. ``save`` may
@@ -302,6 +421,8 @@ class MemoryStateStore:
         self._records: dict[str, ExecutionRecord] = {}
         self._events: dict[str, list[Event]] = {}
         self._nodes: dict[str, dict[str, bytes]] = {}
+        # key -> signal id -> (type, value): protobuf bytes, as SQLite keeps them.
+        self._signals: dict[str, dict[str, tuple[bytes, bytes | None]]] = {}
 
     def load(self, key: str) -> ExecutionRecord | None:
         return self._records.get(key)
@@ -325,6 +446,25 @@ class MemoryStateStore:
         rows = self._nodes.get(key, {})
         return [NodeRecord.from_row(row) for row in rows.values()]
 
+    def get_or_create_signal(
+        self, key: str, signal_id: str, literal_type: types_pb2.LiteralType
+    ) -> literals_pb2.Literal | None:
+        kept = self._signals.setdefault(key, {}).setdefault(
+            signal_id, (literal_type.SerializeToString(), None)
+        )
+        return None if kept[1] is None else literals_pb2.Literal.FromString(kept[1])
+
+    def list_signals(self, key: str) -> list[Signal]:
+        rows = self._signals.get(key, {})
+        return [_signal_from_row(sid, t, v) for sid, (t, v) in sorted(rows.items())]
+
+    def set_signal(self, key: str, signal_id: str, value: literals_pb2.Literal) -> None:
+        kept = self._signals.get(key, {}).get(signal_id)
+        if kept is None:
+            raise signal_not_found(key, signal_id)
+        check_signal_value(_signal_from_row(signal_id, kept[0], None), value)
+        self._signals[key][signal_id] = (kept[0], value.SerializeToString())
+
     def flush(self) -> None:
         pass
 
@@ -335,10 +475,11 @@ class MemoryStateStore:
 # "tplg": marks the file as taskplug's state DB (SQLite's application_id, as a file-format magic number).
 _APPLICATION_ID = 0x74706C67
 # 2: the leases table (fenced writes). 3: node records keyed by node path (``nodes`` replaces ``elements``, the
-# records' JSON speaks NodeRecord's key names). An older file is upgraded when opened (:func:`_upgrade`).
-_SCHEMA_VERSION = 3
+# records' JSON speaks NodeRecord's key names). 4: gate nodes' signals (``signals``). An older file is upgraded
+# when opened (:func:`_upgrade`).
+_SCHEMA_VERSION = 4
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_TABLES = {"executions", "events", "nodes", "leases"}
+_TABLES = {"executions", "events", "nodes", "leases", "signals"}
 # What a state DB written before the marker, or by an earlier schema, may hold: adopted (and upgraded) rather
 # than refused.
 _KNOWN_TABLES = _TABLES | {"elements"}
@@ -350,6 +491,9 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS nodes (key TEXT NOT NULL, path TEXT NOT NULL, record BLOB NOT NULL, "
     "PRIMARY KEY (key, path))",
     "CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch INTEGER NOT NULL)",
+    # A signal's type and value are flyteidl LiteralType / Literal protobuf bytes; value NULL until set.
+    "CREATE TABLE IF NOT EXISTS signals (key TEXT NOT NULL, signal_id TEXT NOT NULL, type BLOB NOT NULL, "
+    "value BLOB, PRIMARY KEY (key, signal_id))",
 )
 # A held execution's writes: the same statements, applied only while its lease row is the one this process
 # took (the fence, in the statement that writes).
@@ -585,15 +729,83 @@ class SQLiteStateStore:
         except (orjson.JSONDecodeError, TypeError, ValueError) as e:
             raise self._undecodable("node records", key, e) from e
 
+    def keys_named(self, name: str) -> list[str]:
+        """The keys (``project/domain/name/node``) of the executions named ``name``, sorted: what a person
+        who gives an execution's name alone (as ``taskplug run`` printed it) means."""
+        rows = self._db.execute("SELECT key FROM executions").fetchall()
+        return sorted(key for (key,) in rows if key.count("/") == 3 and key.split("/")[2] == name)
+
+    # -- gate nodes' signals (KeepsSignals; see the module docstring) --------------------------------------
+    def get_or_create_signal(
+        self, key: str, signal_id: str, literal_type: types_pb2.LiteralType
+    ) -> literals_pb2.Literal | None:
+        created = self._db.execute(
+            "INSERT INTO signals (key, signal_id, type) VALUES (?, ?, ?) ON CONFLICT(key, signal_id) DO NOTHING",
+            (key, signal_id, literal_type.SerializeToString()),
+        ).rowcount
+        if created:
+            # Committed at once (and the batch with it): a person lists the signal to answer it, and must not
+            # wait on this process's write lock to do so.
+            self.flush()
+        row = self._db.execute(
+            "SELECT value FROM signals WHERE key = ? AND signal_id = ?", (key, signal_id)
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        try:
+            return literals_pb2.Literal.FromString(row[0])
+        except DecodeError as e:
+            raise self._undecodable(f"value of signal {signal_id!r}", key, e) from e
+
+    def list_signals(self, key: str) -> list[Signal]:
+        rows = self._db.execute(
+            "SELECT signal_id, type, value FROM signals WHERE key = ? ORDER BY signal_id", (key,)
+        ).fetchall()
+        try:
+            return [_signal_from_row(*row) for row in rows]
+        except DecodeError as e:
+            raise self._undecodable("signals", key, e) from e
+
+    def set_signal(self, key: str, signal_id: str, value: literals_pb2.Literal) -> None:
+        """See :class:`KeepsSignals`: checked and written in one immediate transaction, committed (never
+        fenced by a lease: a person answers, not the execution's driver)."""
+        self.flush()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if _is_busy(e):
+                raise self._busy(e) from e
+            raise StateStoreError(f"state DB {str(self.path)!r}: cannot set signal {signal_id!r}: {e}") from e
+        try:
+            row = self._db.execute(
+                "SELECT type FROM signals WHERE key = ? AND signal_id = ?", (key, signal_id)
+            ).fetchone()
+            if row is None:
+                raise signal_not_found(key, signal_id)
+            try:
+                signal = _signal_from_row(signal_id, row[0], None)
+            except DecodeError as e:
+                raise self._undecodable(f"type of signal {signal_id!r}", key, e) from e
+            check_signal_value(signal, value)
+            self._db.execute(
+                "UPDATE signals SET value = ? WHERE key = ? AND signal_id = ?",
+                (value.SerializeToString(), key, signal_id),
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
     def forget(self, key: str) -> None:
-        """Delete everything stored about execution ``key`` (its record, events and nodes), committed."""
+        """Delete everything stored about execution ``key`` (its record, events, nodes and signals),
+        committed."""
         self.flush()
         lease = self._leases.get(key)
         fence = "" if lease is None else f" AND {_FENCE}"
         params = (key,) if lease is None else (key, key, lease.owner, lease.epoch)
         self._db.execute("BEGIN IMMEDIATE")
         deleted = 0
-        for table in ("executions", "events", "nodes"):
+        for table in ("executions", "events", "nodes", "signals"):
             deleted += self._db.execute(f"DELETE FROM {table} WHERE key = ?{fence}", params).rowcount
         self._db.execute("COMMIT")
         if lease is not None and deleted == 0 and self._lease_moved(key, lease):

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from flyteidl.admin import workflow_pb2
-from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
+from flyteidl.admin import launch_plan_pb2, workflow_pb2
+from flyteidl.core import compiler_pb2, identifier_pb2, interface_pb2, literals_pb2, tasks_pb2
 from flyteidl.core import workflow_pb2 as core_workflow_pb2
 
 from taskplug.compiler import (
@@ -38,12 +38,16 @@ from taskplug.compiler import (
     read_entities,
 )
 from taskplug.core import SpecError, literal_map_from_plain
-from taskplug.executor._spec import ExecutionSpec, workflow_execution_spec
 
-__all__ = ["WorkflowArrayNode", "is_archive", "read_workflow_array_node", "workflow_spec"]
+__all__ = [
+    "CompiledBundle",
+    "LaunchPlanRun",
+    "WorkflowArrayNode",
+    "compile_bundle",
+    "is_archive",
+    "read_workflow_array_node",
+]
 
-DEFAULT_PROJECT: Final = "project"  # as a spec without execution.id.project runs (executor/_spec.py)
-DEFAULT_DOMAIN: Final = "development"
 _LOCAL_VERSION: Final = "local"
 """The version of every entity a bundle holds (pyflyte serialize leaves it empty; flytectl register fills it
 with the registration's version)."""
@@ -242,45 +246,89 @@ def _resolve(
 # -- whole workflows -------------------------------------------------------------------------------------------
 
 
-def workflow_spec(
-    bundle: WorkflowBundle,
-    values: Mapping[str, Any],
-    *,
-    execution: Mapping[str, Any] | None = None,
-    source: str = "",
-    fresh_name: bool = True,
-) -> ExecutionSpec:
-    """The execution of ``bundle``'s launch plan with the plain input ``values``, as flyteadmin creates one:
-    every identifier hydrated with the execution's project and domain (``flytectl register``), the workflow
-    compiled (its errors are :class:`~taskplug.compiler.CompileErrors`: ``taskplug run`` exits 2, nothing
-    created), the inputs merged with the launch plan's defaults and fixed inputs (Admin's messages).
-    ``execution`` is a spec's ``execution`` section (the id, namespace, environment…)."""
-    ids = (execution or {}).get("id") or {}
-    project = ids.get("project") or DEFAULT_PROJECT
-    domain = ids.get("domain") or DEFAULT_DOMAIN
+@dataclass(frozen=True)
+class LaunchPlanRun:
+    """A launch plan a workflow's node launches, ready to run: the plan (``admin.LaunchPlan``: its default and
+    fixed inputs), its expected inputs as flyteadmin computes them, and its workflow compiled."""
+
+    launch_plan: launch_plan_pb2.LaunchPlan
+    expected_inputs: interface_pb2.ParameterMap
+    closure: compiler_pb2.CompiledWorkflowClosure
+
+
+@dataclass(frozen=True)
+class CompiledBundle:
+    """A bundle as flyteadmin registers and launches it: the workflow compiled, the execution's inputs
+    merged, and every launch plan its nodes launch compiled too."""
+
+    closure: compiler_pb2.CompiledWorkflowClosure
+    inputs: literals_pb2.LiteralMap
+    launch_plans: Mapping[str, LaunchPlanRun]
+    max_parallelism: int | None  # the launch plan's, when it sets one (flyteadmin's default otherwise)
+
+
+def compile_bundle(
+    bundle: WorkflowBundle, values: Mapping[str, Any], *, project: str, domain: str
+) -> CompiledBundle:
+    """``bundle`` registered and launched with the plain input ``values``: every identifier hydrated with the
+    execution's project and domain (``flytectl register``), the workflow compiled (its errors are
+    :class:`~taskplug.compiler.CompileErrors`: ``taskplug run`` exits 2, nothing created), the inputs merged
+    with the launch plan's defaults and fixed inputs (Admin's messages)."""
     hydrated = hydrate(bundle, project=project, domain=domain, version=_LOCAL_VERSION)
-    launch_plans = []
-    for lp in hydrated.launch_plans.values():
-        launched = hydrated.sub_workflows.get(id_key(lp.spec.workflow_id))
-        if launched is None:
-            continue  # a launch plan of a workflow not read: a node that launches it is a compile error
-        launch_plans.append(
-            LaunchPlanInterface(
-                lp.id, expected_inputs(lp, launched.interface), launched.interface.outputs
-            )
-        )
+    interfaces = _launch_plan_interfaces(hydrated)
     closure = compile_workflow(
         hydrated.workflow,
         sub_workflows=hydrated.sub_workflows.values(),
         tasks=hydrated.tasks.values(),
-        launch_plans=launch_plans,
+        launch_plans=interfaces.values(),
     )
     inputs = launch_inputs(hydrated, values)
-    return workflow_execution_spec(
-        closure,
-        inputs,
-        execution=execution,
-        launch_plans=hydrated.launch_plans,
-        source=source,
-        fresh_name=fresh_name,
-    )
+    max_parallelism = hydrated.launch_plan.spec.max_parallelism or None
+    return CompiledBundle(closure, inputs, _launched(hydrated, interfaces), max_parallelism)
+
+
+def _launch_plan_interfaces(bundle: WorkflowBundle) -> dict[str, LaunchPlanInterface]:
+    """What the compiler knows of each launch plan read (Admin's expected inputs and outputs), by id key; a
+    launch plan of a workflow not read is left out (a node launching it is a compile error)."""
+    out = {}
+    for key, lp in bundle.launch_plans.items():
+        launched = bundle.sub_workflows.get(id_key(lp.spec.workflow_id))
+        if launched is not None:
+            interface = launched.interface
+            out[key] = LaunchPlanInterface(lp.id, expected_inputs(lp, interface), interface.outputs)
+    return out
+
+
+def _launched(
+    bundle: WorkflowBundle, interfaces: Mapping[str, LaunchPlanInterface]
+) -> dict[str, LaunchPlanRun]:
+    """Every launch plan a node of any workflow read launches, with its workflow compiled, ready for the
+    launch-plan node to start it as a child execution."""
+    referenced: set[str] = set()
+    for template in [bundle.workflow, *bundle.sub_workflows.values()]:
+        stack = list(template.nodes)
+        while stack:
+            node = stack.pop()
+            target = node.WhichOneof("target")
+            if target == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+                referenced.add(id_key(node.workflow_node.launchplan_ref))
+            elif target == "branch_node":
+                block = node.branch_node.if_else
+                stack.append(block.case.then_node)
+                stack.extend(other.then_node for other in block.other)
+                if block.HasField("else_node"):
+                    stack.append(block.else_node)
+    out = {}
+    for key in sorted(referenced):
+        lp = bundle.launch_plans.get(key)
+        if lp is None or key not in interfaces:
+            continue  # the compile has refused it (WorkflowReferenceNotFound)
+        launched = bundle.sub_workflows[id_key(lp.spec.workflow_id)]
+        closure = compile_workflow(
+            launched,
+            sub_workflows=bundle.sub_workflows.values(),
+            tasks=bundle.tasks.values(),
+            launch_plans=interfaces.values(),
+        )
+        out[key] = LaunchPlanRun(lp, interfaces[key].expected_inputs, closure)
+    return out

@@ -3,7 +3,9 @@
 ``POST /executions`` submits (idempotent by key: 201 created, 200 when the key exists with the same spec, 409
 when it exists with another); ``GET /executions`` lists newest first with filters and a keyset cursor;
 ``GET /executions/{key}`` and its ``/events``, ``/attempts``, ``/outputs``; ``POST /executions/{key}/abort``
-(202 accepted and idempotent, 409 when already terminal); ``POST /executions/{key}/relaunch`` (201: a new
+(202 accepted and idempotent, 409 when already terminal); ``GET /executions/{key}/signals`` and ``POST
+/executions/{key}/signals/{signal_id}`` (``{"value": <plain>}``, typed by the signal's type: a person's answer
+to a gate node, flyteadmin's SignalService ListSignals / SetSignal); ``POST /executions/{key}/relaunch`` (201: a new
 execution of the same task and inputs under a fresh name); ``GET /replicas``; ``/healthz``; ``/metrics``
 (Prometheus text: every replica's samples labelled ``replica``, read from the rows the replicas refresh
 with their heartbeat, so that any API server shows every replica's metrics).
@@ -18,12 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
+import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -31,7 +36,8 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from taskplug.core import SpecError
+from taskplug.core import SpecError, literal_to_plain, plain_to_literal
+from taskplug.executor import SIGNAL_NOT_FOUND, Signal, SignalError, check_signal_value, signal_type_name
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
 from taskplug.service._api_submit import (
     SubmitRequest,
@@ -46,12 +52,14 @@ __all__ = [
     "API_PREFIX",
     "ApiError",
     "Execution",
+    "SignalOut",
     "api_error_handlers",
     "elements_view",
     "execution_view",
     "relaunch",
     "replica_state",
     "router",
+    "signal_view",
 ]
 
 API_PREFIX: Final = "/api/v1"
@@ -200,6 +208,30 @@ class Outputs(_Out):
     outputs: dict[str, Any]
 
 
+class SignalOut(_Out):
+    """A gate's signal: what it waits for, and the value a person gave (None until then)."""
+
+    signal_id: str
+    type: dict[str, Any]
+    """The signal's flyteidl LiteralType as JSON (``{"simple": "BOOLEAN"}`` for an approve gate)."""
+    type_name: str
+    """The type for people: ``BOOLEAN``, ``INTEGER``, ``list[STRING]``..."""
+    is_set: bool
+    value: Any = None
+    """The value as a plain JSON value (shown by the signal's type), once set."""
+    set_by: str | None = None
+    """Who set it last: ``token:<name>``, ``oidc:<who>``, ``proxy:<user>``, ``local``."""
+    updated_at: datetime | None = None
+
+
+class SignalValue(BaseModel):
+    """The body of a signal's set: the value, as a plain JSON value read by the signal's type (``true`` for
+    an approve gate, ``3`` for an INTEGER, ``"text"`` for a STRING), or as flyteidl Literal JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: Any
+
+
 class Replica(_Out):
     id: str
     host: str
@@ -242,11 +274,13 @@ _ERROR_MEANING: Final = {
 }
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def _errors(*statuses: int, meanings: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
     """The ``responses`` of a route for these error statuses and 503 (every route reads the database), each
-    with the error body's schema."""
+    with the error body's schema (and ``meanings`` in place of the usual descriptions)."""
+    said = meanings or {}
     return {
-        status: {"model": ErrorBody, "description": _ERROR_MEANING[status]} for status in (*statuses, 503)
+        status: {"model": ErrorBody, "description": said.get(status, _ERROR_MEANING[status])}
+        for status in (*statuses, 503)
     }
 
 
@@ -465,6 +499,116 @@ async def execution_outputs(request: Request, key: str) -> dict[str, Any]:
         state = "has not finished" if not row["terminal"] else f"ended {row['phase']}"
         raise ApiError(409, f"execution {key!r} has no outputs: it {state}")
     return {"key": row["key"], "phase": row["phase"], "outputs": row["outputs"]}
+
+
+_SIGNAL_ERRORS: Final = {
+    404: "No execution has this key, or it has no signal of this id (its gate has not started)",
+    409: "The execution has ended: its gates wait for nothing",
+    422: "The value is not one of the signal's type (`error.field` is `value`)",
+}
+
+
+def signal_view(signal: Signal, extra: Row | None = None) -> dict[str, Any]:
+    """A signal as the API shows it."""
+    extra = extra or {}
+    return {
+        "signal_id": signal.signal_id,
+        "type": json_format.MessageToDict(signal.type),
+        "type_name": signal_type_name(signal.type),
+        "is_set": signal.value is not None,
+        "value": None if signal.value is None else literal_to_plain(signal.value, signal.type),
+        "set_by": extra.get("set_by"),
+        "updated_at": extra.get("updated_at"),
+    }
+
+
+def _known(signals: Sequence[tuple[Signal, Row]]) -> str:
+    ids = [signal.signal_id for signal, _ in signals]
+    return f"its signals: {', '.join(repr(i) for i in ids)}" if ids else "it has no signals yet"
+
+
+@router.get(
+    "/executions/{key:path}/signals",
+    response_model=list[SignalOut],
+    responses=_errors(404, 422, meanings=_SIGNAL_ERRORS),
+)
+async def execution_signals(request: Request, key: str) -> list[dict[str, Any]]:
+    """The signals the execution's gate nodes wait for (each created when its gate starts), by id, with their
+    values once set."""
+    row = await _execution(request, key)
+    return [signal_view(signal, extra) for signal, extra in await _db(request).signals(row["id"])]
+
+
+_SIGNAL_BODY: Final = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": SignalValue.model_json_schema()}},
+    }
+}
+
+
+@router.post(
+    "/executions/{key:path}/signals/{signal_id}",
+    response_model=SignalOut,
+    openapi_extra=_SIGNAL_BODY,
+    responses=_errors(400, 404, 408, 409, 413, 415, 422, meanings=_SIGNAL_ERRORS),
+)
+async def set_execution_signal(request: Request, key: str, signal_id: str) -> dict[str, Any]:
+    """Answer a gate: set the signal's value (``true``/``false`` approves or rejects an approve gate), which
+    overwrites any earlier one and wakes the execution. Needs the ``submit`` role. The signal must exist
+    (its gate has started) and the value must be of its type."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(415, f"the body must be application/json, not {media_type or 'untyped'}")
+    body = await _read_bounded(request, request.app.state.max_body_bytes)
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ApiError(400, f"the request body is not JSON: {e}") from None
+    if not isinstance(document, dict) or "value" not in document:
+        raise ApiError(422, 'the body must be {"value": <the signal\'s value>}', field="value")
+    unknown = sorted(set(document) - {"value"})
+    if unknown:
+        raise ApiError(422, f'unknown field {unknown[0]!r} (the body is {{"value": ...}})', field=unknown[0])
+    row = await _execution(request, key)
+    signals = await _db(request).signals(row["id"])
+    found = next((s for s, _ in signals if s.signal_id == signal_id), None)
+    if found is None:
+        raise ApiError(
+            404,
+            f"execution {key!r} has no signal {signal_id!r}: its gate has not started yet ({_known(signals)})",
+            field="signal_id",
+        )
+    if row["terminal"]:
+        raise ApiError(409, f"execution {key!r} has already ended {row['phase']}: its gates wait for nothing")
+    type_name = signal_type_name(found.type)
+    try:
+        literal = plain_to_literal(document["value"], found.type, "value")
+        check_signal_value(found, literal)
+        await _db(request).set_signal(
+            row["id"], key, signal_id, literal, set_by=principal_of(request).identity
+        )
+    except SpecError as e:
+        raise ApiError(
+            422, f"not a value of signal {signal_id!r}'s type {type_name}: {e.reason}", field="value"
+        ) from None
+    except SignalError as e:
+        status = 404 if e.code == SIGNAL_NOT_FOUND else 422
+        raise ApiError(status, str(e), field="signal_id" if status == 404 else "value") from None
+    feed = getattr(request.app.state, "feed", None)
+    if feed is not None:
+        feed.publish({row["id"]})
+    updated = next(
+        (
+            signal_view(s, extra)
+            for s, extra in await _db(request).signals(row["id"])
+            if s.signal_id == signal_id
+        ),
+        None,
+    )
+    if updated is None:  # deleted meanwhile (``taskplug gc``)
+        raise ApiError(404, f"no execution {key!r}", field="key")
+    return updated
 
 
 @router.post(

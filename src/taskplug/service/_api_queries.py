@@ -1,9 +1,10 @@
 """What the API server and the web view read from and write to the replicas' database: short statements only.
 
 The server never drives an execution: it inserts a submitted one (``ON CONFLICT (key) DO NOTHING``, so that
-submitting is idempotent), marks one for abort, and reads what the replicas keep current (the execution row,
+submitting is idempotent), marks one for abort, sets a gate's signal (``taskplug_signal``), and reads what the replicas keep current (the execution row,
 its events and attempts, the replica rows). Every write is followed by a NOTIFY in the same transaction, a
-wake-up hint for the replicas (``taskplug_work``, ``taskplug_abort``) and for other web servers.
+wake-up hint for the replicas (``taskplug_work``, ``taskplug_abort``, ``taskplug_signal``) and for other web
+servers.
 
 Lists are paged by keyset on ``(created_at, id)``, newest first: a page is one index range scan whatever the
 page number, and an execution submitted while someone pages is never shown twice (Flyte's admin pages by
@@ -20,10 +21,14 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 import orjson
+from flyteidl.core import literals_pb2
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+
+from taskplug.executor import Signal, check_signal_value, signal_not_found
+from taskplug.service._pgstore import LIST_SIGNALS, LOCK_SIGNAL, SET_SIGNAL, signal_of_row
 
 __all__ = [
     "EXECUTION_COLUMNS",
@@ -267,6 +272,37 @@ class ServiceDB:
                 return "accepted"
             cur = await conn.execute("SELECT 1 FROM taskplug_executions WHERE key = %s", (key,))
             return "terminal" if await cur.fetchone() is not None else "missing"
+
+    async def signals(self, execution_id: int) -> list[tuple[Signal, Row]]:
+        """The execution's gate signals by id, each with who set it last and when (``set_by``,
+        ``updated_at``)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(LIST_SIGNALS, {"id": execution_id})
+            rows = await cur.fetchall()
+        return [(signal_of_row(sid, t, v), {"set_by": by, "updated_at": at}) for sid, t, v, by, at in rows]
+
+    async def set_signal(
+        self, execution_id: int, key: str, signal_id: str, value: literals_pb2.Literal, *, set_by: str | None
+    ) -> None:
+        """Set (overwrite) the value of a signal of execution ``execution_id`` (row key ``key``), with its NOTIFY
+        in the transaction; :class:`~taskplug.executor.SignalError` when the signal does not exist or the
+        value is not castable to its type. Not fenced: the owner does not answer its gates."""
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(LOCK_SIGNAL, {"id": execution_id, "signal": signal_id})
+            row = await cur.fetchone()
+            if row is None:
+                raise signal_not_found(key, signal_id)
+            check_signal_value(signal_of_row(signal_id, row[0], None), value)
+            await conn.execute(
+                SET_SIGNAL,
+                {
+                    "id": execution_id,
+                    "signal": signal_id,
+                    "value": value.SerializeToString(),
+                    "by": set_by,
+                    "key": row[1],
+                },
+            )
 
     async def replicas(self) -> list[Row]:
         """Every replica row, newest first, with its heartbeat's age in database time."""

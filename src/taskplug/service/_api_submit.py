@@ -49,7 +49,7 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 the Kubernetes API server takes, at most 1.5 MiB each)."""
 
 RESERVED_KEY_SUFFIXES: Final = frozenset(
-    {"events", "attempts", "elements", "outputs", "abort", "relaunch", "stream"}
+    {"events", "attempts", "elements", "outputs", "abort", "relaunch", "stream", "signals"}
 )
 """Last segments a key cannot end with: ``/executions/{key}/events`` would be ambiguous."""
 

@@ -41,6 +41,13 @@ attempt, terminal, outputs, error, started/finished times; after a batch that in
 
 The executor awaits :meth:`PostgresStateStore.aflush` where it must flush (before a delete, at a terminal
 phase): concurrent rounds' flushes then share one batch statement (group commit).
+
+Gate nodes' signals (:class:`~taskplug.executor.KeepsSignals`) live in ``taskplug_signals``, keyed by the
+execution's row id. The gate's ``get_or_create_signal`` is one statement outside the batch (a person lists
+the signal to answer it, so it is committed at once); ``set_signal`` — a person's answer, here or through the
+API (``_api_queries.ServiceDB.set_signal``) — is not fenced by the claim, locks the signal's row while it
+checks the value, and sends ``NOTIFY taskplug_signal, '<execution key>'`` in its transaction, which wakes the
+owning replica's execution (``_replica.py``).
 """
 
 from __future__ import annotations
@@ -51,19 +58,40 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
+from flyteidl.core import literals_pb2, types_pb2
 
 from taskplug.core import Phase
-from taskplug.executor import Event, ExecutionRecord, FencedError, Lease, NodeRecord, StateStoreError
+from taskplug.executor import (
+    Event,
+    ExecutionRecord,
+    FencedError,
+    Lease,
+    NodeRecord,
+    Signal,
+    SignalError,
+    StateStoreError,
+    check_signal_value,
+    signal_not_found,
+)
 
 if TYPE_CHECKING:
     import uuid
 
     import psycopg
 
-__all__ = ["Claim", "PostgresStateStore"]
+__all__ = [
+    "GET_OR_CREATE_SIGNAL",
+    "LIST_SIGNALS",
+    "LOCK_SIGNAL",
+    "SET_SIGNAL",
+    "SIGNAL_CHANNEL",
+    "Claim",
+    "PostgresStateStore",
+    "signal_of_row",
+]
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +201,44 @@ WITH owner AS (
 SELECT coalesce((SELECT unknown FROM prior), false) FROM owner
 """
 _INTENT_FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = %(epoch)s"
+
+SIGNAL_CHANNEL: Final = "taskplug_signal"
+"""The NOTIFY channel of a signal set; the payload is the execution's row key."""
+
+# The signal's value, created (type, no value) when absent: the inserted row or the existing one (a CTE's
+# insert is invisible to the statement's own SELECT, hence the union).
+GET_OR_CREATE_SIGNAL: Final = """
+WITH ins AS (
+    INSERT INTO taskplug_signals (execution_id, signal_id, type) VALUES (%(id)s, %(signal)s, %(type)s)
+    ON CONFLICT (execution_id, signal_id) DO NOTHING
+    RETURNING value
+)
+SELECT value FROM ins
+UNION ALL
+SELECT value FROM taskplug_signals WHERE execution_id = %(id)s AND signal_id = %(signal)s
+"""
+LIST_SIGNALS: Final = (
+    "SELECT signal_id, type, value, set_by, updated_at FROM taskplug_signals "
+    "WHERE execution_id = %(id)s ORDER BY signal_id"
+)
+# A set, in one transaction: lock the signal's row and read its type (and the execution's key, the NOTIFY's
+# payload), check the value, write it, notify.
+LOCK_SIGNAL: Final = (
+    "SELECT s.type, e.key FROM taskplug_signals s JOIN taskplug_executions e ON e.id = s.execution_id "
+    "WHERE s.execution_id = %(id)s AND s.signal_id = %(signal)s FOR UPDATE OF s"
+)
+SET_SIGNAL: Final = f"""
+UPDATE taskplug_signals SET value = %(value)s, set_by = %(by)s, updated_at = now()
+ WHERE execution_id = %(id)s AND signal_id = %(signal)s
+RETURNING pg_notify('{SIGNAL_CHANNEL}', %(key)s)
+"""
+
+
+def signal_of_row(signal_id: str, type_bytes: bytes, value_bytes: bytes | None) -> Signal:
+    """A :class:`~taskplug.executor.Signal` of a ``taskplug_signals`` row's protobuf bytes."""
+    value = None if value_bytes is None else literals_pb2.Literal.FromString(bytes(value_bytes))
+    return Signal(signal_id, types_pb2.LiteralType.FromString(bytes(type_bytes)), value)
+
 
 _TASK = -1
 """The ``element`` of an execution's own task's intent (a map element's is its index)."""
@@ -434,6 +500,64 @@ class PostgresStateStore:
             raise FencedError(f"execution {key} is no longer this replica's: its create was not sent")
         self._intents.setdefault(key, {})[target] = attempt
         return bool(row[0])
+
+    # -- gate nodes' signals (KeepsSignals; see the module docstring) --------------------------------------
+    def _claim_id(self, key: str) -> int:
+        claim = self._claims.get(key)
+        if claim is None:
+            raise FencedError(f"execution {key} is not this replica's: its signals are not read here")
+        return claim.id
+
+    def get_or_create_signal(
+        self, key: str, signal_id: str, literal_type: types_pb2.LiteralType
+    ) -> literals_pb2.Literal | None:
+        params = {"id": self._claim_id(key), "signal": signal_id, "type": literal_type.SerializeToString()}
+        try:
+            row = self._conn.execute(GET_OR_CREATE_SIGNAL, params).fetchone()
+        except Exception as e:
+            raise StateStoreError(f"cannot read signal {signal_id!r} of execution {key}: {e}") from e
+        finally:
+            self.statements += 1
+        if row is None or row[0] is None:
+            return None
+        return literals_pb2.Literal.FromString(bytes(row[0]))
+
+    def list_signals(self, key: str) -> list[Signal]:
+        execution_id = self._claim_id(key)
+        try:
+            rows = self._conn.execute(LIST_SIGNALS, {"id": execution_id}).fetchall()
+        except Exception as e:
+            raise StateStoreError(f"cannot list the signals of execution {key}: {e}") from e
+        finally:
+            self.statements += 1
+        return [signal_of_row(sid, t, v) for sid, t, v, _, _ in rows]
+
+    def set_signal(self, key: str, signal_id: str, value: literals_pb2.Literal, *, by: str = "") -> None:
+        """See :class:`~taskplug.executor.KeepsSignals`: not fenced by the claim (only the execution's row id
+        is taken from it), committed with its NOTIFY."""
+        execution_id = self._claim_id(key)
+        try:
+            with self._conn.transaction():
+                row = self._conn.execute(LOCK_SIGNAL, {"id": execution_id, "signal": signal_id}).fetchone()
+                if row is None:
+                    raise signal_not_found(key, signal_id)
+                check_signal_value(signal_of_row(signal_id, row[0], None), value)
+                self._conn.execute(
+                    SET_SIGNAL,
+                    {
+                        "id": execution_id,
+                        "signal": signal_id,
+                        "value": value.SerializeToString(),
+                        "by": by or None,
+                        "key": row[1],
+                    },
+                )
+        except SignalError:
+            raise
+        except Exception as e:
+            raise StateStoreError(f"cannot set signal {signal_id!r} of execution {key}: {e}") from e
+        finally:
+            self.statements += 1
 
     def _maybe_commit(self) -> None:
         if time.monotonic() - self._last_commit >= self._commit_interval:

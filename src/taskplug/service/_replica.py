@@ -17,8 +17,9 @@ per-execution lease did not:
   confirmed heartbeat's send time + ``ttl`` − ``margin``): nobody can declare this replica dead before the
   call lands (:class:`~taskplug.executor.GuardedKubeClient`). A replica that cannot confirm a heartbeat for
   ``ttl`` fences itself.
-- **NOTIFY is a hint** (``taskplug_work``: claim now; ``taskplug_abort``: abort that execution now), with
-  a poll behind it; every ``reconcile`` seconds the replica also re-reads which rows it owns.
+- **NOTIFY is a hint** (``taskplug_work``: claim now; ``taskplug_abort``: abort that execution now;
+  ``taskplug_signal``: a gate's signal was set, evaluate that execution now), with a poll behind it; every
+  ``reconcile`` seconds the replica also re-reads which rows it owns.
 - **SIGTERM hands over** at once: the guard closes, pending writes are flushed, the rows are released and
   the replica row fenced in one transaction, ``NOTIFY taskplug_work`` wakes the others.
 
@@ -65,7 +66,7 @@ from taskplug.executor import (
 )
 from taskplug.k8s import K8S_SECTION, KubeClient, owner_key
 from taskplug.service._migrations import migrate
-from taskplug.service._pgstore import Claim, PostgresStateStore
+from taskplug.service._pgstore import SIGNAL_CHANNEL, Claim, PostgresStateStore
 from taskplug.service._reaper import reap_orphans, reaped_resource_types
 
 __all__ = ["Replica", "ReplicaSettings"]
@@ -565,6 +566,13 @@ class Replica:
         if key is not None and inc.executor is not None and key in inc.rows:
             inc.executor.abort(key)
 
+    def _wake(self, inc: _Incarnation, row_key: str) -> None:
+        """A signal of ``row_key``'s execution was set: if this replica drives it, evaluate it now (its gate
+        reads the signal) rather than at its next resync."""
+        key = inc.by_row_key.get(row_key)
+        if key is not None and inc.executor is not None and key in inc.rows:
+            inc.executor.wake(key)
+
     # -- NOTIFY -----------------------------------------------------------------------------------------------
     async def _listen(self, inc: _Incarnation) -> None:
         while True:
@@ -572,10 +580,13 @@ class Replica:
                 async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
                     await conn.execute("LISTEN taskplug_work")
                     await conn.execute("LISTEN taskplug_abort")
+                    await conn.execute(f"LISTEN {SIGNAL_CHANNEL}")
                     inc.work.set()  # anything sent while not listening: claim (and reconcile) now
                     async for note in conn.notifies():
                         if note.channel == "taskplug_abort":
                             self._abort(inc, note.payload)
+                        elif note.channel == SIGNAL_CHANNEL:
+                            self._wake(inc, note.payload)
                         else:
                             inc.work.set()
             except psycopg.Error as e:

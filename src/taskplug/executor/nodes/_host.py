@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from taskplug.core import Clock, Phase, PhaseInfo, ResourceManager, TaskExecutionContext
 from taskplug.executor._datastore import DataStore
+from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor.nodes._step import NodeStep, error_json
 
@@ -63,6 +64,20 @@ class NodeHost(Protocol):
 
     def finish(self, key: str) -> None:
         """The execution reached its terminal phase: saved, flushed, its waiters released."""
+        ...
+
+    async def launch(self, spec: ExecutionSpec, *, parent: str) -> str:
+        """Start execution ``spec`` as a child of execution ``parent`` (a launch-plan node's), or find it when
+        it runs or the store knows it (a launch is idempotent by name); ``parent`` is woken when it ends.
+        Returns its key."""
+        ...
+
+    def launched(self, key: str) -> ExecutionRecord | None:
+        """The record of execution ``key`` when this executor drives it (None: launch it again)."""
+        ...
+
+    def abort(self, key: str) -> None:
+        """Ask execution ``key`` to abort (a launch-plan node's child, when the node is aborted)."""
         ...
 
 

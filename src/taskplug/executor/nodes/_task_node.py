@@ -58,6 +58,7 @@ class TaskNode:
         "_generated_name",
         "_inputs_written",
         "abort_reason",
+        "allow_dynamic",
         "host",
         "key",
         "max_attempts",
@@ -91,6 +92,7 @@ class TaskNode:
         self._inputs_written = False
         self._generated_name = ""
         self.abort_reason = "aborted by request"  # a workflow aborting its nodes gives its own reason
+        self.allow_dynamic = False  # a workflow's task node may be @dynamic: its futures.pb is no failure
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
@@ -150,6 +152,7 @@ class TaskNode:
             data=self.host.data,
             max_plugin_phase_versions=self.settings.max_plugin_phase_versions,
             prepare=prepare,
+            allow_dynamic=self.allow_dynamic,
         )
 
     async def round(self) -> None:

@@ -33,11 +33,12 @@ import enum
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC
-from typing import Any, Final
+from datetime import UTC, timedelta
+from typing import Any, Final, Protocol, runtime_checkable
 
-from flyteidl.core import compiler_pb2, literals_pb2, tasks_pb2, workflow_pb2
+from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, tasks_pb2, workflow_pb2
 
+from taskplug.compiler import execution_inputs, id_key
 from taskplug.core import (
     Clock,
     ErrorKind,
@@ -49,12 +50,19 @@ from taskplug.core import (
     ResourceManager,
     TaskExecutionContext,
     TaskplugError,
+    format_go_duration,
     literal_map_to_plain,
 )
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import node_dirs
-from taskplug.executor._spec import ExecutionSpec, NodeKind, node_array_spec, node_task_spec
-from taskplug.executor._store import Event, ExecutionRecord, NodeRecord, StateStore
+from taskplug.executor._spec import (
+    ExecutionSpec,
+    NodeKind,
+    child_workflow_spec,
+    node_array_spec,
+    node_task_spec,
+)
+from taskplug.executor._store import Event, ExecutionRecord, KeepsSignals, NodeRecord, StateStore
 from taskplug.executor.nodes._bindings import (
     BindingError,
     failure_node_error_literal,
@@ -62,11 +70,15 @@ from taskplug.executor.nodes._bindings import (
     resolve_inputs,
 )
 from taskplug.executor.nodes._branch_rules import BranchError, evaluate_branch
+from taskplug.executor.nodes._deadlines import EXECUTION_DEADLINE_CODE
+from taskplug.executor.nodes._dynamic import COMPILED_FUTURES_FILE, compile_dynamic
+from taskplug.executor.nodes._gate_rules import GatePhase, evaluate_gate, signal_request
 from taskplug.executor.nodes._host import NodeHost, RootNode, flush_store
-from taskplug.executor.nodes._ids import unique_node_id
+from taskplug.executor.nodes._ids import child_execution_name, unique_node_id
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._step import NodeStep, error_json
+from taskplug.executor.nodes._task import FUTURES_FILE
 
 __all__ = ["END_NODE", "START_NODE", "WorkflowRun"]
 
@@ -80,6 +92,14 @@ ChildFactory = Mapping[
     NodeKind, Callable[[NodeHost, ExecutionSpec, ExecutionRecord, Plugin, RunSettings], RootNode]
 ]
 """How a workflow makes the root node of a task or map-task child (the factory's table of root kinds)."""
+
+
+@runtime_checkable
+class AllowsDynamic(Protocol):
+    """A child that may end as a ``@dynamic`` task: its task's ``futures.pb`` is then no failure but the
+    workflow this node runs next (a task root node: :class:`~taskplug.executor.nodes._task_node.TaskNode`)."""
+
+    allow_dynamic: bool
 
 
 class WorkflowPhase(enum.IntEnum):
@@ -135,12 +155,29 @@ class _Dag:
     included) by id, the compiled connections, and the parent node's unique id and attempt that make its
     nodes' unique ids."""
 
-    __slots__ = ("downstream", "nodes", "parent", "parent_attempt", "template", "upstream")
+    __slots__ = (
+        "downstream",
+        "nodes",
+        "parent",
+        "parent_attempt",
+        "sub_workflows",
+        "tasks",
+        "template",
+        "upstream",
+    )
 
     def __init__(
-        self, compiled: compiler_pb2.CompiledWorkflow, parent: str | None, parent_attempt: int
+        self,
+        compiled: compiler_pb2.CompiledWorkflow,
+        parent: str | None,
+        parent_attempt: int,
+        *,
+        tasks: Mapping[str, tasks_pb2.TaskTemplate],
+        sub_workflows: Mapping[str, compiler_pb2.CompiledWorkflow],
     ) -> None:
         self.template = compiled.template
+        self.tasks = tasks
+        self.sub_workflows = sub_workflows
         self.parent = parent
         self.parent_attempt = parent_attempt
         self.nodes: dict[str, workflow_pb2.Node] = {}
@@ -157,6 +194,20 @@ class _Dag:
 
     def unique_id(self, node_id: str) -> str:
         return unique_node_id(self.parent, self.parent_attempt, node_id)
+
+    def below(self, compiled: compiler_pb2.CompiledWorkflow, parent: str, attempt: int = 0) -> _Dag:
+        """A workflow run under node ``parent`` of this one (a sub-workflow, a branch's case), with the same
+        tasks and sub-workflows."""
+        return _Dag(compiled, parent, attempt, tasks=self.tasks, sub_workflows=self.sub_workflows)
+
+    @classmethod
+    def of_closure(
+        cls, closure: compiler_pb2.CompiledWorkflowClosure, parent: str | None, attempt: int
+    ) -> _Dag:
+        """A closure's primary workflow, with the closure's tasks and sub-workflows."""
+        tasks = {_id_key(t.template.id): t.template for t in closure.tasks}
+        subs = {_id_key(w.template.id): w for w in closure.sub_workflows}
+        return cls(closure.primary, parent, attempt, tasks=tasks, sub_workflows=subs)
 
 
 def _cases(if_else: workflow_pb2.IfElseBlock) -> Iterator[workflow_pb2.Node]:
@@ -192,10 +243,8 @@ class WorkflowRun:
         tid = spec.metadata.task_execution_id.id
         self.execution_id = tid.node_execution_id.execution_id
         self._key_prefix = self.key.rpartition("/")[0]
-        closure = self.workflow.closure
-        self._tasks = {_id_key(t.template.id): t.template for t in closure.tasks}
-        self._sub_workflows = {_id_key(w.template.id): w for w in closure.sub_workflows}
-        self.dag = _Dag(closure.primary, None, 0)
+        self.dag = _Dag.of_closure(self.workflow.closure, None, 0)
+        self._dynamic: dict[str, _Dag] = {}  # the workflows @dynamic nodes built, by the node's unique id
         self._nodes: dict[str, ExecutionRecord] = {}
         for node in host.store.load_nodes(self.key):
             if isinstance(node, ExecutionRecord) and node.workflow_state is not None:
@@ -230,7 +279,11 @@ class WorkflowRun:
 
     def _nodes_json(self, dag: _Dag) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        for node in dag.template.nodes:
+        nodes = list(dag.template.nodes)
+        failure_node = dag.template.failure_node
+        if failure_node.id and dag.unique_id(failure_node.id) in self._nodes:
+            nodes.append(failure_node)  # listed once it ran
+        for node in nodes:
             if node.id in (START_NODE, END_NODE):
                 continue
             unique = dag.unique_id(node.id)
@@ -239,19 +292,24 @@ class WorkflowRun:
             entry: dict[str, Any] = {
                 "id": unique,
                 "name": node.metadata.name or node.id,
+                "kind": _kind(node, dynamic=unique in self._dynamic),
                 "phase": str(phase or NodePhase.NOT_YET_STARTED),
                 "attempts": (status.attempt + 1) if status is not None and phase is not None else 0,
                 "error": status.error if status is not None else None,
             }
-            children = self._child_dag(node, unique)
+            children = self._child_dag(dag, node, unique)
+            if status is not None and status.workflow_state and "child" in status.workflow_state:
+                entry["execution"] = status.workflow_state["child"]  # a launch plan's child execution
             if children is not None:
                 entry["nodes"] = self._nodes_json(children)
             elif status is not None and status.workflow_state and "taken" in status.workflow_state:
                 taken = dag.nodes.get(status.workflow_state["taken"])
                 if taken is not None:
-                    leaf = _Dag(compiler_pb2.CompiledWorkflow(), unique, 0)
+                    leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
                     leaf.template.nodes.append(taken)
                     entry["nodes"] = self._nodes_json(leaf)
+            elif unique in self._dynamic:
+                entry["nodes"] = self._nodes_json(self._dynamic[unique])
             out.append(entry)
         return out
 
@@ -318,7 +376,7 @@ class WorkflowRun:
             self._fail(state.get("error"))
             return False
         if phase is WorkflowPhase.HANDLING_FAILURE_NODE:
-            report = await self._failure_node()
+            report = await self._failure_node(self.dag, state.get("error"))
             if report.outcome in (_Outcome.PENDING, _Outcome.PROGRESS) and not report.failed:
                 return report.outcome is _Outcome.PROGRESS
             # The failure node's own failure masks the original error; its success keeps it.
@@ -434,11 +492,18 @@ class WorkflowRun:
         return self._parallelism >= limit
 
     async def _queue(
-        self, dag: _Dag, node: workflow_pb2.Node, unique: str, status: ExecutionRecord
+        self,
+        dag: _Dag,
+        node: workflow_pb2.Node,
+        unique: str,
+        status: ExecutionRecord,
+        *,
+        failure: dict[str, Any] | None = None,
     ) -> _Report:
-        """``preExecute``: resolve the node's inputs once, write them as its ``inputs.pb``, queue it."""
+        """``preExecute``: resolve the node's inputs once, write them as its ``inputs.pb``, queue it.
+        ``failure``: the node is ``dag``'s failure node, and this the error it handles."""
         try:
-            inputs = await self._resolve(dag, node)
+            inputs = await self._resolve(dag, node, failure)
         except BindingError as e:
             return self._node_failed(unique, node, status, _error(e.error))
         data_dir, _ = self._dirs(unique, 0)
@@ -453,11 +518,15 @@ class WorkflowRun:
         if node.id == END_NODE:
             return await self._end(dag, node, unique)
         if kind in ("task_node", "array_node"):
-            return await self._run_child(node, unique)
+            return await self._run_child(dag, node, unique)
         if kind == "branch_node":
             return await self._branch(dag, node, unique)
         if kind == "workflow_node" and node.workflow_node.HasField("sub_workflow_ref"):
-            return await self._sub_workflow(node, unique)
+            return await self._sub_workflow(dag, node, unique)
+        if kind == "gate_node":
+            return await self._gate(node, unique)
+        if kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+            return await self._launch_plan(node, unique)
         status = self._nodes[unique]
         error = {
             "kind": str(ErrorKind.USER),
@@ -477,13 +546,16 @@ class WorkflowRun:
         self._node_event(unique, node, "Succeeded")
         return _PROGRESS
 
-    async def _run_child(self, node: workflow_pb2.Node, unique: str) -> _Report:
-        """A task or map node: its task's (or map task's) root node, given a round once per round of ours."""
+    async def _run_child(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A task or map node: its task's (or map task's) root node, given a round once per round of ours. A
+        task that wrote a dynamic workflow (``@dynamic``) goes on as that workflow (:meth:`_dynamic_node`)."""
         status = self._nodes[unique]
+        if unique in self._dynamic or (status.workflow_state or {}).get("dynamic"):
+            return await self._dynamic_node(node, unique)
         child = self._children.get(unique)
         if child is None and not status.terminal:
             try:
-                child = await self._start_child(node, unique, status)
+                child = await self._start_child(dag, node, unique, status)
             except TaskplugError as e:
                 error = {"kind": str(ErrorKind.USER), "code": e.code, "message": str(e)}
                 return self._node_failed(unique, node, status, error)
@@ -493,6 +565,11 @@ class WorkflowRun:
         if status.terminal:
             self._children.pop(unique, None)
             self._finished.discard(unique)
+            if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
+                _, output_dir = self._dirs(unique, status.attempt)
+                futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
+                if futures is not None:
+                    return await self._build_dynamic(dag, node, unique, futures)
             return self._child_ended(node, unique, status)
         if NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED:  # type: ignore[index]
             self._set_phase(unique, status, NodePhase.RUNNING)
@@ -500,22 +577,216 @@ class WorkflowRun:
         self._parallelism += 1
         return _PENDING
 
-    async def _start_child(self, node: workflow_pb2.Node, unique: str, status: ExecutionRecord) -> RootNode:
+    async def _start_child(
+        self, dag: _Dag, node: workflow_pb2.Node, unique: str, status: ExecutionRecord
+    ) -> RootNode:
         data_dir, _ = self._dirs(unique, 0)
         inputs = literals_pb2.LiteralMap()
         inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
         if node.WhichOneof("target") == "array_node":
-            task = self._task(node.array_node.node.task_node.reference_id, node.id)
+            task = self._task(dag, node.array_node.node.task_node.reference_id, node.id)
             spec = node_array_spec(self.spec, node, task, inputs, unique, interruptible=self._interruptible)
             kind = NodeKind.ARRAY
         else:
-            task = self._task(node.task_node.reference_id, node.id)
+            task = self._task(dag, node.task_node.reference_id, node.id)
             spec = node_task_spec(self.spec, node, task, inputs, unique, interruptible=self._interruptible)
             kind = NodeKind.TASK
         plugin = self.resolver.resolve(task.type)
         child = self.child_node[kind](_ChildHost(self, unique), spec, status, plugin, self.settings)
+        if isinstance(child, AllowsDynamic):
+            child.allow_dynamic = True  # propeller runs every task node through its dynamic handler
         self._children[unique] = child
         return child
+
+    # -- @dynamic ---------------------------------------------------------------------------------------------
+    async def _build_dynamic(
+        self, dag: _Dag, node: workflow_pb2.Node, unique: str, futures: bytes
+    ) -> _Report:
+        """``ParentFinalized``: the task (finalized) wrote a ``DynamicJobSpec``; compile it as propeller builds
+        a dynamic workflow, keep the compiled closure beside the task's outputs (``futures_compiled.pb``), and
+        run it."""
+        status = self._nodes[unique]
+        parent_task = self._task(dag, node.task_node.reference_id, node.id)
+        try:
+            closure = compile_dynamic(futures, parent_task, unique)
+        except TaskplugError as e:
+            error = {"kind": str(ErrorKind.USER), "code": "DynamicWorkflowBuildFailed", "message": str(e)}
+            return self._node_failed(unique, node, status, error)
+        _, output_dir = self._dirs(unique, status.attempt)
+        await self.host.data.write(f"{output_dir}/{COMPILED_FUTURES_FILE}", closure.SerializeToString())
+        self._dynamic[unique] = _Dag.of_closure(closure, unique, status.attempt)
+        assert status.workflow_state is not None
+        status.workflow_state["dynamic"] = "executing"
+        self._set_phase(unique, status, NodePhase.DYNAMIC_RUNNING)
+        self._node_event(unique, node, "DynamicRunning")
+        return _PROGRESS
+
+    async def _dynamic_node(self, node: workflow_pb2.Node, unique: str) -> _Report:
+        """``Executing``: the dynamic workflow's nodes run under the node; its end node's outputs are the
+        node's (written where the task's would be: ``outputs.pb``)."""
+        status = self._nodes[unique]
+        sub = self._dynamic.get(unique)
+        _, output_dir = self._dirs(unique, status.attempt)
+        if sub is None:  # resumed: the compiled closure was kept
+            closure = compiler_pb2.CompiledWorkflowClosure()
+            closure.ParseFromString(await self.host.data.read(f"{output_dir}/{COMPILED_FUTURES_FILE}") or b"")
+            sub = self._dynamic[unique] = _Dag.of_closure(closure, unique, status.attempt)
+        report = await self._walk(sub, START_NODE)
+        if report.failed:
+            failure = report.error if report.outcome is _Outcome.FAILED else dict(_TIMEOUT_ERROR)
+            await self._abort_dag(sub, "Dynamic workflow failed", emit=True)
+            return self._node_failed(unique, node, status, failure or _unknown_error(""))
+        if report.outcome is not _Outcome.COMPLETE:
+            return report
+        _, end_out = self._dirs(sub.unique_id(END_NODE), 0)
+        outputs = await self.host.data.read(f"{end_out}/outputs.pb")
+        if outputs is None and sub.template.outputs:
+            error = {
+                "kind": str(ErrorKind.SYSTEM),
+                "code": "DynamicWorkflowOutputsNotFound",
+                "message": f"the dynamic workflow's outputs were not written to {end_out}/outputs.pb",
+            }
+            return self._node_failed(unique, node, status, error)
+        await self.host.data.write(f"{output_dir}/outputs.pb", outputs or b"")
+        self._set_phase(unique, status, NodePhase.SUCCEEDED)
+        self._node_event(unique, node, "Succeeded")
+        return _PROGRESS
+
+    # -- launch plans ------------------------------------------------------------------------------------------
+    async def _launch_plan(self, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A launch-plan node: a child execution (its own record, events and data), named from this
+        execution, the node and its attempt (so a resumed parent finds it), with the node's inputs merged
+        with the launch plan's as flyteadmin merges them; its outputs become the node's. Its failure is the
+        node's, never retried."""
+        status = self._nodes[unique]
+        state = status.workflow_state
+        assert state is not None
+        child_key = state.get("child")
+        record = self.host.launched(child_key) if child_key else None
+        if record is None:
+            try:
+                spec = await self._child_spec(node, unique)
+            except TaskplugError as e:
+                error = {"kind": str(ErrorKind.USER), "code": "RuntimeExecutionError", "message": str(e)}
+                return self._node_failed(unique, node, status, error)
+            child_key = await self.host.launch(spec, parent=self.key)
+            record = self.host.launched(child_key)
+            if state.get("child") != child_key:
+                state["child"] = child_key
+                self._changed.add(unique)
+        if NodePhase(state["phase"]) is NodePhase.QUEUED:
+            self._set_phase(unique, status, NodePhase.RUNNING)
+            self._node_event(unique, node, "Running", reason=f"launched {child_key}")
+        if record is None or not record.terminal:
+            self._parallelism += 1
+            return _PENDING
+        assert child_key is not None
+        name = child_key.split("/")[2]
+        if record.outcome == str(Phase.SUCCESS):
+            child_execution = identifier_pb2.WorkflowExecutionIdentifier(
+                project=self.execution_id.project, domain=self.execution_id.domain, name=name
+            )
+            _, end_out = node_dirs(self.settings.data_root, child_execution, END_NODE, (0,))
+            _, output_dir = self._dirs(unique, 0)
+            await self.host.data.write(
+                f"{output_dir}/outputs.pb", await self.host.data.read(f"{end_out}/outputs.pb") or b""
+            )
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        if record.outcome == str(Phase.ABORTED):
+            error = {
+                "kind": str(ErrorKind.USER),
+                "code": "RemoteChildWorkflowExecutionFailed",
+                "message": f"failed at Node[{node.id}]. RemoteChildWorkflowExecutionFailed: launchplan "
+                f"[{name}] aborted, caused by: launchplan execution aborted",
+            }
+            return self._node_failed(unique, node, status, error)
+        error = record.error or {
+            "kind": str(ErrorKind.USER),
+            "code": "LaunchPlanExecutionFailed",
+            "message": "Unknown Error",
+        }
+        return self._node_failed(unique, node, status, dict(error))
+
+    async def _child_spec(self, node: workflow_pb2.Node, unique: str) -> ExecutionSpec:
+        launched = self.workflow.launch_plans.get(id_key(node.workflow_node.launchplan_ref))
+        if launched is None:
+            raise TaskplugError(
+                f"node {node.id}: launch plan {node.workflow_node.launchplan_ref.name} is not known",
+                code="RuntimeExecutionError",
+            )
+        data_dir, _ = self._dirs(unique, 0)
+        given = literals_pb2.LiteralMap()
+        given.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        inputs = execution_inputs(launched.launch_plan, launched.expected_inputs, given)
+        name = child_execution_name(self.execution_id.name, unique, 0)
+        return child_workflow_spec(self.spec, launched, inputs, name)
+
+    # -- gates -----------------------------------------------------------------------------------------------
+    async def _gate(self, node: workflow_pb2.Node, unique: str) -> _Report:
+        """A gate node (``sleep``, ``approve``, ``wait_for_input``): waits for its time or its signal (the
+        execution's, set by ``taskplug signal`` or the API); its node timeout (flytekit's default is an hour)
+        ends it as a task's execution deadline would."""
+        status = self._nodes[unique]
+        state = status.workflow_state
+        assert state is not None
+        now = self.host.clock.now().timestamp()
+        if NodePhase(state["phase"]) is NodePhase.QUEUED:
+            state["started"] = now
+            self._set_phase(unique, status, NodePhase.RUNNING)
+            self._node_event(unique, node, "Running")
+        gate = node.gate_node
+        value = None
+        request = signal_request(gate)
+        if request is not None:
+            signal_id, literal_type = request
+            if state.get("gate") != signal_id:
+                state["gate"] = signal_id
+                self._changed.add(unique)
+            store = self.host.store
+            if not isinstance(store, KeepsSignals):
+                error = {
+                    "kind": str(ErrorKind.SYSTEM),
+                    "code": "SignalsNotKept",
+                    "message": f"gate {node.id}: this state store keeps no signals to wait for",
+                }
+                return self._node_failed(unique, node, status, error)
+            value = store.get_or_create_signal(self.key, signal_id, literal_type)
+        data_dir, output_dir = self._dirs(unique, 0)
+        inputs = literals_pb2.LiteralMap()
+        inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        outcome = evaluate_gate(
+            gate, started_at=state.get("started"), now=now, signal_value=value, inputs=inputs
+        )
+        if outcome.phase is GatePhase.SUCCEEDED:
+            await self.host.data.write(
+                f"{output_dir}/outputs.pb", (outcome.outputs or literals_pb2.LiteralMap()).SerializeToString()
+            )
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded")
+            return _PROGRESS
+        if outcome.phase is GatePhase.FAILED:
+            return self._node_failed(unique, node, status, dict(outcome.error or _unknown_error("")))
+        timeout = (
+            node.metadata.timeout.ToTimedelta().total_seconds() if node.metadata.HasField("timeout") else 0
+        )
+        started = float(state.get("started") or now)
+        if timeout > 0 and now - started >= timeout:
+            error = {
+                "kind": str(ErrorKind.USER),
+                "code": f"RetriesExhausted|{EXECUTION_DEADLINE_CODE}",
+                "message": "[1/1] currentAttempt done. Last Error: USER::task execution timeout "
+                f"[{format_go_duration(timedelta(seconds=timeout))}] expired",
+            }
+            return self._node_failed(unique, node, status, error)
+        # A person's answer reaches a local run at its next look (SQLite has no notification); a replica is
+        # woken by the store's NOTIFY. A sleep wakes the workflow exactly when it ends.
+        wait = self.settings.resync_period if outcome.wake_in is None else outcome.wake_in
+        if timeout > 0:
+            wait = min(wait, max(0.0, started + timeout - now))
+        self.child_wake_after(max(wait, 0.0))
+        return _PENDING
 
     def _child_ended(self, node: workflow_pb2.Node, unique: str, status: ExecutionRecord) -> _Report:
         if status.outcome == str(Phase.SUCCESS):
@@ -550,7 +821,7 @@ class WorkflowRun:
             self._set_phase(unique, status, NodePhase.RUNNING)
             self._node_event(unique, node, "Running")
             return _PROGRESS
-        leaf = _Dag(compiler_pb2.CompiledWorkflow(), unique, 0)
+        leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
         taken_node = dag.nodes[state["taken"]]
         leaf.nodes[taken_node.id] = taken_node
         child = leaf.unique_id(taken_node.id)
@@ -577,41 +848,48 @@ class WorkflowRun:
         report = await self._execute(leaf, taken_node, child)
         return _PENDING if report.outcome is _Outcome.COMPLETE else report
 
-    def _child_dag(self, node: workflow_pb2.Node, unique: str) -> _Dag | None:
+    def _child_dag(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Dag | None:
         if node.WhichOneof("target") != "workflow_node" or not node.workflow_node.HasField(
             "sub_workflow_ref"
         ):
             return None
-        compiled = self._sub_workflows.get(_id_key(node.workflow_node.sub_workflow_ref))
-        return _Dag(compiled, unique, 0) if compiled is not None else None
+        compiled = dag.sub_workflows.get(_id_key(node.workflow_node.sub_workflow_ref))
+        return dag.below(compiled, unique) if compiled is not None else None
 
-    async def _sub_workflow(self, node: workflow_pb2.Node, unique: str) -> _Report:
+    async def _sub_workflow(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
         """A sub-workflow node: its workflow's nodes run under it, from the node's inputs (its start node's
         outputs) to its end node's outputs (the node's); a failure is the node's, never retried."""
         status = self._nodes[unique]
-        dag = self._child_dag(node, unique)
-        if dag is None:
+        sub = self._child_dag(dag, node, unique)
+        if sub is None:
             error = {
                 "kind": str(ErrorKind.USER),
                 "code": "WorkflowReferenceNotFound",
                 "message": f"node {node.id}: sub-workflow {node.workflow_node.sub_workflow_ref.name} not found",
             }
             return self._node_failed(unique, node, status, error)
-        if NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED:  # type: ignore[index]
+        starting = NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED  # type: ignore[index]
+        if starting:
             data_dir, _ = self._dirs(unique, 0)
-            _, start_out = self._dirs(dag.unique_id(START_NODE), 0)
+            _, start_out = self._dirs(sub.unique_id(START_NODE), 0)
             await self.host.data.write(
                 f"{start_out}/outputs.pb", await self.host.data.read(f"{data_dir}/inputs.pb") or b""
             )
             self._set_phase(unique, status, NodePhase.RUNNING)
+        state = status.workflow_state
+        assert state is not None
+        if "failing" in state:
+            return await self._sub_workflow_failing(sub, node, unique, status, state["failing"])
+        report = await self._walk(sub, START_NODE)
+        if starting:  # after its start node's event, in the same round, as propeller reports it
             self._node_event(unique, node, "Running")
-        report = await self._walk(dag, START_NODE)
         if report.failed:
             failure = report.error if report.outcome is _Outcome.FAILED else dict(_TIMEOUT_ERROR)
-            await self._abort_dag(dag, "subworkflow failed", emit=True)
-            return self._node_failed(unique, node, status, failure or _unknown_error(""))
+            state["failing"] = failure or _unknown_error("")
+            self._changed.add(unique)
+            return await self._sub_workflow_failing(sub, node, unique, status, state["failing"])
         if report.outcome is _Outcome.COMPLETE:
-            _, end_out = self._dirs(dag.unique_id(END_NODE), 0)
+            _, end_out = self._dirs(sub.unique_id(END_NODE), 0)
             _, output_dir = self._dirs(unique, 0)
             await self.host.data.write(
                 f"{output_dir}/outputs.pb", await self.host.data.read(f"{end_out}/outputs.pb") or b""
@@ -621,11 +899,31 @@ class WorkflowRun:
             return _PROGRESS
         return report
 
-    async def _failure_node(self) -> _Report:
-        """The workflow's failure node, run once the failing workflow's nodes are cleaned up: it may bind only
-        the workflow's inputs (and ``err``, the failure)."""
-        node = self.dag.template.failure_node
-        unique = node.id
+    async def _sub_workflow_failing(
+        self,
+        sub: _Dag,
+        node: workflow_pb2.Node,
+        unique: str,
+        status: ExecutionRecord,
+        failure: dict[str, Any],
+    ) -> _Report:
+        """``Failing``: the sub-workflow's nodes aborted (``subworkflow failed``), then its own failure node
+        run, if it has one; the node fails with the failure node's error when that fails, else the original."""
+        if not await self._abort_dag(sub, "subworkflow failed", emit=True):
+            return _PENDING
+        if sub.template.HasField("failure_node") and sub.template.failure_node.id:
+            report = await self._failure_node(sub, failure)
+            if report.outcome in (_Outcome.PENDING, _Outcome.PROGRESS):
+                return report
+            if report.outcome is _Outcome.FAILED and report.error:
+                failure = report.error
+        return self._node_failed(unique, node, status, failure)
+
+    async def _failure_node(self, dag: _Dag, error: dict[str, Any] | None) -> _Report:
+        """``dag``'s failure node, run once the failing workflow's nodes are cleaned up: it may bind only the
+        workflow's inputs (and ``err``, the failure: ``error``)."""
+        node = dag.template.failure_node
+        unique = dag.unique_id(node.id)
         phase = self._phase(unique)
         if phase in _DONE_PHASES:
             return _COMPLETE
@@ -635,8 +933,8 @@ class WorkflowRun:
                 return _Report(_Outcome.TIMED_OUT)
             return _Report(_Outcome.FAILED, status.error)
         if phase is NodePhase.NOT_YET_STARTED:
-            return await self._queue(self.dag, node, unique, self._status(unique))
-        return await self._execute(self.dag, node, unique)
+            return await self._queue(dag, node, unique, self._status(unique), failure=error or {})
+        return await self._execute(dag, node, unique)
 
     # -- abort ----------------------------------------------------------------------------------------------
     async def _abort(self, reason: str, *, end: bool = False) -> bool:
@@ -683,7 +981,7 @@ class WorkflowRun:
         if kind in ("task_node", "array_node") and not status.terminal:
             child = self._children.get(unique)
             if child is None:
-                child = await self._start_child(node, unique, status)
+                child = await self._start_child(dag, node, unique, status)
             status.abort_requested = True
             abort_reason = getattr(child, "abort_reason", None)
             if abort_reason is not None:
@@ -695,10 +993,19 @@ class WorkflowRun:
             child_id = unique_node_id(unique, 0, taken.id)
             if self._phase(child_id) not in _DONE_PHASES | _FAILED_PHASES | {NodePhase.NOT_YET_STARTED}:
                 done = await self._abort_node(dag, taken, child_id, reason, emit=emit)
+        elif kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+            child_key = (status.workflow_state or {}).get("child")
+            record = self.host.launched(child_key) if child_key else None
+            if record is not None and not record.terminal:
+                # propeller terminates the child with a cause naming the parent (LPN3).
+                self.host.abort(str(child_key))
+                done = False
         elif kind == "workflow_node":
-            sub = self._child_dag(node, unique)
+            sub = self._child_dag(dag, node, unique)
             if sub is not None:
                 done = await self._abort_dag(sub, reason, emit=emit)
+        if kind == "task_node" and unique in self._dynamic and done:
+            done = await self._abort_dag(self._dynamic[unique], reason, emit=emit)
         if done:
             self._children.pop(unique, None)
             self._set_phase(unique, status, NodePhase.ABORTED)
@@ -767,8 +1074,8 @@ class WorkflowRun:
     def _dirs(self, unique: str, attempt: int) -> tuple[str, str]:
         return node_dirs(self.settings.data_root, self.execution_id, unique, (attempt,))
 
-    def _task(self, reference: Any, node_id: str) -> tasks_pb2.TaskTemplate:
-        task = self._tasks.get(_id_key(reference))
+    def _task(self, dag: _Dag, reference: Any, node_id: str) -> tasks_pb2.TaskTemplate:
+        task = dag.tasks.get(_id_key(reference))
         if task is None:
             raise TaskplugError(
                 f"node {node_id}: task {reference.name} is not in the compiled workflow",
@@ -819,11 +1126,14 @@ class WorkflowRun:
         self.host.emit(self.key, event)
 
     # -- bindings -----------------------------------------------------------------------------------------------
-    async def _resolve(self, dag: _Dag, node: workflow_pb2.Node) -> literals_pb2.LiteralMap:
+    async def _resolve(
+        self, dag: _Dag, node: workflow_pb2.Node, failure: dict[str, Any] | None = None
+    ) -> literals_pb2.LiteralMap:
         """The node's inputs from its bindings (``nodes/resolve.go``): every producer's outputs read first,
         then resolved by the binding rules (attribute paths, aliases, Flyte's error texts). A failure node
-        may read only the workflow's inputs; its ``err`` input is the workflow's failure."""
-        failure_node = node.id == self.dag.template.failure_node.id and bool(node.id)
+        (``failure``: the error it handles) may read only the workflow's inputs; its ``err`` input is that
+        failure, as ``FailureNodeLookup`` and ``ResolveErrorInputLiteralData`` give it."""
+        failure_node = failure is not None
         outputs: dict[str, tuple[literals_pb2.LiteralMap | None, str]] = {}
         for producer in sorted(_producers(node.inputs)):
             if failure_node and producer != START_NODE:
@@ -838,7 +1148,7 @@ class WorkflowRun:
         bindings = [b for b in node.inputs if not (failure_node and b.var == "err")]
         inputs = resolve_inputs(bindings, read_output, node.id)
         if failure_node and any(b.var == "err" for b in node.inputs):
-            message = (self._state.get("error") or {}).get("message", "")
+            message = (failure or {}).get("message", "")
             inputs.literals["err"].CopyFrom(failure_node_error_literal(message, node.id))
         return inputs
 
@@ -899,6 +1209,16 @@ def _unknown_error(message: str) -> dict[str, Any]:
 
 def _id_key(identifier: Any) -> str:
     return f"{identifier.resource_type}/{identifier.project}/{identifier.domain}/{identifier.name}/{identifier.version}"
+
+
+def _kind(node: workflow_pb2.Node, *, dynamic: bool) -> str:
+    """A node's kind as results name it: task, dynamic, array, branch, subworkflow, launchplan, gate."""
+    target = node.WhichOneof("target")
+    if target == "workflow_node":
+        return "launchplan" if node.workflow_node.HasField("launchplan_ref") else "subworkflow"
+    if target == "task_node":
+        return "dynamic" if dynamic else "task"
+    return (target or "").removesuffix("_node")
 
 
 def _producers(bindings: Any) -> set[str]:
@@ -996,3 +1316,12 @@ class _ChildHost:
 
     def finish(self, key: str) -> None:
         self.parent.child_finished(self.unique)
+
+    async def launch(self, spec: ExecutionSpec, *, parent: str) -> str:
+        return await self.parent.host.launch(spec, parent=parent)
+
+    def launched(self, key: str) -> ExecutionRecord | None:
+        return self.parent.host.launched(key)
+
+    def abort(self, key: str) -> None:
+        self.parent.host.abort(key)
