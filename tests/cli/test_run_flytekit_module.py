@@ -246,8 +246,8 @@ def test_help_after_the_file_lists_its_tasks(runner: CliRunner, module: Path) ->
     result = invoke(runner, "run", module, "--help")
     assert result.exit_code == 0, result.stderr
     assert "echo, typed" in result.stdout
-    assert "the workflows and launch plans, run whole: pipeline" in result.stdout
-    assert "not run on their own: fan_out (a dynamic workflow (@dynamic): it runs as a node" in result.stdout
+    assert "fan_out (a dynamic workflow (@dynamic))" in result.stdout
+    assert "pipeline (a workflow)" in result.stdout
 
 
 def test_a_required_input_left_out_exits_2_naming_it(runner: CliRunner) -> None:
@@ -272,12 +272,14 @@ def test_no_task_name_exits_2_listing_the_tasks(runner: CliRunner) -> None:
     assert_bad_input(result, "name the task", "add, greet, scale, total")
 
 
-def test_a_dynamic_workflow_on_its_own_exits_2_saying_it_runs_as_a_node_of_a_workflow(
-    runner: CliRunner, module: Path
+@pytest.mark.parametrize(
+    ("name", "what"), [("pipeline", "a workflow"), ("fan_out", "a dynamic workflow (@dynamic)")]
+)
+def test_a_workflow_or_dynamic_workflow_exits_2_saying_taskplug_runs_tasks(
+    runner: CliRunner, module: Path, name: str, what: str
 ) -> None:
-    result = invoke(runner, "run", module, "fan_out", "--n", "2")
-    assert_bad_input(result, "'fan_out' is a dynamic workflow (@dynamic): it runs as a node of a workflow")
-    assert "the workflows and launch plans, run whole: pipeline" in " ".join(result.stderr.split())
+    result = invoke(runner, "run", module, name, "--n", "2")
+    assert_bad_input(result, f"'{name}' is {what}", "taskplug runs tasks")
 
 
 def test_a_run_option_after_the_task_exits_2_saying_where_it_goes(runner: CliRunner) -> None:

@@ -19,7 +19,7 @@ from taskplug.cli._run import run as run_command
 from taskplug.compiler import WorkflowBundle, hydrate, launch_inputs, read_bundle
 from taskplug.core import SpecError, TaskplugError, literal_map_to_plain
 
-from .conftest import invoke
+from .conftest import assert_bad_input, invoke
 
 
 @pytest.fixture(scope="module")
@@ -159,14 +159,11 @@ def test_a_fixed_input_given_as_an_option_exits_2(runner: CliRunner, demo: Seria
     assert "No such option '--a'" in result.stderr
 
 
-def test_the_files_listing_names_its_workflows_and_launch_plans_as_runnable(
+def test_a_workflow_run_is_still_refused_after_its_options_are_read(
     runner: CliRunner, demo: Serialized
 ) -> None:
-    result = invoke(runner, "run", demo.module, "--help")
-    assert result.exit_code == 0, result.stderr
-    listing = " ".join(result.stdout.split())
-    assert "the workflows and launch plans, run whole:" in listing
-    assert "sub_lp" in listing.partition("run whole:")[2] and "wf" in listing.partition("run whole:")[2]
+    result = invoke(runner, "run", demo.module, "wf", "--x", "2")
+    assert_bad_input(result, "'wf' is a workflow", "taskplug runs tasks")
 
 
 def test_a_workflow_calling_a_reference_workflow_is_refused_with_flytekits_reason(tmp_path: Path) -> None:

@@ -23,15 +23,14 @@ Where it runs decides two things about the serialized task:
 Inputs are converted by the interface's declared types: text for strings, times, durations, enums, files and
 datasets; the other types are read as YAML (so JSON too: ``--xs '[1, 2]'``, ``--p '{"x": 1}'``). An input
 left out takes the task's default (the launch plan's default literal, as flytekit computes it); a required
-one left out is a usage error naming it. A ``@dynamic`` task runs only as a node of a workflow, and
-``@eager`` is refused.
+one left out is a usage error naming it. ``@workflow``, launch plans, ``@dynamic`` and ``@eager`` are refused:
+taskplug runs tasks.
 
 A workflow or launch plan of the module is serialized the same way, with everything it reaches and its
 default launch plan, into a :class:`~taskplug.compiler.WorkflowBundle` (:func:`serialize_workflow`, following
 flytekit's ``tools/serialize_helpers.py`` and ``LaunchPlan.get_default_launch_plan``); :func:`module_workflow`
 also reads its inputs from the options after its name, which ``--help`` lists (the launch plan's expected
-inputs, with their defaults). ``taskplug run FILE.py WORKFLOW --help`` shows them; :func:`module_spec` runs it
-whole (``taskplug.executor.workflow_spec``).
+inputs, with their defaults). ``taskplug run FILE.py WORKFLOW --help`` shows them; a run of it is still refused.
 
 Deviation: pyflyte's default for a remote run is fast registration (the code uploaded beside a stock image);
 taskplug uploads nothing, so a real cluster needs an image with the code (``--image``), and the embedded
@@ -288,10 +287,10 @@ class _Entities:
 
     tasks: dict[str, Any]
     refused: dict[str, str]
-    """name → what it is, of what does not run on its own (a dynamic workflow, an eager workflow, a
-    reference)."""
+    """name → what it is (a workflow, a launch plan, a dynamic workflow, an eager workflow, a reference)."""
     workflows: dict[str, Any]
-    """The workflows and launch plans, which :func:`serialize_workflow` serializes and a run runs whole."""
+    """The workflows and launch plans (also in ``refused``: a task run refuses them), which
+    :func:`serialize_workflow` serializes."""
 
 
 _REFERENCE = "a reference {} (it lives in a Flyte cluster's registry, which taskplug does not have)"
@@ -315,12 +314,16 @@ def _entities(module: Any) -> _Entities:
         if isinstance(value, ReferenceEntity):
             kind = "workflow" if isinstance(value, WorkflowBase) else "launch plan"
             refused[name] = _REFERENCE.format("task" if isinstance(value, PythonTask) else kind)
-        elif isinstance(value, WorkflowBase | LaunchPlan):
+        elif isinstance(value, WorkflowBase):
+            refused[name] = "a workflow"
+            workflows[name] = value
+        elif isinstance(value, LaunchPlan):
+            refused[name] = "a launch plan"
             workflows[name] = value
         elif isinstance(value, PythonTask):
             mode = getattr(value, "execution_mode", None)
             if mode == PythonFunctionTask.ExecutionBehavior.DYNAMIC:
-                refused[name] = "a dynamic workflow (@dynamic): it runs as a node of a workflow"
+                refused[name] = "a dynamic workflow (@dynamic)"
             elif mode == PythonFunctionTask.ExecutionBehavior.EAGER:
                 refused[name] = "an eager workflow (@eager)"
             else:
@@ -331,11 +334,9 @@ def _entities(module: Any) -> _Entities:
 def _listing(path: Path, entities: _Entities) -> str:
     tasks = ", ".join(entities.tasks) or "none"
     text = f"the tasks in {str(path)!r}: {tasks}"
-    if entities.workflows:
-        text += f"; the workflows and launch plans, run whole: {', '.join(entities.workflows)}"
     if entities.refused:
         others = ", ".join(f"{name} ({what})" for name, what in entities.refused.items())
-        text += f"; not run on their own: {others}"
+        text += f"; not tasks, which taskplug does not run: {others}"
     return text
 
 
@@ -345,8 +346,8 @@ def _choose(path: Path, entities: _Entities, task_name: str) -> Any:
     if task_name in entities.refused:
         raise SpecError(
             "TASK",
-            f"{task_name!r} is {entities.refused[task_name]}; taskplug runs tasks, workflows and launch plans "
-            f"({_listing(path, entities)})",
+            f"{task_name!r} is {entities.refused[task_name]}: taskplug runs tasks, one task execution at "
+            f"a time ({_listing(path, entities)})",
         )
     raise SpecError("TASK", f"{str(path)!r} has no task {task_name!r}: {_listing(path, entities)}")
 
