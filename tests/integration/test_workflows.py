@@ -10,8 +10,8 @@ exits 2 naming it and creates nothing; a SIGKILLed named run, run again, finishe
 node again or creating any pod twice; Ctrl-C aborts every running node and leaves no process behind.
 
 The example runs are shared: one ``taskplug run`` per case, started together (a few at a time) for the cases
-the session selected, and each test reads its own. The node kinds still being built (launch-plan nodes,
-``@dynamic``, gates) and the failures found are ``xfail(strict=True)`` with the reason.
+the session selected, and each test reads its own. The failures found are ``xfail(strict=True)`` with the
+reason.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ CASES: dict[str, Case] = {
         PIPELINES,
         "with_cleanup",
         {"a": 0},
-        {"n0": "Failed"},
+        {"n0": "Failed", "fn0": "Succeeded"},
         code=1,
         error="integer division or modulo by zero",
     ),
@@ -193,14 +193,6 @@ XFAIL: dict[str, str] = {
         "(executor.max-round-errors) and stopped: KeyError: 'n0-n1-n1'': WorkflowRun._branch builds the taken "
         "case's leaf DAG with leaf.nodes[taken.id] = taken (not _Dag._add), so when the taken case n0-n1 is "
         "itself a branch, its own cases are not in the leaf and dag.nodes['n0-n1-n1'] raises"
-    ),
-    "launch-plan-node": (
-        "launch-plan nodes are not built yet: n0 fails {USER, UnsupportedNode, 'node n0: taskplug does not "
-        "run workflow_node nodes yet'}"
-    ),
-    "dynamic": (
-        "@dynamic nodes are not built yet: n0 fails {SYSTEM, DynamicWorkflowNotSupported, 'the task is a "
-        "dynamic workflow (flytekit @dynamic): it wrote a dynamic workflow of 6 node(s) ...'}"
     ),
 }
 
@@ -326,15 +318,6 @@ def test_the_failure_node_runs_after_the_failure_and_the_workflow_fails_with_the
     # It was given the error as flytekit gives it (err.failed_node_id is the failure node's own id).
     (log,) = run.cwd.rglob("*-fn0-0.log")
     assert "with_cleanup(a=0) failed at fn0:" in log.read_text() and "division" in log.read_text()
-
-
-@pytest.mark.xfail(
-    strict=True, reason="the failure node fn0 runs (its events are there) but is not in the nodes list"
-)
-@pytest.mark.parametrize("case", ["failure-node"])
-def test_the_failure_node_is_listed_among_the_nodes(case: str, runs: dict[str, Future[Run]]) -> None:
-    phases = runs[case].result(timeout=DEADLINE * len(CASES)).phases()
-    assert phases.get("fn0") == "Succeeded", phases
 
 
 async def test_node_overrides_reach_the_pod(served: tuple[LocalCluster, Path], tmp_path: Path) -> None:
@@ -699,46 +682,40 @@ async def test_ctrl_c_aborts_every_running_node_and_leaves_no_process_behind(tmp
 # -- gates --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gate nodes are not built yet, and there is no 'taskplug signal' command to approve a gate or give "
-        "it a value"
-    ),
-)
 async def test_gates_wait_for_an_approval_and_a_value_then_finish(tmp_path: Path) -> None:
     name = "gated-1"
+    state = ("--state-db", str(tmp_path / "state.db"))
     proc = await _start(tmp_path, "-o", "json", "--name", name, PIPELINES, "gated", "--a", "2")
+
+    async def signal_command(*words: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            subprocess.run,
+            [TASKPLUG, "signal", *words, *state],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     try:
-
-        async def signal_command(*words: str) -> subprocess.CompletedProcess[str]:
-            return await asyncio.to_thread(
-                subprocess.run,
-                [TASKPLUG, "signal", *words],
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-
-        execution = f"flytesnacks/development/{name}"
         deadline = time.monotonic() + DEADLINE
-        while True:  # the signals exist once the gates have started waiting
-            listed = await signal_command("list", "--state-db", str(tmp_path / "state.db"), execution)
-            assert listed.returncode == 0, listed.stderr
-            if "approve-double" in listed.stdout and "factor" in listed.stdout:
+        while True:  # each signal exists once its gate has started waiting (before that: exit 2)
+            listed = await signal_command("list", name, "-o", "json")
+            if listed.returncode == 0 and {s["signal_id"] for s in json.loads(listed.stdout)} >= {
+                "approve-double",
+                "factor",
+            }:
                 break
-            assert time.monotonic() < deadline, listed.stdout
+            assert time.monotonic() < deadline, (listed.stdout, listed.stderr)
             await asyncio.sleep(0.2)
-        approved = await signal_command(
-            "approve", "--state-db", str(tmp_path / "state.db"), execution, "approve-double"
-        )
+        approved = await signal_command("approve", name, "approve-double")
         assert approved.returncode == 0, approved.stderr
-        given = await signal_command(
-            "set", "--state-db", str(tmp_path / "state.db"), execution, "factor", "3"
-        )
+        given = await signal_command("set", name, "factor", "3")
         assert given.returncode == 0, given.stderr
+    except BaseException:
+        proc.kill()  # the run would wait on its gates for ever
+        raise
     finally:
         code, out, err = await _finish(proc)
     assert code == 0, err
