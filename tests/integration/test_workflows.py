@@ -348,7 +348,7 @@ async def test_node_overrides_reach_the_pod(served: tuple[LocalCluster, Path], t
     assert json.loads(out)["outputs"] == {"o0": 8}
     (pod,) = created
     (container,) = pod["spec"]["containers"]
-    # with_overrides(requests=...) replaced the task's requests; no limits were given, so limits = requests.
+    # with_overrides(requests=...) replaced the task's requests (the node's task overrides reach the plugin).
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": "200Mi"}
 
 
