@@ -9,8 +9,9 @@ taskplug run examples/flytekit/pipelines.py quadrant --x 1 --y -1    # a conditi
 taskplug run examples/flytekit/pipelines.py outer --a 2              # chain as a sub-workflow
 taskplug run examples/flytekit/pipelines.py through_launch_plan --x 3
 taskplug run examples/flytekit/pipelines.py squares_total --n 4      # map_task between two tasks
-taskplug run examples/flytekit/pipelines.py dynamic_sum --n 3        # @dynamic, and nested_dynamic
-taskplug run examples/flytekit/pipelines.py gated --a 2              # sleep, approve, wait_for_input
+taskplug run examples/flytekit/pipelines.py dynamic_workflow --n 3   # @dynamic nodes that are @dynamic
+taskplug run --name g1 examples/flytekit/pipelines.py gated --a 2    # sleep, approve, wait_for_input; then
+#   taskplug signal approve g1 approve-double; taskplug signal set g1 factor 3   (from another terminal)
 taskplug run examples/flytekit/pipelines.py keep_going --a 5         # fails after the other nodes finish
 taskplug run examples/flytekit/pipelines.py with_cleanup --a 0       # its failure node runs, then exit 1
 taskplug run examples/flytekit/pipelines.py overridden --a 4         # with_overrides

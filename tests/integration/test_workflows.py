@@ -147,15 +147,13 @@ CASES: dict[str, Case] = {
     "map-task": Case(
         PIPELINES, "squares_total", {"n": 4}, {"n0": "Succeeded", "n1": "Succeeded", "n2": "Succeeded"}
     ),
-    # nested_dynamic(3) adds dynamic_sum(k) for k < 3: dn0, dn2, dn4 are those (dynamic_sum(0) builds no
-    # node, so flytekit writes its outputs at once), each dynamic_sum(k) k add nodes of its own.
+    # nested_dynamic(2) adds dynamic_sum(0) (dn0: it builds no node, so flytekit writes its outputs at once)
+    # and dynamic_sum(1) (dn2, whose own add is dn2's dn0).
     "dynamic": Case(
         PIPELINES,
         "dynamic_workflow",
-        {"n": 3},
-        {f"n0-0-dn{i}": "Succeeded" for i in range(6)}
-        | {"n0": "Succeeded", "n0-0-dn2-0-dn0": "Succeeded", "n0-0-dn4-0-dn0": "Succeeded"}
-        | {"n0-0-dn4-0-dn1": "Succeeded"},
+        {"n": 2},
+        {f"n0-0-dn{i}": "Succeeded" for i in range(4)} | {"n0": "Succeeded", "n0-0-dn2-0-dn0": "Succeeded"},
     ),
     "fail-after-executable-nodes": Case(
         PIPELINES,
