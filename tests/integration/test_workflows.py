@@ -10,8 +10,7 @@ exits 2 naming it and creates nothing; a SIGKILLed named run, run again, finishe
 node again or creating any pod twice; Ctrl-C aborts every running node and leaves no process behind.
 
 The example runs are shared: one ``taskplug run`` per case, started together (a few at a time) for the cases
-the session selected, and each test reads its own. The failures found are ``xfail(strict=True)`` with the
-reason.
+the session selected, and each test reads its own.
 """
 
 from __future__ import annotations
@@ -194,15 +193,6 @@ CASES: dict[str, Case] = {
     ),
 }
 
-XFAIL: dict[str, str] = {
-    "nested-conditional": (
-        "a conditional as another's else case fails 'taskplug failed 10 rounds in a row "
-        "(executor.max-round-errors) and stopped: KeyError: 'n0-n1-n1'': WorkflowRun._branch builds the taken "
-        "case's leaf DAG with leaf.nodes[taken.id] = taken (not _Dag._add), so when the taken case n0-n1 is "
-        "itself a branch, its own cases are not in the leaf and dag.nodes['n0-n1-n1'] raises"
-    ),
-}
-
 
 def _selected_cases(session: pytest.Session) -> list[str]:
     names = []
@@ -250,15 +240,7 @@ def _as_json(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=XFAIL[name]))
-        if name in XFAIL
-        else name
-        for name in CASES
-    ],
-)
+@pytest.mark.parametrize("case", list(CASES))
 def test_a_workflow_gives_flytekits_outputs_and_node_phases(case: str, runs: dict[str, Future[Run]]) -> None:
     spec = CASES[case]
     expected = local_output(spec)
@@ -280,13 +262,6 @@ def test_a_workflow_gives_flytekits_outputs_and_node_phases(case: str, runs: dic
     assert document["outputs"] is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the cases a branch did not take are not in the nodes list at all (Flyte sets them Skipped, "
-        "without events): sign(n=-4) lists only n0 and n0-0-n0-n0"
-    ),
-)
 @pytest.mark.parametrize(
     ("case", "untaken"),
     [("if-taken", ("n0-0-n0-n1", "n0-0-n0-n2")), ("else-taken", ("n0-0-n0-n0", "n0-0-n0-n1"))],

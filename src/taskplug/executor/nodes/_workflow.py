@@ -190,16 +190,17 @@ class _Dag:
         self.parent_attempt = parent_attempt
         self.nodes: dict[str, workflow_pb2.Node] = {}
         for node in self.template.nodes:
-            self._add(node)
+            self.add(node)
         self.upstream = {k: list(v.ids) for k, v in compiled.connections.upstream.items()}
         self.downstream = {k: list(v.ids) for k, v in compiled.connections.downstream.items()}
         self._unique: dict[str, str] = {}
 
-    def _add(self, node: workflow_pb2.Node) -> None:
+    def add(self, node: workflow_pb2.Node) -> None:
+        """Know ``node`` by its id, and a branch's cases with it (nested branches too)."""
         self.nodes.setdefault(node.id, node)
         if node.WhichOneof("target") == "branch_node":
             for case in _cases(node.branch_node.if_else):
-                self._add(case)
+                self.add(case)
 
     def unique_id(self, node_id: str) -> str:
         # Asked for every node on every walk: computed (and maybe hashed) once per node.
@@ -338,11 +339,10 @@ class WorkflowRun:
             if children is not None:
                 entry["nodes"] = self._nodes_json(children)
             elif status is not None and status.workflow_state and "taken" in status.workflow_state:
-                taken = dag.nodes.get(status.workflow_state["taken"])
-                if taken is not None:
-                    leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
-                    leaf.template.nodes.append(taken)
-                    entry["nodes"] = self._nodes_json(leaf)
+                # Every case: the one taken, and those not taken (Skipped, without events).
+                leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
+                leaf.template.nodes.extend(_cases(node.branch_node.if_else))
+                entry["nodes"] = self._nodes_json(leaf)
             elif unique in self._dynamic:
                 entry["nodes"] = self._nodes_json(self._dynamic[unique])
             out.append(entry)
@@ -938,7 +938,7 @@ class WorkflowRun:
             return _PROGRESS
         leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
         taken_node = dag.nodes[state["taken"]]
-        leaf.nodes[taken_node.id] = taken_node
+        leaf.add(taken_node)
         child = leaf.unique_id(taken_node.id)
         phase = self._phase(child)
         if phase is NodePhase.NOT_YET_STARTED:
