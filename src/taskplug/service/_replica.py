@@ -524,6 +524,7 @@ class Replica:
                 self._forget(inc, key)
                 await self._fail_row(inc, conn, row_id, epoch, getattr(e, "code", "") or "BadTask", str(e))
                 continue
+            log.info("claimed %s (epoch %d)%s", row_key, epoch, ": its abort was requested" if abort else "")
             if abort:
                 ex.abort(key)
 
@@ -566,7 +567,10 @@ class Replica:
     def _abort(self, inc: _Incarnation, row_key: str) -> None:
         key = inc.by_row_key.get(row_key)
         if key is not None and inc.executor is not None and key in inc.rows:
+            log.info("aborting %s as requested", row_key)
             inc.executor.abort(key)
+        else:
+            log.info("abort of %s requested: not driven here", row_key)
 
     def _wake(self, inc: _Incarnation, row_key: str) -> None:
         """A signal of ``row_key``'s execution was set: if this replica drives it, evaluate it now (its gate
