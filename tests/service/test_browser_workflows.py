@@ -231,13 +231,13 @@ def test_a_workflow_is_drawn_and_its_nodes_change_live(
     assert error.locator("b").count() == 0
     expect(page.locator("#node-n0")).to_be_hidden()
 
-    # The branch expands to its cases: the first was taken, the other never started.
+    # The branch expands to its cases: the first was taken, the other Skipped (as Flyte marks it, silently).
     node(page, "n1").click()
     expect(page.locator("details#sub-n1")).to_have_attribute("open", "")
     expect(node(page, "n1-0-n1-n0")).to_have_attribute("data-phase", "Succeeded")
     expect(node(page, "n1-0-n1-n0")).to_have_class(re.compile(r"\btaken\b"))
     expect(page.locator("#nd-n1-0-n1-n0")).to_contain_text("the case taken")
-    expect(node(page, "n1-0-n1-n1")).to_have_attribute("data-phase", "NotYetStarted")
+    expect(node(page, "n1-0-n1-n1")).to_have_attribute("data-phase", "Skipped")
     expect(node(page, "n1-0-n1-n1")).not_to_have_class(re.compile(r"\btaken\b"))
 
     expect(page.locator("#abort")).to_have_count(0, timeout=RUN)  # the workflow ended
