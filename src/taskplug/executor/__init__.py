@@ -35,6 +35,14 @@ from taskplug.executor._spec import (
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
+    from taskplug.executor._catalog import (
+        CacheStatus,
+        Catalog,
+        CatalogEntry,
+        CatalogKey,
+        SQLiteCatalog,
+        catalog_key,
+    )
     from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
     from taskplug.executor._executor import (
         ExecutionResult,
@@ -65,6 +73,7 @@ if TYPE_CHECKING:
         signal_type_name,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED
+    from taskplug.executor.nodes._cache import cached_outputs, populate
     from taskplug.executor.nodes._host import AsyncFlush
 
 
@@ -77,6 +86,10 @@ __all__ = [
     "ArrayNodeConfig",
     "ArrayNodeSpec",
     "AsyncFlush",
+    "CacheStatus",
+    "Catalog",
+    "CatalogEntry",
+    "CatalogKey",
     "Coordinator",
     "Event",
     "ExecutionPaths",
@@ -97,6 +110,7 @@ __all__ = [
     "NodeRecord",
     "OpenPlugins",
     "Platform",
+    "SQLiteCatalog",
     "SQLiteStateStore",
     "Signal",
     "SignalError",
@@ -104,6 +118,8 @@ __all__ = [
     "StateStoreError",
     "SubmissionLimits",
     "WritesCreateIntent",
+    "cached_outputs",
+    "catalog_key",
     "check_limits",
     "check_signal_value",
     "check_state_file",
@@ -112,6 +128,7 @@ __all__ = [
     "observed_phase",
     "open_executor",
     "parse_spec",
+    "populate",
     "render_object",
     "signal_not_found",
     "signal_type_name",
@@ -124,6 +141,14 @@ __getattr__ = lazy_exports(
     __name__,
     {
         "AsyncFlush": "taskplug.executor.nodes._host",
+        "CacheStatus": "taskplug.executor._catalog",
+        "Catalog": "taskplug.executor._catalog",
+        "CatalogEntry": "taskplug.executor._catalog",
+        "CatalogKey": "taskplug.executor._catalog",
+        "SQLiteCatalog": "taskplug.executor._catalog",
+        "catalog_key": "taskplug.executor._catalog",
+        "cached_outputs": "taskplug.executor.nodes._cache",
+        "populate": "taskplug.executor.nodes._cache",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",

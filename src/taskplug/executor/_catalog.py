@@ -183,7 +183,7 @@ class Catalog(Protocol):
 
 def is_cacheable(template: tasks_pb2.TaskTemplate) -> bool:
     """Whether the template asks for caching (``metadata.discoverable``)."""
-    return template.HasField("metadata") and template.metadata.discoverable
+    return template.HasField("metadata") and bool(template.metadata.discoverable)
 
 
 def is_serialized(template: tasks_pb2.TaskTemplate) -> bool:
@@ -361,7 +361,8 @@ class SQLiteCatalog:
     def entries(
         self, *, task: str | None = None, version: str | None = None, older_than: float | None = None
     ) -> list[CatalogEntry]:
-        where, args = ["1 = 1"], []
+        where: list[str] = ["1 = 1"]
+        args: list[Any] = []
         if task is not None:
             where.append("dataset = ?")
             args.append(_DATASET_PREFIX + task)

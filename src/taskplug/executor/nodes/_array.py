@@ -67,7 +67,7 @@ from taskplug.core import (
 from taskplug.executor._catalog import CacheStatus
 from taskplug.executor._paths import node_dirs
 from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
-from taskplug.executor._store import Event, ExecutionRecord, NodeRecord
+from taskplug.executor._store import Closing, Event, ExecutionRecord, NodeRecord
 from taskplug.executor.nodes._array_context import ElementContext, array_paths, element_parts
 from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
@@ -111,6 +111,10 @@ class _Step:
     error: bool = False  # the plugin could not decide (nothing changed)
     retried: bool = False  # its attempt ended and the next one is due
     next_round_in: float | None = None  # when the element wants its next round without an event
+
+
+def _decided(node: NodeRecord) -> Closing | None:
+    return node.closing
 
 
 def _now_iso(clock: Clock) -> str:
@@ -516,7 +520,7 @@ class ArrayRun:
         if evaluation.info is None:  # the plugin could not decide: evaluated again after a back-off
             step.error = True
             return step
-        closing = element.closing
+        closing = _decided(element)  # set by the step this round
         if self.cache is not None and element.cache is not None and closing and not closing.get("retry"):
             # The element's end is decided: a success is kept in the catalog; the reservation goes.
             if evaluation.info.phase is Phase.SUCCESS and evaluation.outputs is not None:

@@ -196,7 +196,8 @@ class TaskNode:
                 self.host.store.save(record)
             self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
             return
-        if self.cache is not None and record.closing is not None and not record.closing.get("retry"):
+        decided = _decided(record)  # set by the step this round
+        if self.cache is not None and decided is not None and not decided.get("retry"):
             # The attempt's end is decided: a success is kept in the catalog (its status on the success
             # event), and the reservation goes either way.
             await self._cache_end(handler, evaluation.outputs if info.phase is Phase.SUCCESS else None)
@@ -279,7 +280,8 @@ class TaskNode:
     async def _cache_end(self, handler: TaskHandler, outputs: literals_pb2.LiteralMap | None) -> None:
         record = self.record
         cache = self.cache
-        assert cache is not None and record.cache is not None
+        if cache is None or record.cache is None:  # started before caching was on: nothing to keep
+            return
         if outputs is not None:
             prefix = handler.tctx.output_writer.output_prefix
             if self.allow_dynamic and await self.host.data.read(f"{prefix}/{FUTURES_FILE}") is not None:
