@@ -173,12 +173,20 @@ def _quote(key: str) -> str:
 
 
 def run_remote(
-    spec: Path, server_url: str, *, as_json: bool, poll: float = 0.5, token_file: Path | None = None
+    spec: Path,
+    server_url: str,
+    *,
+    as_json: bool,
+    poll: float = 0.5,
+    token_file: Path | None = None,
+    overwrite_cache: bool = False,
 ) -> ExecutionResult:
     """Submit ``spec`` to the server and follow it to a terminal phase; how it ended. Unless ``as_json``,
     the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements.
     The API token is ``token_file``'s, else ``$TASKPLUG_TOKEN``'s (none: the server may not want one)."""
     document, _ = remote_document(spec)
+    if overwrite_cache:  # Flyte's overwrite_cache execution flag, as the spec's execution section says it
+        document["execution"] = {**(document.get("execution") or {}), "overwriteCache": True}
     token, token_source = read_token(token_file)
     console = plain_console(stderr=True)
     noted: set[str] = set()

@@ -69,6 +69,7 @@ from taskplug.executor import (
     GuardedKubeClient,
     LocalCoordinator,
     Platform,
+    SQLiteCatalog,
     SQLiteStateStore,
     check_state_file,
     load_spec,
@@ -127,6 +128,7 @@ async def _run(
                     kube_client=GuardedKubeClient(client, coordinator.guard),
                     store=store,
                     on_event=on_event,
+                    catalog=SQLiteCatalog(store),  # shared by every run on this state file
                 ) as ex,
                 _committing(store),
             ):
@@ -436,6 +438,12 @@ def _check_remote(
 )
 @click.option("-o", "--output", "fmt", type=click.Choice(["live", "json"]), default="live", show_default=True)
 @click.option(
+    "--overwrite-cache",
+    is_flag=True,
+    help="Run cacheable tasks without looking them up, and replace their cached results (Flyte's "
+    "overwrite_cache).",
+)
+@click.option(
     "--server",
     metavar="URL",
     help="Submit to a `taskplug serve` at URL and follow the execution there, instead of running it here.",
@@ -456,6 +464,7 @@ def run(
     cluster_mode: str,
     rerun: bool,
     fmt: str,
+    overwrite_cache: bool,
     server: str | None,
     token_file: Path | None,
     images: tuple[str, ...],
@@ -475,7 +484,10 @@ def run(
         release()
         from taskplug.cli._remote_run import run_remote
 
-        _print_result(run_remote(spec, server, as_json=fmt == "json", token_file=token_file), fmt)
+        remote = run_remote(
+            spec, server, as_json=fmt == "json", token_file=token_file, overwrite_cache=overwrite_cache
+        )
+        _print_result(remote, fmt)
         return
     if token_file is not None:
         raise SpecError("--token-file", "only with --server: a local run talks to no server")
@@ -495,6 +507,8 @@ def run(
             execution_name=execution_name,
             environment=environment,
         )
+    if overwrite_cache:
+        loaded = dataclasses.replace(loaded, overwrite_cache=True)
     try:
         result, finished = asyncio.run(
             _run(

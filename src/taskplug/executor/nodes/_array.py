@@ -517,6 +517,10 @@ class ArrayRun:
         )
         step.changed = evaluation.changed
         step.next_round_in = evaluation.next_round_in
+        if element.cache is not None and element.cache.get("reservation") == "RESERVATION_ACQUIRED":
+            # The holder comes back every heartbeat to extend its reservation.
+            heartbeat = self.settings.cache.heartbeat
+            step.next_round_in = min(step.next_round_in or heartbeat, heartbeat)
         if evaluation.info is None:  # the plugin could not decide: evaluated again after a back-off
             step.error = True
             return step

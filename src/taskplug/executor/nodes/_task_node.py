@@ -194,7 +194,7 @@ class TaskNode:
         if info is None or evaluation.observed is None:  # the plugin could not decide this round
             if evaluation.changed:
                 self.host.store.save(record)
-            self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
+            self.host.wake_after(self.key, self._due(evaluation.next_round_in or self.settings.resync_period))
             return
         decided = _decided(record)  # set by the step this round
         if self.cache is not None and decided is not None and not decided.get("retry"):
@@ -207,7 +207,7 @@ class TaskNode:
         self._report(info)
         closing = _decided(record)  # set by the step this round
         if closing is None:
-            self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
+            self.host.wake_after(self.key, self._due(evaluation.next_round_in or self.settings.resync_period))
             self.host.store.save(record)
             return
         if closing.get("retry"):
@@ -233,6 +233,13 @@ class TaskNode:
             self.host.emit(self.key, event)
 
     # -- the catalog (nodes/cache.go) -----------------------------------------------------------------------
+    def _due(self, delay: float) -> float:
+        """When the next round is due: a reservation's holder comes back every heartbeat to extend it."""
+        held = (
+            self.record.cache is not None and self.record.cache.get("reservation") == "RESERVATION_ACQUIRED"
+        )
+        return min(delay, self.settings.cache.heartbeat) if held else delay
+
     def _owner(self) -> str:
         # Deviation: propeller's owner also names the attempt; a retry here keeps the reservation its first
         # attempt took (it is released when the node ends), so the owner is the node's execution key.
