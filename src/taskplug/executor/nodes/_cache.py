@@ -18,6 +18,17 @@ and re-checks the cache while it waits, a success writes the cache and releases 
 
 A kept copy that is missing, unreadable or lacks a declared output is a miss: the task runs and its result
 replaces the entry.
+
+Deviation: Flyte reports ``CACHE_DISABLED`` on every task node that is not cacheable; here such a node has no
+cache status at all, so the results and events of tasks that do not ask for caching are unchanged.
+
+Deviation: Flyte carries the cache status on node events (``TaskNodeMetadata``) and a map element's on its
+external resource; a single task here reports task events only, so each event of a cacheable task carries
+the status it has then (``CACHE_MISS`` while it runs, ``CACHE_POPULATED`` on its success, ``CACHE_HIT`` on the
+one event of a hit); a map element's is on its external-resource entries, as on Flyte.
+
+Deviation: a cacheable task whose key cannot be made (an empty ``discovery_version``, which flytekit never
+serializes) runs uncached with ``CACHE_LOOKUP_FAILURE``; propeller fails the node's round with the error.
 """
 
 from __future__ import annotations
