@@ -37,7 +37,6 @@ from taskplug.executor import (
     Catalog,
     Executor,
     ExecutorSettings,
-    MemoryStateStore,
     SQLiteCatalog,
     SQLiteStateStore,
     cached_outputs,
