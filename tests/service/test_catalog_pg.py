@@ -97,3 +97,19 @@ async def test_two_replicas_racing_on_a_serialized_task_run_one_object(
     assert len(plugin.created) == 1
     assert r1.outputs == r2.outputs == {"o0": 9}
     assert sorted([r1.cache_status, r2.cache_status]) == ["CACHE_HIT", "CACHE_POPULATED"]
+
+
+def test_gc_forgets_old_cached_results_only_when_asked(postgres_dsn: str, catalog: PostgresCatalog) -> None:
+    from click.testing import CliRunner
+
+    from taskplug.cli._gc import gc
+
+    old = CatalogEntry(KEY, "/x/outputs.pb", "p/d/e1/n0", "v1", time.time() - 10 * 86400)
+    catalog.put(old)
+    kept = CliRunner().invoke(gc, ["--store", postgres_dsn, "--older-than", "7d"])
+    assert kept.exit_code == 0, kept.output
+    assert catalog.get(KEY) is not None
+    runner_result = CliRunner().invoke(gc, ["--store", postgres_dsn, "--older-than", "7d", "--catalog"])
+    assert runner_result.exit_code == 0, runner_result.output
+    assert "deleted 1 cached result(s)" in runner_result.output
+    assert catalog.get(KEY) is None
