@@ -145,3 +145,42 @@ def test_two_runs_racing_on_a_serialized_task_run_it_once_and_a_killed_holder_is
     taken = _run(tmp_path, module, "slow", "--x", "2")
     assert (taken["outputs"], taken["cacheStatus"]) == ({"o0": 3}, "CACHE_POPULATED")
     assert _runs(tmp_path)[-1] == "slow 2" and len(_runs(tmp_path)) == 3
+
+
+WORKFLOW = """
+from flytekit import task, workflow
+
+
+@task(cache=True, cache_version="1")
+def first(x: int) -> int:
+    with open({runs!r}, "a") as f:
+        f.write("first\\n")
+    return x + 1
+
+
+@task(cache=True, cache_version={last_version!r})
+def last(y: int) -> int:
+    with open({runs!r}, "a") as f:
+        f.write("last\\n")
+    return y * {factor}
+
+
+@workflow
+def pipeline(x: int) -> int:
+    return last(y=first(x=x))
+"""
+
+
+def test_a_workflow_rerun_after_fixing_its_last_node_runs_only_that_node(tmp_path: Path) -> None:
+    module = tmp_path / "pipeline.py"
+
+    def write(version: str, factor: int) -> None:
+        text = WORKFLOW.format(runs=str(tmp_path / "runs.txt"), last_version=version, factor=factor)
+        module.write_text(textwrap.dedent(text))
+
+    write("1", 10)
+    assert _run(tmp_path, module, "pipeline", "--x", "1")["outputs"] == {"o0": 20}
+    assert _runs(tmp_path) == ["first", "last"]
+    write("2", 100)  # the fix, with its cache_version bumped
+    assert _run(tmp_path, module, "pipeline", "--x", "1")["outputs"] == {"o0": 200}
+    assert _runs(tmp_path) == ["first", "last", "last"]

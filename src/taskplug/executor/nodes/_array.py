@@ -37,6 +37,11 @@ Deviations from propeller, each for a reason:
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
   than shifting later outputs down a place.
 
+A discoverable sub-task is cached per element (ArrayNode caching: the element's slice of the inputs, the
+de-listed interface): an element found in the catalog succeeds without a pod, its kept outputs copied into
+its output dir; an element that succeeds is kept; a serialized one waits on another's reservation
+(:mod:`._cache`). A map re-run after elements were appended runs only the new ones.
+
 (The element's kept plugin state is ``NodeRecord``'s deviation.)
 """
 

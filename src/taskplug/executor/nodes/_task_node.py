@@ -6,6 +6,11 @@ the whole execution: every new phase or version the plugin reports becomes an ev
 ``RetriesExhausted|<code>``) is saved before the cleanup runs; an abort request aborts and finalizes; a
 cleanup given up ends the execution ``CleanupFailed``, listing what may be left behind.
 
+A cacheable task (``metadata.discoverable``) goes through the data catalog first (:mod:`._cache`, after
+nodes/cache.go): a hit ends the node Succeeded with the kept outputs and one event, no plugin call; a
+serialized one waits while another execution holds its key's reservation; a success is kept, the
+reservation released. A workflow's task nodes are this node too, so they are cached the same way.
+
 The inputs (and, for a task whose command line asks for ``{{.TaskTemplatePath}}``, the template) are written
 to the data store in the first round, as part of the round, so a store that refuses them errors the round
 within the same bound as an API that cannot be reached.
