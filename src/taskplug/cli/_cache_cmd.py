@@ -135,7 +135,7 @@ def show(tag: str, state_db: Path | None, store: str | None, output: str) -> Non
         raise SpecError("TAG", f"{what} with a tag starting {tag!r}")
     entry = found[0]
     document = entry.to_json()
-    document["outputs"] = asyncio.run(_outputs(entry.uri))
+    document["outputs"] = asyncio.run(_outputs(entry))
     if output == "json":
         click.echo(dump(document), nl=False)
         return
@@ -143,12 +143,12 @@ def show(tag: str, state_db: Path | None, store: str | None, output: str) -> Non
         click.echo(f"{name}: {value}")
 
 
-async def _outputs(uri: str) -> Any:
+async def _outputs(entry: Any) -> Any:
     from taskplug.core import literal_map_to_plain
-    from taskplug.executor._datastore import DataStore
+    from taskplug.executor import kept_outputs
 
     try:
-        outputs = await DataStore().read_outputs(uri)
+        outputs = await kept_outputs(entry)
     except ValueError as e:
         return f"unreadable ({e}): the next run recomputes it"
     if outputs is None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         Catalog,
         CatalogEntry,
         CatalogKey,
+        Reservation,
         SQLiteCatalog,
         catalog_key,
     )
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
         signal_type_name,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED
-    from taskplug.executor.nodes._cache import cached_outputs, populate
+    from taskplug.executor.nodes._cache import cached_outputs, kept_outputs, populate
     from taskplug.executor.nodes._host import AsyncFlush
 
 
@@ -110,6 +111,7 @@ __all__ = [
     "NodeRecord",
     "OpenPlugins",
     "Platform",
+    "Reservation",
     "SQLiteCatalog",
     "SQLiteStateStore",
     "Signal",
@@ -124,6 +126,7 @@ __all__ = [
     "check_signal_value",
     "check_state_file",
     "executor_settings",
+    "kept_outputs",
     "load_spec",
     "observed_phase",
     "open_executor",
@@ -145,9 +148,11 @@ __getattr__ = lazy_exports(
         "Catalog": "taskplug.executor._catalog",
         "CatalogEntry": "taskplug.executor._catalog",
         "CatalogKey": "taskplug.executor._catalog",
+        "Reservation": "taskplug.executor._catalog",
         "SQLiteCatalog": "taskplug.executor._catalog",
         "catalog_key": "taskplug.executor._catalog",
         "cached_outputs": "taskplug.executor.nodes._cache",
+        "kept_outputs": "taskplug.executor.nodes._cache",
         "populate": "taskplug.executor.nodes._cache",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "Coordinator": "taskplug.executor._coordination",

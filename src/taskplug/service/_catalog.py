@@ -12,8 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from taskplug.executor import CatalogEntry, CatalogKey
-from taskplug.executor._catalog import Reservation
+from taskplug.executor import CatalogEntry, CatalogKey, Reservation
 
 if TYPE_CHECKING:
     import psycopg

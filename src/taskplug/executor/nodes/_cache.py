@@ -58,6 +58,7 @@ __all__ = [
     "Lookup",
     "NodeCache",
     "cached_outputs",
+    "kept_outputs",
     "populate",
 ]
 
@@ -131,6 +132,11 @@ async def cached_outputs(
         )
         return Lookup(CacheStatus.CACHE_MISS, key)
     return Lookup(CacheStatus.CACHE_HIT, key, outputs, entry)
+
+
+async def kept_outputs(entry: CatalogEntry, data: DataStore | None = None) -> literals_pb2.LiteralMap | None:
+    """The outputs a catalog entry keeps (None when its copy is gone; ValueError when it cannot be read)."""
+    return await (data or DataStore()).read_outputs(entry.uri)
 
 
 async def populate(
