@@ -184,3 +184,29 @@ def test_a_workflow_rerun_after_fixing_its_last_node_runs_only_that_node(tmp_pat
     write("2", 100)  # the fix, with its cache_version bumped
     assert _run(tmp_path, module, "pipeline", "--x", "1")["outputs"] == {"o0": 200}
     assert _runs(tmp_path) == ["first", "last", "last"]
+
+
+MAP = """
+from flytekit import map_task, task
+
+
+@task(cache=True, cache_version="1")
+def double(x: int) -> int:
+    with open({runs!r}, "a") as f:
+        f.write("%d\\n" % x)
+    return 2 * x
+
+
+square_all = map_task(double)
+"""
+
+
+def test_a_flytekit_map_task_rerun_with_an_appended_element_runs_only_that_element(tmp_path: Path) -> None:
+    module = tmp_path / "mapped.py"
+    module.write_text(textwrap.dedent(MAP.format(runs=str(tmp_path / "runs.txt"))))
+    first = _run(tmp_path, module, "square_all", "--x", "[1, 2]")
+    assert first["outputs"] == {"o0": [2, 4]}
+    second = _run(tmp_path, module, "square_all", "--x", "[1, 2, 3]")
+    assert second["outputs"] == {"o0": [2, 4, 6]}
+    assert [e["cacheStatus"] for e in second["elements"]] == ["CACHE_HIT", "CACHE_HIT", "CACHE_POPULATED"]
+    assert sorted(_runs(tmp_path)) == ["1", "2", "3"]
