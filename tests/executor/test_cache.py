@@ -95,8 +95,8 @@ def task_spec(name: str, x: int = 3, *, overwrite: bool = False, **template: Any
     return parse_spec({"template": _template(**template), "execution": execution, "inputs": {"x": x, "y": 0}})
 
 
-def map_spec(name: str, xs: list[int]) -> ExecutionSpec:
-    template = {
+def _map_template() -> dict[str, Any]:
+    return {
         "id": {"resourceType": "TASK", "project": "p", "domain": "d", "name": "sq", "version": "v1"},
         "type": "square",
         "metadata": {"discoverable": True, "discoveryVersion": "1"},
@@ -105,9 +105,12 @@ def map_spec(name: str, xs: list[int]) -> ExecutionSpec:
             "outputs": {"variables": {"o0": {"type": {"collectionType": {"simple": "INTEGER"}}}}},
         },
     }
+
+
+def map_spec(name: str, xs: list[int]) -> ExecutionSpec:
     return parse_spec(
         {
-            "template": template,
+            "template": _map_template(),
             "arrayNode": {},
             "execution": {"id": {"project": "p", "domain": "d", "name": name}},
             "inputs": {"x": xs},
@@ -335,3 +338,63 @@ async def test_an_expired_reservation_is_taken_over(tmp_path: Path) -> None:
     # Released when the node ended: the next owner takes it at once.
     assert catalog.get_or_extend_reservation(key, "next", 10).owner == "next"
     catalog.close()
+
+
+async def test_overwrite_cache_reruns_every_map_element(tmp_path: Path) -> None:
+    plugin = SquarePlugin()
+    await run(tmp_path, plugin, map_spec("m1", [1, 2, 3]))
+    over = parse_spec(
+        {
+            "template": _map_template(),
+            "arrayNode": {},
+            "execution": {"id": {"project": "p", "domain": "d", "name": "m2"}, "overwriteCache": True},
+            "inputs": {"x": [1, 2, 3]},
+        }
+    )
+    result = await run(tmp_path, plugin, over)
+    assert result.elements is not None
+    assert [e["cacheStatus"] for e in result.elements] == ["CACHE_POPULATED"] * 3
+    assert len(plugin.created) == 6
+
+
+async def test_serialized_map_elements_of_two_maps_run_each_element_once(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    SQLiteStateStore(db).close()
+    plugin = SquarePlugin()
+    entry = PluginEntry("square", ("square",), lambda _: plugin)
+    template = _map_template()
+    template["metadata"]["cacheSerializable"] = True
+    specs = [
+        parse_spec(
+            {
+                "template": template,
+                "arrayNode": {},
+                "execution": {"id": {"project": "p", "domain": "d", "name": name}},
+                "inputs": {"x": [1, 2, 3, 4]},
+            }
+        )
+        for name in ("s1", "s2")
+    ]
+    catalogs = [SQLiteCatalog(db), SQLiteCatalog(db)]
+    try:
+        async with (
+            Executor(
+                resolver=PluginResolver([(entry, plugin)], {}),
+                store=MemoryStateStore(),
+                settings=_settings(tmp_path, 0.05),
+                catalog=catalogs[0],
+            ) as one,
+            Executor(
+                resolver=PluginResolver([(entry, plugin)], {}),
+                store=MemoryStateStore(),
+                settings=_settings(tmp_path, 0.05),
+                catalog=catalogs[1],
+            ) as two,
+        ):
+            k1, k2 = await one.submit(specs[0]), await two.submit(specs[1])
+            r1, r2 = await asyncio.wait_for(asyncio.gather(one.wait(k1), two.wait(k2)), 30)
+    finally:
+        for c in catalogs:
+            c.close()
+    assert r1.outputs == r2.outputs == {"o0": [1, 4, 9, 16]}
+    assert len(plugin.created) == 4  # each element computed by one of the two maps

@@ -688,6 +688,8 @@ class ArrayRun:
                 errors.collect(index, str(cleanup.error))
                 return _Step(index, error=True)
             element.closing = None
+            if self.cache is not None and element.cache is not None:
+                self.cache.release(element.cache, self._owner(element))  # a waiting execution goes on now
             if NodePhase(element.node_phase) is NodePhase.SUCCEEDING:
                 # Its outputs are checked; only cleanup was left.
                 element.node_phase = int(NodePhase.SUCCEEDED)
