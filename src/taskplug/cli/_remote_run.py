@@ -299,4 +299,5 @@ def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, A
             for e in events
         ],
         node=execution["key"].rpartition("/")[2],
+        cache_status=execution.get("cache_status"),
     )

@@ -149,6 +149,7 @@ class Execution(_Out):
     submitted_by: str | None
     """Who submitted (or relaunched) it: ``token:<name>``, ``proxy:<user>``, ``oidc:<email or sub>``, ``local``."""
     node: str | None  # the root node's path (``n0``) once a replica drove it
+    cache_status: str | None = None  # a cacheable task's: CACHE_HIT, CACHE_POPULATED … (docs/cache.md)
 
 
 class ExecutionPage(_Out):
