@@ -314,6 +314,7 @@ def execution_view(row: Row) -> dict[str, Any]:
         "duration_seconds": duration,
         "submitted_by": row.get("submitted_by"),
         "node": row.get("node"),
+        "cache_status": row.get("cache_status"),
     }
 
 
