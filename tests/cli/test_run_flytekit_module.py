@@ -7,6 +7,7 @@ through ``module_spec`` and ``render``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -246,8 +247,7 @@ def test_help_after_the_file_lists_its_tasks(runner: CliRunner, module: Path) ->
     result = invoke(runner, "run", module, "--help")
     assert result.exit_code == 0, result.stderr
     assert "echo, typed" in result.stdout
-    assert "fan_out (a dynamic workflow (@dynamic))" in result.stdout
-    assert "pipeline (a workflow)" in result.stdout
+    assert "workflows, launch plans and @dynamic tasks: fan_out, pipeline" in result.stdout
 
 
 def test_a_required_input_left_out_exits_2_naming_it(runner: CliRunner) -> None:
@@ -272,14 +272,19 @@ def test_no_task_name_exits_2_listing_the_tasks(runner: CliRunner) -> None:
     assert_bad_input(result, "name the task", "add, greet, scale, total")
 
 
-@pytest.mark.parametrize(
-    ("name", "what"), [("pipeline", "a workflow"), ("fan_out", "a dynamic workflow (@dynamic)")]
-)
-def test_a_workflow_or_dynamic_workflow_exits_2_saying_taskplug_runs_tasks(
-    runner: CliRunner, module: Path, name: str, what: str
+@pytest.mark.parametrize(("name", "nodes"), [("pipeline", None), ("fan_out", 1)])
+def test_a_workflow_or_a_dynamic_task_renders_as_the_workflow_it_runs(
+    runner: CliRunner, module: Path, name: str, nodes: int | None
 ) -> None:
-    result = invoke(runner, "run", module, name, "--n", "2")
-    assert_bad_input(result, f"'{name}' is {what}", "taskplug runs tasks")
+    """A workflow is compiled as flyteadmin compiles it; a @dynamic task runs as a single task is launched,
+    a one-node workflow around it (its start and end nodes beside)."""
+    result = invoke(runner, "render", module, name, "--n", "2")
+    assert result.exit_code == 0, result.stderr
+    closure = json.loads(result.stdout)
+    template = closure["primary"]["template"]
+    assert template["id"]["name"].endswith(f".{name}")
+    if nodes is not None:
+        assert len(template["nodes"]) == nodes + 2
 
 
 def test_a_run_option_after_the_task_exits_2_saying_where_it_goes(runner: CliRunner) -> None:

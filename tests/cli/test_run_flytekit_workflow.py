@@ -19,7 +19,7 @@ from taskplug.cli._run import run as run_command
 from taskplug.compiler import WorkflowBundle, hydrate, launch_inputs, read_bundle
 from taskplug.core import SpecError, TaskplugError, literal_map_to_plain
 
-from .conftest import assert_bad_input, invoke
+from .conftest import invoke
 
 
 @pytest.fixture(scope="module")
@@ -159,11 +159,12 @@ def test_a_fixed_input_given_as_an_option_exits_2(runner: CliRunner, demo: Seria
     assert "No such option '--a'" in result.stderr
 
 
-def test_a_workflow_run_is_still_refused_after_its_options_are_read(
+def test_a_workflow_renders_as_its_compiled_closure_after_its_options_are_read(
     runner: CliRunner, demo: Serialized
 ) -> None:
-    result = invoke(runner, "run", demo.module, "wf", "--x", "2")
-    assert_bad_input(result, "'wf' is a workflow", "taskplug runs tasks")
+    result = invoke(runner, "render", demo.module, "wf", "--x", "2")
+    assert result.exit_code == 0, result.stderr
+    assert '"connections"' in result.stdout and '"start-node"' in result.stdout
 
 
 def test_a_workflow_calling_a_reference_workflow_is_refused_with_flytekits_reason(tmp_path: Path) -> None:

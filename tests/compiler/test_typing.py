@@ -8,7 +8,8 @@ from flyteidl.core import identifier_pb2, literals_pb2, types_pb2
 from google.protobuf import struct_pb2
 
 from taskplug.compiler import are_types_castable, go_text, literal_type_for_scalar, literal_type_to_str
-from taskplug.compiler._typing import _go_float, is_optional_type
+from taskplug.compiler._typing import is_optional_type
+from taskplug.core import go_format_float
 
 S = types_pb2.SimpleType
 INTEGER = types_pb2.LiteralType(simple=S.INTEGER)
@@ -108,4 +109,4 @@ def test_struct_types_print_their_dataclass_fields_only() -> None:
     ],
 )
 def test_floats_print_as_go_prints_them(value: float, text: str) -> None:
-    assert _go_float(value) == text
+    assert go_format_float(value) == text

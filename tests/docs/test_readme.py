@@ -36,7 +36,7 @@ def test_every_file_a_readme_command_names_is_in_the_repository() -> None:
 
 
 def test_the_readmes_status_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    (status,) = [c for c in _commands() if c[0] == "status"]
+    (status,) = [c for c in _commands() if c[0] == "status" and "--resource" in c]
     monkeypatch.chdir(REPO)
     result = CliRunner().invoke(cli, status, prog_name="taskplug", catch_exceptions=False)
     assert result.exit_code == 0, result.stderr

@@ -23,14 +23,15 @@ Where it runs decides two things about the serialized task:
 Inputs are converted by the interface's declared types: text for strings, times, durations, enums, files and
 datasets; the other types are read as YAML (so JSON too: ``--xs '[1, 2]'``, ``--p '{"x": 1}'``). An input
 left out takes the task's default (the launch plan's default literal, as flytekit computes it); a required
-one left out is a usage error naming it. ``@workflow``, launch plans, ``@dynamic`` and ``@eager`` are refused:
-taskplug runs tasks.
+one left out is a usage error naming it. ``@eager`` workflows and reference entities are refused (they need
+Flyte's Admin API or registry).
 
 A workflow or launch plan of the module is serialized the same way, with everything it reaches and its
 default launch plan, into a :class:`~taskplug.compiler.WorkflowBundle` (:func:`serialize_workflow`, following
 flytekit's ``tools/serialize_helpers.py`` and ``LaunchPlan.get_default_launch_plan``); :func:`module_workflow`
 also reads its inputs from the options after its name, which ``--help`` lists (the launch plan's expected
-inputs, with their defaults). ``taskplug run FILE.py WORKFLOW --help`` shows them; a run of it is still refused.
+inputs, with their defaults). A ``@dynamic`` task runs as flyteadmin launches a single task: a one-node
+workflow around it, whose node is then a dynamic node.
 
 Deviation: pyflyte's default for a remote run is fast registration (the code uploaded beside a stock image);
 taskplug uploads nothing, so a real cluster needs an image with the code (``--image``), and the embedded
@@ -316,7 +317,7 @@ def _entities(module: Any) -> _Entities:
         elif isinstance(value, PythonTask):
             mode = getattr(value, "execution_mode", None)
             if mode == PythonFunctionTask.ExecutionBehavior.DYNAMIC:
-                refused[name] = "a dynamic workflow (@dynamic)"
+                workflows[name] = _single_task_workflow(value)
             elif mode == PythonFunctionTask.ExecutionBehavior.EAGER:
                 refused[name] = "an eager workflow (@eager)"
             else:
@@ -324,12 +325,31 @@ def _entities(module: Any) -> _Entities:
     return _Entities(tasks, refused, workflows)
 
 
+def _single_task_workflow(task: Any) -> Any:
+    """A one-node workflow around ``task``, its inputs the task's and its outputs the node's: how flyteadmin
+    launches a single task, and how a ``@dynamic`` task runs here (its node is then a dynamic node)."""
+    from flytekit.core.workflow import ImperativeWorkflow
+
+    wrapper = ImperativeWorkflow(name=task.name)
+    inputs = {k: wrapper.add_workflow_input(k, v) for k, v in task.python_interface.inputs.items()}
+    node = wrapper.add_entity(task, **inputs)
+    for name in task.python_interface.outputs:
+        wrapper.add_workflow_output(name, node.outputs[name])
+    return wrapper
+
+
 def _listing(path: Path, entities: _Entities) -> str:
     tasks = ", ".join(entities.tasks) or "none"
     text = f"the tasks in {str(path)!r}: {tasks}"
+    runnable = [name for name in entities.workflows if name not in entities.tasks]
+    if runnable:
+        text += f"; workflows, launch plans and @dynamic tasks: {', '.join(runnable)}"
     if entities.refused:
-        others = ", ".join(f"{name} ({what})" for name, what in entities.refused.items())
-        text += f"; not tasks, which taskplug does not run: {others}"
+        others = ", ".join(
+            f"{name} ({what})" for name, what in entities.refused.items() if name not in entities.workflows
+        )
+        if others:
+            text += f"; which taskplug cannot run: {others}"
     return text
 
 
@@ -339,8 +359,7 @@ def _choose(path: Path, entities: _Entities, task_name: str) -> Any:
     if task_name in entities.refused:
         raise SpecError(
             "TASK",
-            f"{task_name!r} is {entities.refused[task_name]}: taskplug runs tasks, one task execution at "
-            f"a time ({_listing(path, entities)})",
+            f"{task_name!r} is {entities.refused[task_name]}: taskplug cannot run it ({_listing(path, entities)})",
         )
     raise SpecError("TASK", f"{str(path)!r} has no task {task_name!r}: {_listing(path, entities)}")
 

@@ -22,7 +22,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import click
 
 from taskplug.cli._output import handles_bad_input
+from taskplug.cli._workflow_view import WorkflowNodes
 from taskplug.core import SpecError
 from taskplug.executor import EXECUTOR_SECTION, Platform
 from taskplug.k8s import (
@@ -43,7 +44,16 @@ from taskplug.k8s import (
     sanitize_label_value,
 )
 
-__all__ = ["LogFile", "RunFolder", "cluster_folder", "find_logs", "local_log_links", "log_tail", "logs"]
+__all__ = [
+    "LogFile",
+    "RunFolder",
+    "cluster_folder",
+    "find_logs",
+    "find_node_logs",
+    "local_log_links",
+    "log_tail",
+    "logs",
+]
 
 _TAIL_BYTES = 16384
 """How much of the end of a log the live view reads each time it refreshes."""
@@ -132,13 +142,22 @@ def local_log_links(platform: Platform, folder: Path) -> Platform:
     return replace(platform, config=platform.config.with_section(LOGS_SECTION, local))
 
 
-def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = None) -> list[LogFile]:
+def find_logs(
+    root: Path, name: str, node: str = "n0", attempt: int | None = None, *, others: Collection[str] = ()
+) -> list[LogFile]:
     """The log files of the pods of execution ``name`` (node ``node``) under a cluster folder, oldest
-    first; ``attempt`` keeps one attempt's."""
+    first; ``attempt`` keeps one attempt's. ``others`` are the execution's other nodes (a workflow's unique
+    ids): the pods of a node nested under ``node`` (``n4-0-n0`` under ``n4``), whose names begin as
+    ``node``'s do, are theirs, not ``node``'s."""
     found: list[LogFile] = []
     # The attempt's own pod ({name}-{node}-{attempt}), a map element's ({…}-{index}[-{retry}]), and the pods an
     # operator starts for it (a Spark driver, a PyTorchJob's master and workers: {…}-driver, {…}-worker-0).
     pattern = re.compile(rf"^[^_]+_({re.escape(name)}-{re.escape(node)}-(\d+)(?:-[a-z0-9-]+)?)_[^_]+$")
+    nested = [
+        re.compile(rf"^{re.escape(name)}-{re.escape(other)}-\d+(?:-[a-z0-9-]+)?$")
+        for other in others
+        if other.startswith(f"{node}-")
+    ]
     if not root.is_dir():
         return found
     for run in root.iterdir():
@@ -148,6 +167,8 @@ def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = Non
             match = pattern.match(pod.name)
             if match is None or not (pod / "logs").is_dir():
                 continue
+            if any(theirs.match(match.group(1)) for theirs in nested):
+                continue
             number = int(match.group(2))
             if attempt is not None and number != attempt:
                 continue
@@ -155,6 +176,21 @@ def find_logs(root: Path, name: str, node: str = "n0", attempt: int | None = Non
                 found.append(LogFile(match.group(1), log.stem, log, number))
     found.sort(key=lambda f: (f.attempt or 0, f.path.stat().st_mtime, f.pod, f.container))
     return found
+
+
+def find_node_logs(
+    root: Path,
+    name: str,
+    nodes: Sequence[str],
+    attempt: int | None,
+    *,
+    known: Collection[str] = (),
+) -> list[tuple[str, LogFile]]:
+    """The log files of each of ``nodes`` (a workflow's unique ids, or one node), node by node, each with
+    its node. ``known`` are the workflow's other nodes: the pods of a node nested under another
+    (``n4-0-n0`` under ``n4``) are only the nested node's."""
+    others = {*nodes, *known}
+    return [(node, f) for node in nodes for f in find_logs(root, name, node, attempt, others=others)]
 
 
 def log_tail(text: str, lines: int) -> str:
@@ -183,12 +219,21 @@ def _alive(folder: Path) -> bool:
     return True
 
 
-def _follow(offsets: dict[Path, int], root: Path, name: str, node: str, attempt: int | None) -> Iterator[str]:
-    """What is appended to the logs after ``offsets`` (bytes already shown), and the logs of pods that
-    appear, while the run that writes them is alive; then what they hold at its end."""
+def _follow(
+    offsets: dict[Path, int],
+    root: Path,
+    name: str,
+    nodes: Callable[[], tuple[Sequence[str], Collection[str]]],
+    attempt: int | None,
+) -> Iterator[str]:
+    """What is appended to the logs of the ``nodes`` (asked each time: the nodes to follow, and every node
+    known) after ``offsets`` (bytes already shown), and the logs of pods that appear, while the run that
+    writes them is alive; then what they hold at its end."""
     while True:
-        alive = any(_alive(f.path.parents[2]) for f in find_logs(root, name, node, attempt))
-        for f in find_logs(root, name, node, attempt):
+        following, known = nodes()
+        files = find_node_logs(root, name, following, attempt, known=known)
+        alive = any(_alive(f.path.parents[2]) for _, f in files)
+        for _, f in find_node_logs(root, name, following, attempt, known=known):
             start = offsets.get(f.path, 0)
             with f.path.open("rb") as stream:
                 stream.seek(start)
@@ -219,7 +264,12 @@ def _follow(offsets: dict[Path, int], root: Path, name: str, node: str, attempt:
     "--namespace",
     help="With --kubeconfig: the pods' namespace [default: PROJECT-DOMAIN of an EXECUTION key].",
 )
-@click.option("--node", default="n0", show_default=True, help="The node of the execution.")
+@click.option(
+    "--node",
+    default=None,
+    help="The node of the execution [default: n0; for a workflow, every node]: a workflow node's unique id "
+    "(n1; n4-0-n0 for node n0 under sub-workflow or branch node n4, whose logs are those of the nodes under it).",
+)
 @click.option("--attempt", type=int, default=None, help="Only this attempt's logs [default: every attempt].")
 @click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing what the task prints while its run runs.")
@@ -230,7 +280,7 @@ def logs(
     state_db: Path | None,
     kubeconfig: Path | None,
     namespace: str | None,
-    node: str,
+    node: str | None,
     attempt: int | None,
     tail: int | None,
     follow: bool,
@@ -239,11 +289,14 @@ def logs(
     cluster keeps them).
 
     EXECUTION is the execution's name (`--name`, or the fresh one a run printed), or its key
-    PROJECT/DOMAIN/NAME/NODE as `-o json` and the state DB name it.
+    PROJECT/DOMAIN/NAME/NODE as `-o json` and the state DB name it. For a workflow, the logs of each of its
+    nodes, or of the node --node names.
     """
     parts = execution.split("/")
     if len(parts) == 4:
-        name, node = parts[2], parts[3]
+        name = parts[2]
+        # A workflow's key names its root (wf): --node picks one of its nodes; a task's key names its node.
+        node = node if parts[3] == _WORKFLOW_ROOT else parts[3]
         namespace = namespace or f"{parts[0]}-{parts[1]}"
     elif len(parts) == 1 and parts[0]:
         name = parts[0]
@@ -252,32 +305,86 @@ def logs(
     if kubeconfig is not None:
         if namespace is None:
             raise SpecError("--namespace", "required with --kubeconfig and an execution name alone")
+        if node is None and len(parts) != 4:
+            node = "n0"
         platform = Platform.load(config_path)
         asyncio.run(_from_cluster(platform, kubeconfig, namespace, name, node, attempt, tail, follow))
         return
     if state_db is None:
         state_db = Path(Platform.load(config_path).config.get(EXECUTOR_SECTION).state_db)
     root = cluster_folder(state_db)
-    files = find_logs(root, name, node, attempt)
+    workflow = _workflow_of(state_db, execution)
+    nodes = [node or "n0"] if workflow is None else _selected(workflow, node, execution)
+    known = () if workflow is None else tuple(workflow.nodes)
+    files = find_node_logs(root, name, nodes, attempt, known=known)
     if not files:
+        what = (
+            f"node {node} of {execution!r}" if node is not None and workflow is not None else repr(execution)
+        )
         raise SpecError(
             "EXECUTION",
-            f"no logs of {execution!r} under {str(root)!r} (a run on the embedded cluster with --state-db "
+            f"no logs of {what} under {str(root)!r} (a run on the embedded cluster with --state-db "
             f"{str(state_db)!r} keeps them there; on a real cluster use kubectl logs)",
         )
     several = len(files) > 1
     shown: dict[Path, int] = {}
-    for f in files:
+    for at, f in files:
         if several:
-            click.echo(f"==> attempt {f.attempt}: pod {f.pod}, container {f.container} <==")
+            where = f"node {at}, attempt {f.attempt}" if workflow is not None else f"attempt {f.attempt}"
+            click.echo(f"==> {where}: pod {f.pod}, container {f.container} <==")
         data = _read(f.path)
         shown[f.path] = len(data)
         text = data.decode("utf-8", "replace")
         click.echo(log_tail(text, tail) if tail is not None else text, nl=False)
     if follow:
-        for chunk in _follow(shown, root, name, node, attempt):
+
+        def selected() -> tuple[Sequence[str], Collection[str]]:
+            # A running workflow's nodes that start later are followed too.
+            now = _workflow_of(state_db, execution) if workflow is not None else None
+            return (nodes, known) if now is None else (_selected(now, node, execution), tuple(now.nodes))
+
+        for chunk in _follow(shown, root, name, selected, attempt):
             sys.stdout.write(chunk)
             sys.stdout.flush()
+
+
+_WORKFLOW_ROOT = "wf"
+"""The node a workflow execution's key names (the executor's ``WORKFLOW_NODE_ID``)."""
+
+
+def _workflow_of(state_db: Path, execution: str) -> WorkflowNodes | None:
+    """The nodes of workflow execution ``execution`` (its key, or its name alone) as the state DB records
+    them; None when the state DB holds no such workflow (a task's execution, or no state DB)."""
+    if not state_db.is_file() or state_db.stat().st_size == 0:
+        return None
+    from taskplug.executor import SQLiteStateStore, check_state_file
+
+    check_state_file(state_db)
+    store = SQLiteStateStore(state_db)
+    try:
+        keys = [execution] if execution.count("/") == 3 else store.keys_named(execution)
+        record = store.load(keys[0]) if len(keys) == 1 else None
+        if record is None or record.workflow_state is None:
+            return None
+        return WorkflowNodes.from_records(store.load_nodes(keys[0]), workflow_state=record.workflow_state)
+    finally:
+        store.close()
+
+
+def _selected(workflow: WorkflowNodes, node: str | None, execution: str) -> list[str]:
+    """The nodes whose logs to print: every node of the workflow; or ``node`` (a unique id such as
+    ``n4-0-n0``) and, for a sub-workflow or branch node, the nodes under it."""
+    every = [view.id for _, view in workflow.walk()]
+    if node is None:
+        return every
+    if node not in workflow.nodes:
+        raise SpecError(
+            "--node", f"no node {node!r} in workflow execution {execution!r}; its nodes: {', '.join(every)}"
+        )
+    below: list[str] = [node]
+    for unique in below:
+        below.extend(workflow.nodes[unique].children)
+    return below
 
 
 async def _from_cluster(
@@ -285,19 +392,21 @@ async def _from_cluster(
     kubeconfig: Path,
     namespace: str,
     name: str,
-    node: str,
+    node: str | None,
     attempt: int | None,
     tail: int | None,
     follow: bool,
 ) -> None:
     """The logs of an execution's pods on a cluster, found by the labels every task object carries
-    (``execution-id``, ``node-id``) and ordered by the attempt their annotation names; followed by reading
-    each again until its pod has ended."""
+    (``execution-id``, ``node-id``; every node's for a workflow's key without ``node``) and ordered by the
+    attempt their annotation names; followed by reading each again until its pod has ended."""
     client = platform.connect(kubeconfig)
     try:
         if not isinstance(client, ReadsPodLogs):
             raise SpecError("--kubeconfig", "this client cannot read pod logs")
-        selector = f"{EXECUTION_ID_LABEL}={sanitize_label_value(name)},node-id={sanitize_label_value(node)}"
+        selector = f"{EXECUTION_ID_LABEL}={sanitize_label_value(name)}"
+        if node is not None:
+            selector += f",node-id={sanitize_label_value(node)}"
         pods, _ = await client.list(POD, namespace, label_selector=selector)
         found = sorted(
             ((_attempt_of(pod), pod) for pod in pods if attempt is None or _attempt_of(pod) == attempt),
@@ -306,14 +415,15 @@ async def _from_cluster(
         if not found:
             raise SpecError(
                 "EXECUTION",
-                f"no pods of {name!r} (node {node}) in namespace {namespace!r}: gone (deleted on finalize), "
+                f"no pods of {name!r} (node {node or 'any'}) in namespace {namespace!r}: gone (deleted on finalize), "
                 "or another namespace (--namespace)",
             )
         for number, pod in found:
             pod_name = pod["metadata"]["name"]
             for container in [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]:
                 if len(found) > 1 or len(pod["spec"]["containers"]) > 1:
-                    click.echo(f"==> attempt {number}: pod {pod_name}, container {container} <==")
+                    at = "" if node is not None else f"node {_label(pod, 'node-id')}, "
+                    click.echo(f"==> {at}attempt {number}: pod {pod_name}, container {container} <==")
                 text = await client.pod_log(namespace, pod_name, container, tail_lines=tail)
                 click.echo(text, nl=False)
                 if follow:
@@ -344,6 +454,10 @@ async def _follow_pod(
         if ended:
             return
         await asyncio.sleep(1.0)
+
+
+def _label(pod: dict[str, Any], name: str) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(name, "?"))
 
 
 def _attempt_of(pod: dict[str, Any]) -> int:

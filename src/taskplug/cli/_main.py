@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
     "status": (
         "taskplug.cli._status:status",
-        "Print the PhaseInfo the plugin reports for an observed object...",
+        "Print an execution's state from the state DB (a workflow's nodes)...",
     ),
     "plugins": (
         "taskplug.cli._plugins_cmd:plugins",

@@ -1,6 +1,7 @@
 """The live view of an execution a ``taskplug run`` follows, locally or on a server (``--server``): one line per
 phase event and a status line that ticks; for an ArrayNode (a map task) its elements' counts by phase, a bar,
-and the reason the last failing element gave.
+and the reason the last failing element gave; for a workflow, the workflow's phase and the tree of its nodes
+(:mod:`taskplug.cli._workflow_view`), each node's line updated by its node and task events.
 
 What is shown comes from tasks, errors and the cluster, so no console here reads Rich markup or emoji codes:
 ``[bold]`` or ``[SystemError]`` in a message is printed as it is, and styles are set on
@@ -11,15 +12,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from taskplug.executor import Event
+from taskplug.cli._text import error_text, last_line, reason_line
+from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
+from taskplug.executor import Event, NodeRecord
 
 __all__ = [
     "ArrayProgress",
@@ -110,24 +113,17 @@ class ArrayProgress:
         return Group(*parts)
 
 
-def last_line(text: str) -> str:
-    """The line that says most in a long error (a traceback's last line is the exception)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def reason_line(text: str) -> str:
-    """What a person reads first of a reason: for a traceback (flytekit's ``Trace: … Message: …`` error, a
-    Python traceback) the exception's line, ``ValueError: x=3 is not acceptable``; other reasons as they are."""
-    if "Traceback (most recent call last)" in text or text.lstrip().startswith("Trace:"):
-        return last_line(text)
-    return text
-
-
 class Progress:
     """The live view: one line per phase event, and a status line that ticks; for a map, its elements."""
 
-    def __init__(self, console: Console, key: str, *, output: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        key: str,
+        *,
+        output: Callable[[], str] | None = None,
+        outline: Sequence[NodeOutline] | None = None,
+    ) -> None:
         self.console = console
         self.key = key
         self.started = time.monotonic()
@@ -136,9 +132,18 @@ class Progress:
         self.output = output
         """What the running attempt's container has printed so far (the embedded cluster's log file), shown
         under the timeline as it grows."""
+        self.outline = outline
+        self.workflow: WorkflowNodes | None = WorkflowNodes(outline) if outline is not None else None
+        """A workflow's nodes (from its outline, :func:`~taskplug.cli._workflow_view.workflow_outline`, or
+        from its first node or workflow event when none was given)."""
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:
+            return
+        if event.kind != "task" or event.node is not None:
+            if self.workflow is None:
+                self.workflow = WorkflowNodes()
+            self.workflow.on_event(event)
             return
         self.events.append(event)
         if event.external_resources is not None:
@@ -146,18 +151,38 @@ class Progress:
                 self.array = ArrayProgress()
             self.array.update(event.external_resources)
 
+    def seed(self, records: Sequence[NodeRecord], *, workflow_state: Mapping[str, Any] | None) -> None:
+        """Start a workflow's view from its stored node records (a resumed run: its finished nodes send no
+        events again)."""
+        if self.workflow is None:
+            self.workflow = WorkflowNodes(self.outline)
+        self.workflow.apply_records(records, workflow_state=workflow_state)
+
     def __rich__(self) -> RenderableType:
         # What a rich Live refreshing on its own renders: the elapsed time ticks between events.
         return self.render()
 
     def render(self) -> RenderableType:
-        parts: list[RenderableType] = [self._timeline()]
+        parts: list[RenderableType] = []
+        if self.workflow is not None:
+            # As many node lines as the terminal holds under the header, the notes and the task's output.
+            height = self.console.size.height
+            rows = max(5, height - 8 - (OUTPUT_LINES + 1 if self.output is not None else 0))
+            elapsed = Text(f"{time.monotonic() - self.started:5.1f}s elapsed", style="dim")
+            parts.extend((self.workflow.render(max_rows=rows), elapsed))
+        else:
+            parts.append(self._timeline())
         if self.array is not None:
             parts.append(self.array.render())
         printed = self.output() if self.output is not None else ""
         lines = printed.splitlines()[-OUTPUT_LINES:]
         if lines:
-            parts.append(Text("the task's output (taskplug logs for all of it):", style="dim"))
+            what = (
+                "the output a node's task printed last (taskplug logs --node for a node's)"
+                if self.workflow is not None
+                else "the task's output (taskplug logs for all of it)"
+            )
+            parts.append(Text(f"{what}:", style="dim"))
             # What the task prints is plain text, never Rich markup.
             parts.extend(Text(f"  | {line[:200]}") for line in lines)
         return parts[0] if len(parts) == 1 else Group(*parts)
@@ -186,14 +211,28 @@ class EventLines:
     pipe, a file: ``taskplug run … > log``), where a live view would write nothing until it ends. Each line
     is flushed, so that a run killed mid-way leaves what it saw."""
 
-    def __init__(self, stream: TextIO, key: str) -> None:
+    def __init__(self, stream: TextIO, key: str, *, outline: Sequence[NodeOutline] | None = None) -> None:
         self.stream = stream
         self.key = key
         self.started = time.monotonic()
         self.array: ArrayProgress | None = None
+        self.outline = outline
+        self.workflow: WorkflowNodes | None = WorkflowNodes(outline) if outline is not None else None
+        self.arrays: dict[str, ArrayProgress] = {}
+
+    def seed(self, records: Sequence[NodeRecord], *, workflow_state: Mapping[str, Any] | None) -> None:
+        """Start from a workflow's stored node records (a resumed run), as :meth:`Progress.seed`."""
+        if self.workflow is None:
+            self.workflow = WorkflowNodes(self.outline)
+        self.workflow.apply_records(records, workflow_state=workflow_state)
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:
+            return
+        if event.kind != "task" or event.node is not None:
+            if self.workflow is None:
+                self.workflow = WorkflowNodes()
+            self._write(self._workflow_lines(event, self.workflow))
             return
         reason = " ".join(reason_line(event.reason).split())
         lines = [f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"]
@@ -213,11 +252,56 @@ class EventLines:
                 if failed and resource.get("reason"):
                     text = last_line(str(resource["reason"]))[:200]
                     lines.append(f"          element {resource.get('index')} failed: {text}")
+        self._write(lines)
+
+    def _workflow_lines(self, event: Event, workflow: WorkflowNodes) -> list[str]:
+        """A workflow's event as lines: ``n1 double: Running`` for a node's, ``n1 double: attempt 0 Queued
+        …`` for its task's, ``workflow: Running`` for the workflow's; the workflow's end names the nodes
+        that failed and their errors. Start and end nodes' events say nothing."""
+        view = workflow.on_event(event)
+        at = f"{time.monotonic() - self.started:7.1f}s  "
+        if event.kind == "workflow":
+            if workflow.ended:
+                return [at + workflow.end_line()]
+            reason = f"  {error_text(event.reason)}" if event.reason else ""
+            return [f"{at}workflow: {event.phase}{reason}"]
+        if view is None:
+            return []
+        if event.kind == "node":
+            line = f"{at}{view.label}: {event.phase}"
+            if event.reason:
+                line += f"  {error_text(event.reason)}"
+            return [line]
+        reason = " ".join(reason_line(event.reason).split())
+        line = f"{at}{view.label}: attempt {event.attempt} {event.phase}"
+        if reason:
+            line += f"  {reason[:300]}"
+        lines = [line]
+        if event.external_resources is not None:
+            array = self.arrays.setdefault(view.id, ArrayProgress())
+            array.update(event.external_resources)
+            lines.append(f"          {view.label}: {array.summary()}")
+            lines.extend(_element_failures(view, event.external_resources))
+        return lines
+
+    def _write(self, lines: list[str]) -> None:
+        if not lines:
+            return
         try:
             self.stream.write("\n".join(lines) + "\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed pipe: the run goes on, its outcome still decides the exit
             pass
+
+
+def _element_failures(view: NodeView, resources: list[dict[str, object]]) -> list[str]:
+    lines = []
+    for resource in resources:
+        failed = resource.get("phase") in ("PermanentFailure", "RetryableFailure")
+        if failed and resource.get("reason"):
+            text = last_line(str(resource["reason"]))[:200]
+            lines.append(f"          {view.label}: element {resource.get('index')} failed: {text}")
+    return lines
 
 
 def same_file(a: TextIO, b: TextIO) -> bool:

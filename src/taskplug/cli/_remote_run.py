@@ -229,6 +229,9 @@ def _event(document: dict[str, Any]) -> Event:
         error=document.get("error"),
         logs=document.get("logs"),
         external_resources=document.get("external_resources"),
+        # A workflow's node and workflow events, once the server lists them with their kind and node.
+        kind=str(document.get("kind") or "task"),
+        node=document.get("node"),
     )
 
 

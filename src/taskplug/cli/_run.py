@@ -34,6 +34,7 @@ import hashlib
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -58,6 +59,8 @@ from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
+from taskplug.cli._text import error_text
+from taskplug.cli._workflow_view import NodeOutline, failed_result_nodes, walk_result_nodes, workflow_outline
 from taskplug.core import Phase, PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
     EXECUTOR_SECTION,
@@ -113,10 +116,18 @@ async def _run(
     coordinator = LocalCoordinator(store)
     # On the embedded cluster, the pods' folders (their logs) are kept beside the state DB: see cli/_logs.py.
     folder = RunFolder(db_path) if kubeconfig is None and mode == "process" else None
+    outline = workflow_outline(spec)  # a workflow's nodes, named and nested as they run
     progress = Progress(
-        console, spec.execution_key, output=folder.latest_output if folder is not None else None
+        console,
+        spec.execution_key,
+        output=folder.latest_output if folder is not None else None,
+        outline=outline,
     )
-    on_event = _event_sinks(progress, spec.execution_key, as_json=as_json)
+    on_event = _event_sinks(progress, spec.execution_key, as_json=as_json, outline=outline)
+    stored = store.load(spec.execution_key) if outline is not None else None
+    if stored is not None and stored.workflow_state is not None:
+        # A resumed run: its finished nodes send no events again; the view starts from their records.
+        progress.seed(store.load_nodes(spec.execution_key), workflow_state=stored.workflow_state)
     if folder is not None:
         platform = local_log_links(platform, folder.path)
     try:
@@ -171,15 +182,17 @@ async def _run(
         interrupts.detach()
 
 
-def _event_sinks(progress: Progress, key: str, *, as_json: bool) -> Callable[[str, Event], None]:
+def _event_sinks(
+    progress: Progress, key: str, *, as_json: bool, outline: tuple[NodeOutline, ...] | None = None
+) -> Callable[[str, Event], None]:
     """Where the events go besides the live view: when stdout is not a terminal (``> log``), one line each to
     stdout as they happen (``-o json`` keeps stdout for its document alone); when stderr is not a terminal
     and is not that same file, to stderr too."""
     sinks: list[Callable[[str, Event], None]] = [progress.on_event]
     if not as_json and not sys.stdout.isatty():
-        sinks.append(EventLines(sys.stdout, key).on_event)
+        sinks.append(EventLines(sys.stdout, key, outline=outline).on_event)
     if not sys.stderr.isatty() and (as_json or sys.stdout.isatty() or not same_file(sys.stdout, sys.stderr)):
-        sinks.append(EventLines(sys.stderr, key).on_event)
+        sinks.append(EventLines(sys.stderr, key, outline=outline).on_event)
 
     def on_event(execution: str, event: Event) -> None:
         for sink in sinks:
@@ -373,6 +386,8 @@ def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
     )
     if result.elements is not None:
         _print_elements(console, result.elements)
+    if result.nodes is not None:
+        _print_nodes(console, result.nodes)
     if result.error:
         code = f"[{result.error['code']}] " if result.error.get("code") else ""
         message = str(result.error["message"])
@@ -398,6 +413,25 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
                 Text(f"  element {element['index']} ({element['attempts']} attempt(s)): {message}"),
                 style="red",
             )
+
+
+def _print_nodes(console: Console, nodes: list[dict[str, Any]]) -> None:
+    """A workflow's nodes: how many ended in each phase (nested nodes counted), and each node that failed
+    itself (not only because a node under it did) with its error."""
+    flat = list(walk_result_nodes(nodes))
+    by_phase: dict[str, int] = {}
+    for node in flat:
+        by_phase[str(node["phase"])] = by_phase.get(str(node["phase"]), 0) + 1
+    summary = ", ".join(f"{count} {phase}" for phase, count in sorted(by_phase.items()))
+    console.print(Text(f"{len(flat)} node(s): {summary}"))
+    for node in failed_result_nodes(nodes):
+        error = node.get("error")
+        message = error_text(str(error.get("message", ""))) if isinstance(error, dict) else ""
+        name = f" {node['name']}" if node.get("name") and node["name"] != node["id"] else ""
+        phase = str(node["phase"]).lower()
+        console.print(
+            Text(f"  node {node['id']}{name} {phase} ({node['attempts']} attempt(s)): {message}"), style="red"
+        )
 
 
 def _check_remote(

@@ -1,4 +1,5 @@
-"""``taskplug status``: the phase a plugin reports for an observed object.
+"""``taskplug status``: the phase a plugin reports for an observed object (``--resource``); without one, what
+the local state DB knows of an execution (``cli/_state_status.py``).
 
 The object is read as any file taskplug reads (``taskplug.core.load_document``: a size cap, strict UTF-8,
 bounded YAML; JSON is YAML). A Pod is checked field by field before its status is read (``taskplug.k8s``'s
@@ -109,29 +110,72 @@ def _parse_now(value: str | None) -> datetime:
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("target", required=False, metavar="[SPEC | KEY]")
 @click.option(
     "--resource",
     "resource_path",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The observed object as JSON or YAML (e.g. kubectl get pod NAME -o json).",
+    help="The observed object as JSON or YAML (e.g. kubectl get pod NAME -o json): print the PhaseInfo the "
+    "plugin of SPEC's task reports for it.",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--now", "now", help="The current time, RFC 3339 (default: now).")
+@click.option("--now", "now", help="With --resource: the current time, RFC 3339 (default: now).")
 @click.option(
     "--state",
     "state_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The plugin state from the last round, as JSON {phase, phaseVersion, reason}.",
+    help="With --resource: the plugin state from the last round, as JSON {phase, phaseVersion, reason}.",
+)
+@click.option(
+    "--state-db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Without --resource: the state DB to read [default: the config's executor.state-db, "
+    ".taskplug/state.db].",
+)
+@click.option(
+    "-o",
+    "--output",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Without --resource: a table, or one JSON document.",
 )
 @handles_bad_input
 def status(
-    spec: Path, resource_path: Path, config_path: Path | None, now: str | None, state_path: Path | None
+    target: str | None,
+    resource_path: Path | None,
+    config_path: Path | None,
+    now: str | None,
+    state_path: Path | None,
+    state_db: Path | None,
+    fmt: str,
 ) -> None:
-    """Print the PhaseInfo the plugin reports for an observed object, as JSON."""
+    """Print an execution's state from the state DB (a workflow's nodes), or the PhaseInfo the plugin reports
+    for an observed object.
+
+    Without --resource: KEY is an execution's key PROJECT/DOMAIN/NAME/NODE (or its name alone) in the state
+    DB `taskplug run` used; without KEY, every execution it holds is listed. With --resource: SPEC is the
+    execution spec whose task's plugin reads the object, and the PhaseInfo is printed as JSON.
+    """
+    if resource_path is None:
+        if target is not None and Path(target).is_file():
+            # A spec file: the observed-object form, its object missing.
+            raise click.MissingParameter(param_hint="'--resource'", param_type="option")
+        if state_path is not None or now is not None:
+            raise SpecError("--state" if state_path is not None else "--now", "only with --resource")
+        from taskplug.cli._state_status import execution_status
+
+        if state_db is None:
+            state_db = Path(Platform.load(config_path).config.get(EXECUTOR_SECTION).state_db)
+        execution_status(state_db, target, as_json=fmt == "json")
+        return
+    if target is None:
+        raise click.MissingParameter(param_hint="'SPEC'", param_type="argument")
+    if state_db is not None:
+        raise SpecError("--state-db", "not with --resource: the observed object is read, not the state DB")
     platform = Platform.load(config_path)
-    loaded = load_spec(spec, fresh_name=False)
+    loaded = load_spec(Path(target), fresh_name=False)
     resource = _read_document(resource_path, "--resource")
     state = _plugin_state(_read_document(state_path, "--state")) if state_path else PluginState()
     info = observed_status(platform, loaded, resource, now=_parse_now(now), state=state)

@@ -7,16 +7,14 @@ they reach); :func:`hydrate` fills the project, domain and version flytekit leav
 :class:`CompileErrors` with Flyte's messages; the node settings say what propeller makes of a compiled node
 (attempts, deadlines, interruptible, task overrides). :func:`expected_inputs` and :func:`execution_inputs`
 compute a launch plan's inputs as Admin does, with its messages.
+
+The compiler and the node settings load at once (an execution spec's task-node overrides use them); reading
+bundles and launch plans, which need ``flyteidl.admin``'s types, on first use (PEP 562), so that commands that
+read no workflow do not load them.
 """
 
-from taskplug.compiler._bundle import (
-    WorkflowBundle,
-    default_launch_plan,
-    hydrate,
-    id_key,
-    make_bundle,
-    read_bundle,
-)
+from typing import TYPE_CHECKING
+
 from taskplug.compiler._compile import (
     END_NODE_ID,
     MAX_WORKFLOW_NODES,
@@ -28,12 +26,6 @@ from taskplug.compiler._compile import (
     requirements,
 )
 from taskplug.compiler._errors import COMPILE_ERROR, CompileError, CompileErrors
-from taskplug.compiler._launch_plans import (
-    execution_inputs,
-    expected_inputs,
-    launch_inputs,
-    workflow_inputs_from_plain,
-)
 from taskplug.compiler._node_settings import (
     active_deadline,
     execution_deadline,
@@ -41,21 +33,38 @@ from taskplug.compiler._node_settings import (
     retry_strategy_min_attempts,
     task_overrides,
 )
-from taskplug.compiler._serialized import (
-    MAX_ARCHIVE_MEMBERS,
-    MAX_ENTITY_BYTES,
-    MAX_WORKFLOW_BYTES,
-    SerializedEntities,
-    as_workflow_spec,
-    is_archive,
-    read_entities,
-)
 from taskplug.compiler._typing import (
     are_types_castable,
     go_text,
     literal_type_for_scalar,
     literal_type_to_str,
 )
+from taskplug.core import lazy_exports
+
+if TYPE_CHECKING:
+    from taskplug.compiler._bundle import (
+        WorkflowBundle,
+        default_launch_plan,
+        hydrate,
+        id_key,
+        make_bundle,
+        read_bundle,
+    )
+    from taskplug.compiler._launch_plans import (
+        execution_inputs,
+        expected_inputs,
+        launch_inputs,
+        workflow_inputs_from_plain,
+    )
+    from taskplug.compiler._serialized import (
+        MAX_ARCHIVE_MEMBERS,
+        MAX_ENTITY_BYTES,
+        MAX_WORKFLOW_BYTES,
+        SerializedEntities,
+        as_workflow_spec,
+        is_archive,
+        read_entities,
+    )
 
 __all__ = [
     "COMPILE_ERROR",
@@ -96,3 +105,29 @@ __all__ = [
     "task_overrides",
     "workflow_inputs_from_plain",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(
+            ["WorkflowBundle", "default_launch_plan", "hydrate", "id_key", "make_bundle", "read_bundle"],
+            "taskplug.compiler._bundle",
+        ),
+        **dict.fromkeys(
+            ["execution_inputs", "expected_inputs", "launch_inputs", "workflow_inputs_from_plain"],
+            "taskplug.compiler._launch_plans",
+        ),
+        **dict.fromkeys(
+            [
+                "MAX_ARCHIVE_MEMBERS",
+                "MAX_ENTITY_BYTES",
+                "MAX_WORKFLOW_BYTES",
+                "SerializedEntities",
+                "as_workflow_spec",
+                "is_archive",
+                "read_entities",
+            ],
+            "taskplug.compiler._serialized",
+        ),
+    },
+)

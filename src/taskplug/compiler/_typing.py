@@ -11,14 +11,11 @@ that text form without the random extra spaces Go inserts (``simple:INTEGER``,
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal
-
 from flyteidl.core import literals_pb2, types_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from taskplug.core import are_types_castable, literal_type_for_literal
+from taskplug.core import are_types_castable, go_format_float, literal_type_for_literal
 
 __all__ = [
     "are_types_castable",
@@ -128,7 +125,7 @@ def _scalar(field: FieldDescriptor, value: object) -> str:
         return _quote(value)
     if field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
         assert isinstance(value, float)
-        return _go_float(value)
+        return go_format_float(value)
     return str(value)
 
 
@@ -156,28 +153,3 @@ def _quote(raw: bytes) -> str:
             out.append(ch)
     out.append('"')
     return "".join(out)
-
-
-def _go_float(value: float) -> str:
-    """``strconv.FormatFloat(v, 'g', -1, 64)``: the shortest digits, in exponent form below 1e-4 or from
-    1e6 on (for the shortest representation Go decides the form with precision 6)."""
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(value)).as_tuple()
-    text = "".join(str(d) for d in digits).rstrip("0") or "0"
-    assert isinstance(exponent, int)
-    point = exponent + len(digits)  # the decimal point sits after this many digits
-    exp = point - 1
-    prefix = "-" if sign else ""
-    if exp < -4 or exp >= 6:
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{prefix}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if point <= 0:
-        return f"{prefix}0.{'0' * -point}{text}"
-    if point >= len(text):
-        return prefix + text + "0" * (point - len(text))
-    return f"{prefix}{text[:point]}.{text[point:]}"

@@ -106,7 +106,13 @@ from taskplug.core._resource_manager_config import (
     RedisConfig,
     ResourceManagerConfig,
 )
-from taskplug.core._templating import TemplateParameters, format_literal, per_retry_unique_key, render_command
+from taskplug.core._templating import (
+    TemplateParameters,
+    format_literal,
+    go_format_float,
+    per_retry_unique_key,
+    render_command,
+)
 
 __all__ = [
     "DEFAULT_PHASE_VERSION",
@@ -199,6 +205,7 @@ __all__ = [
     "field_docs",
     "format_go_duration",
     "format_literal",
+    "go_format_float",
     "host_of",
     "lazy_exports",
     "list_of_maps_to_map",

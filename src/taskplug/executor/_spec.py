@@ -46,6 +46,7 @@ from google.protobuf.message_factory import GetMessageClass
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from taskplug.compiler import task_overrides
 from taskplug.core import (
     Quantity,
     QuantityError,
@@ -676,17 +677,9 @@ def _sub_node_interruptible(workflow: WorkflowArrayNode) -> bool | None:
     return None
 
 
-_RESOURCE_NAMES = {
-    tasks_pb2.Resources.CPU: "cpu",
-    tasks_pb2.Resources.MEMORY: "memory",
-    tasks_pb2.Resources.EPHEMERAL_STORAGE: "ephemeral-storage",
-    tasks_pb2.Resources.GPU: "nvidia.com/gpu",
-}
-
-
 def _task_node_overrides(workflow: WorkflowArrayNode) -> TaskOverrides:
     """The sub-node's ``task_node.overrides`` (what ``.with_overrides`` sets on a map task's node)."""
-    return _node_overrides(workflow.sub_node.task_node.overrides, "node.overrides.resources")
+    return task_overrides(workflow.sub_node)
 
 
 def _workflow_array(workflow: WorkflowArrayNode, execution: _Execution) -> ArrayNodeSpec:
@@ -757,6 +750,7 @@ def workflow_spec(
         compiled.inputs,
         execution=execution,
         launch_plans=compiled.launch_plans,
+        max_parallelism=compiled.max_parallelism,
         source=source,
         fresh_name=fresh_name,
     )
@@ -892,7 +886,7 @@ def node_task_spec(
     )
     overrides = root_meta.overrides
     if node.WhichOneof("target") == "task_node" and node.task_node.HasField("overrides"):
-        overrides = _node_overrides(node.task_node.overrides, f"node {node.id}: overrides.resources")
+        overrides = task_overrides(node)
     return replace(
         root,
         template=template,
@@ -925,22 +919,6 @@ def node_array_spec(
     spec = node_task_spec(root, sub_node, task, inputs, unique_id, interruptible=interruptible)
     array = _array_node_spec(node.array_node, task, None, workflow_name=root.template.id.name)
     return replace(spec, array=array)
-
-
-def _node_overrides(overrides: workflow_pb2.TaskNodeOverrides, path: str) -> TaskOverrides:
-    """A task node's ``overrides`` (what flytekit's ``with_overrides`` sets) as the plugin gets them."""
-    resources: dict[str, dict[str, str]] = {}
-    for kind in ("requests", "limits"):
-        for entry in getattr(overrides.resources, kind):
-            name = _RESOURCE_NAMES.get(entry.name)
-            if name is not None and entry.value:
-                resources.setdefault(kind, {})[name] = entry.value
-    return TaskOverrides(
-        resources=_resources(_validate(_Resources, resources, path)),
-        extended_resources=overrides.extended_resources if overrides.HasField("extended_resources") else None,
-        container_image=overrides.container_image,
-        pod_template=overrides.pod_template if overrides.HasField("pod_template") else None,
-    )
 
 
 def _load_array(value: _ArrayNode, template: tasks_pb2.TaskTemplate, execution: _Execution) -> ArrayNodeSpec:

@@ -264,6 +264,7 @@ class CompiledBundle:
     closure: compiler_pb2.CompiledWorkflowClosure
     inputs: literals_pb2.LiteralMap
     launch_plans: Mapping[str, LaunchPlanRun]
+    max_parallelism: int | None  # the launch plan's, when it sets one (flyteadmin's default otherwise)
 
 
 def compile_bundle(
@@ -282,7 +283,8 @@ def compile_bundle(
         launch_plans=interfaces.values(),
     )
     inputs = launch_inputs(hydrated, values)
-    return CompiledBundle(closure, inputs, _launched(hydrated, interfaces))
+    max_parallelism = hydrated.launch_plan.spec.max_parallelism or None
+    return CompiledBundle(closure, inputs, _launched(hydrated, interfaces), max_parallelism)
 
 
 def _launch_plan_interfaces(bundle: WorkflowBundle) -> dict[str, LaunchPlanInterface]:

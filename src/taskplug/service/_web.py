@@ -4,9 +4,12 @@
 restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
 an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
 execution: header (phase, reason, times, owner replica, Abort with a confirmation, Relaunch once it ended
-with a confirmation page, a link to the execution it was relaunched from), phase history, a card per
-attempt (error, log links, the object it created), a timeline, inputs and outputs, and the spec as
-submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution changes.
+with a confirmation page, a link to the execution it was relaunched from), for a workflow its graph
+(:mod:`._web_graph`: nodes coloured by phase, expandable sub-workflows and branches, a panel per node),
+phase history, a card per attempt (error, log links, the object it created), a timeline, inputs and outputs,
+and the spec as submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution
+changes. The graph itself is drawn once: the stream re-sends only its nodes' phases (``graph.js`` sets them
+as attributes) and the panels' status parts, so a button or a node being clicked is never swapped away.
 ``/replicas`` shows the replica rows. What changed comes from the process's :class:`~._web_feed.Feed`.
 
 Flyte's console polls every 10 s (``executionRefreshIntervalMs``); these pages follow the database's
@@ -16,20 +19,27 @@ notifications instead, so a phase change shows as soon as the replica commits it
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import collections
+import time
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from flyteidl.core import compiler_pb2
 from jinja2 import Environment
+from psycopg import sql
+from psycopg.rows import dict_row
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from taskplug.core import TaskplugError
 from taskplug.service._api import ApiError, elements_view, execution_view, filter_from, relaunch, replica_view
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB, decode_cursor
 from taskplug.service._web_feed import EVERYTHING, Feed
-from taskplug.service._web_render import timeline
+from taskplug.service._web_graph import WorkflowView, workflow_view
+from taskplug.service._web_render import node_phase_name, timeline
 
 __all__ = ["WINDOWS", "router"]
 
@@ -45,6 +55,11 @@ WINDOWS: Final = {
 
 PAGE: Final = 50
 PING_SECONDS: Final = 15
+WORKFLOW_TYPE: Final = "workflow"
+"""The task type of a workflow execution's row (its spec's ``template`` stands for the workflow)."""
+_CLOSURES_KEPT: Final = 64
+_RETRY_UNREADABLE_SECONDS: Final = 30.0
+_MAX_NODE_ROWS: Final = 20_000
 
 
 def _db(request: Request) -> ServiceDB:
@@ -200,7 +215,11 @@ async def _detail(request: Request, key: str) -> dict[str, Any] | None:
     attempts = await db.attempts(row["id"])
     elements = elements_view(*await db.elements(row["id"], limit=200))
     spec = row["spec"] if isinstance(row["spec"], dict) else {}
+    workflow, problem, event_nodes = await _workflow(request, row, spec, events)
     return {
+        "workflow": workflow,
+        "workflow_problem": problem,
+        "event_nodes": event_nodes,
         "ex": execution_view(row),
         "outputs": row["outputs"],
         "inputs": spec.get("inputs"),
@@ -213,6 +232,125 @@ async def _detail(request: Request, key: str) -> dict[str, Any] | None:
 
 
 _SECTIONS: Final = ("header", "elements", "events", "attempts", "timeline", "outputs")
+
+
+def is_workflow(row: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
+    """Whether an execution row is a workflow's: its task type says so, or its spec holds a compiled one."""
+    return row.get("task_type") == WORKFLOW_TYPE or "workflowClosure" in spec
+
+
+async def _workflow(
+    request: Request, row: Mapping[str, Any], spec: Mapping[str, Any], events: list[dict[str, Any]]
+) -> tuple[WorkflowView | None, str | None, bool]:
+    """A workflow execution's graph with its nodes' phases, or why there is none (None, None: not one); and
+    whether ``events`` were given their ``node`` and ``kind``."""
+    if not is_workflow(row, spec):
+        return None, None, False
+    closure = await _closure(request, row, spec)
+    records, elements, event_nodes = await _node_records(request, row["id"], events)
+    if isinstance(closure, str):
+        return None, closure, event_nodes
+    return workflow_view(closure, records, elements), None, event_nodes
+
+
+_Closures = collections.OrderedDict[tuple[int, str], tuple[compiler_pb2.CompiledWorkflowClosure | str, float]]
+"""The compiled workflows (or why not) by execution, with when each was read."""
+
+
+async def _closure(
+    request: Request, row: Mapping[str, Any], spec: Mapping[str, Any]
+) -> compiler_pb2.CompiledWorkflowClosure | str:
+    """The compiled workflow of an execution's spec, as a replica reads it (``parse_spec``: the spec's
+    ``templateFile`` read and compiled, or the ``workflowClosure`` it holds), kept per execution: a spec never
+    changes. A text saying why when it cannot be read here (tried again after a while: a file may appear)."""
+    kept: _Closures | None = getattr(request.app.state, "workflow_closures", None)
+    cache = kept if kept is not None else collections.OrderedDict()
+    request.app.state.workflow_closures = cache
+    key = (int(row["id"]), str(row["created_at"]))
+    found = cache.get(key)
+    now = time.monotonic()
+    if found is None or (isinstance(found[0], str) and now - found[1] > _RETRY_UNREADABLE_SECONDS):
+        # Reading a file and compiling are blocking work: off the event loop.
+        found = (await asyncio.to_thread(_read_closure, dict(spec), str(row["key"])), now)
+        cache[key] = found
+        while len(cache) > _CLOSURES_KEPT:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return found[0]
+
+
+def _read_closure(spec: dict[str, Any], key: str) -> compiler_pb2.CompiledWorkflowClosure | str:
+    from taskplug.executor import parse_spec  # the executor's parser, loaded by the first workflow page
+
+    try:
+        parsed = parse_spec(spec, source=f"execution {key}", fresh_name=False)
+    except TaskplugError as e:
+        return str(e)
+    if parsed.workflow is None:
+        return "its spec is not a workflow this server can read"
+    return parsed.workflow.closure
+
+
+_NODE_ROWS: Final = (
+    "SELECT path, record->'workflow_state' AS workflow_state, record->'attempt' AS attempt,"
+    " record->'error' AS error, record->'logs' AS logs, record->>'reason' AS reason"
+    " FROM taskplug_nodes WHERE execution_id = %(id)s AND strpos(path, '/') = 0 ORDER BY path LIMIT %(n)s"
+)
+_ELEMENT_COUNTS: Final = (
+    "SELECT split_part(path, '/', 1) AS parent, (record->>'node_phase')::int AS phase, count(*) AS n"
+    " FROM taskplug_nodes WHERE execution_id = %(id)s AND strpos(path, '/') > 0 GROUP BY 1, 2"
+)
+_EVENT_COLUMNS: Final = (
+    "SELECT column_name::text AS name FROM information_schema.columns WHERE table_schema = current_schema()"
+    " AND table_name = 'taskplug_events' AND column_name IN ('kind', 'node')"
+)
+# The log links a node's last events carried (task events tagged with their node, once events have a node).
+_EVENT_LOGS: Final = (
+    "SELECT DISTINCT ON (node) node::text AS node, logs FROM taskplug_events"
+    " WHERE execution_id = %(id)s AND node IS NOT NULL AND jsonb_typeof(logs) = 'array'"
+    " AND jsonb_array_length(logs) > 0 ORDER BY node, seq DESC"
+)
+
+
+async def _node_records(
+    request: Request, execution_id: int, events: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]], bool]:
+    """The workflow's node records by path (the fields the graph shows), its map nodes' element counts (node
+    phase name → count, by map node path), and whether events name their node: then each of ``events`` gets
+    its ``node`` and ``kind``."""
+    params = {"id": execution_id, "n": _MAX_NODE_ROWS}
+    async with _db(request).pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(_NODE_ROWS, params)
+        records = {str(r.pop("path")): r for r in await cur.fetchall()}
+        await cur.execute(_ELEMENT_COUNTS, params)
+        elements: dict[str, dict[str, int]] = {}
+        for r in await cur.fetchall():
+            counts = elements.setdefault(str(r["parent"]), {})
+            name = node_phase_name(int(r["phase"] or 0))
+            counts[name] = counts.get(name, 0) + int(r["n"])
+        # Events gain their node and kind in a later schema: asked of the catalog, so this reads either one.
+        await cur.execute(_EVENT_COLUMNS)
+        columns = {str(r["name"]) for r in await cur.fetchall()}
+        if "node" in columns:
+            await cur.execute(_EVENT_LOGS, params)
+            for r in await cur.fetchall():
+                record = records.get(str(r["node"]))
+                if record is not None and not record.get("logs"):
+                    record["logs"] = r["logs"]
+            if events:
+                kind = sql.SQL("kind::text") if "kind" in columns else sql.SQL("NULL::text")
+                await cur.execute(
+                    sql.SQL(
+                        "SELECT seq, node::text AS node, {kind} AS kind FROM taskplug_events"
+                        " WHERE execution_id = %(id)s AND seq = ANY(%(seqs)s)"
+                    ).format(kind=kind),
+                    {"id": execution_id, "seqs": [e["seq"] for e in events]},
+                )
+                tags = {int(r["seq"]): r for r in await cur.fetchall()}
+                for e in events:
+                    tag = tags.get(int(e["seq"]))
+                    e["node"], e["kind"] = (tag["node"], tag["kind"]) if tag is not None else (None, None)
+    return records, elements, "node" in columns
 
 
 @router.get("/executions/{key:path}/stream")
@@ -236,6 +374,8 @@ async def _detail_events(request: Request, key: str, execution_id: int) -> Async
                     return
                 for section in _SECTIONS:
                     yield ServerSentEvent(_fragment(request, f"_{section}.html", **context), event=section)
+                if context["workflow"] is not None:
+                    yield ServerSentEvent(_fragment(request, "_graph_live.html", **context), event="graph")
             changed = await sub.next(PING_SECONDS)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import yaml
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -177,6 +177,11 @@ def timeline(execution: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]
     return bars
 
 
+def _path_part(value: object) -> str:
+    """One URL path segment: every reserved character (``/`` too) percent-encoded."""
+    return quote(str(value), safe="")
+
+
 def _pretty_json(value: object) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
@@ -200,6 +205,7 @@ def environment() -> Environment:
         pretty_json=_pretty_json,
         pretty_yaml=_pretty_yaml,
         log_links=log_links,
+        path_part=_path_part,
     )
     env.globals.update(elapsed=_elapsed, phases=PHASES)
     return env

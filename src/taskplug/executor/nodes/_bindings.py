@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any, Final, cast
 
 import msgpack  # type: ignore[import-untyped]
@@ -24,7 +23,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from taskplug.core import ErrorKind, ExecutionError, TaskplugError
+from taskplug.core import ErrorKind, ExecutionError, TaskplugError, go_format_float
 
 __all__ = [
     "BINDING_RESOLUTION_FAILURE",
@@ -32,7 +31,6 @@ __all__ = [
     "BindingError",
     "NodeError",
     "failure_node_error_literal",
-    "go_float",
     "go_type",
     "go_value",
     "output_of",
@@ -544,7 +542,7 @@ def go_value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return go_float(value)
+        return go_format_float(value)
     if isinstance(value, str):
         return value
     if isinstance(value, bytes):
@@ -557,35 +555,6 @@ def go_value(value: Any) -> str:
         )
         return "map[" + " ".join(f"{go_value(k)}:{go_value(value[k])}" for k in keys) + "]"
     return str(value)
-
-
-def go_float(value: float) -> str:
-    """Go's ``%v`` of a float64 (``'g'`` with the shortest digits): ``4``, ``2.1``, ``1e+06``, ``1e-05`` (the
-    exponent form below 1e-4 and from 1e6 on)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    sign, digits, exponent = Decimal(repr(value)).as_tuple()
-    assert isinstance(exponent, int)
-    text = "".join(str(d) for d in digits).rstrip("0") or "0"
-    if text == "0":
-        return "-0" if sign else "0"
-    # repr may carry trailing zeros ("100.0"); the decimal point sits after ``point`` digits.
-    point = len(digits) + exponent
-    lead = len(digits) - len("".join(str(d) for d in digits).lstrip("0"))
-    text = text[lead:]
-    point -= lead
-    minus = "-" if sign else ""
-    exp = point - 1
-    if exp < -4 or exp >= 6:
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{minus}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if point <= 0:
-        return f"{minus}0.{'0' * -point}{text}"
-    if point >= len(text):
-        return f"{minus}{text}{'0' * (point - len(text))}"
-    return f"{minus}{text[:point]}.{text[point:]}"
 
 
 def _go_literal_map(literals: Mapping[str, literals_pb2.Literal]) -> str:
@@ -626,7 +595,7 @@ def _prototext_scalar(field: FieldDescriptor, value: Any) -> str:
             return "nan"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
-        return go_float(value)
+        return go_format_float(value)
     if isinstance(value, str):
         return _quote(value.encode())
     if isinstance(value, bytes):

@@ -29,6 +29,7 @@ one rule places a node's data at any depth. The unique ids keep them apart as pr
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import Callable, Iterator, Mapping
@@ -147,6 +148,11 @@ _PENDING: Final = _Report(_Outcome.PENDING)
 
 _DONE_PHASES: Final = frozenset({NodePhase.SUCCEEDED, NodePhase.SKIPPED, NodePhase.RECOVERED})
 _FAILED_PHASES: Final = frozenset({NodePhase.FAILED, NodePhase.TIMED_OUT})
+_EXECUTION_PHASES: Final = {
+    WorkflowPhase.SUCCESS: Phase.SUCCESS,
+    WorkflowPhase.FAILED: Phase.PERMANENT_FAILURE,
+    WorkflowPhase.ABORTED: Phase.ABORTED,
+}
 _TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
 
 
@@ -279,7 +285,11 @@ class WorkflowRun:
 
     def _nodes_json(self, dag: _Dag) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        for node in dag.template.nodes:
+        nodes = list(dag.template.nodes)
+        failure_node = dag.template.failure_node
+        if failure_node.id and dag.unique_id(failure_node.id) in self._nodes:
+            nodes.append(failure_node)  # listed once it ran
+        for node in nodes:
             if node.id in (START_NODE, END_NODE):
                 continue
             unique = dag.unique_id(node.id)
@@ -318,6 +328,8 @@ class WorkflowRun:
     async def round(self) -> None:
         self._rounded.clear()
         self._child_wake = None
+        if not self.record.abort_requested:
+            await self._round_children()
         for _ in range(_MAX_STREAK):
             progressed = await self._round_once()
             self._save()
@@ -333,6 +345,24 @@ class WorkflowRun:
 
     def _next_child_wake(self) -> float | None:
         return self._child_wake
+
+    async def _round_children(self) -> None:
+        """Every running task and map node's round, before the walk and several at once (as the array node
+        evaluates its elements: ``node-execution-worker-count``), so that plugins that answer slowly (a web
+        API) are not waited for one after another; the walk then finds them done (``_rounded``)."""
+        running = [u for u, child in self._children.items() if not self._nodes[u].terminal]
+        if not running:
+            return
+        limit = asyncio.Semaphore(max(1, self.settings.array.workers))
+
+        async def one(unique: str) -> None:
+            async with limit:
+                await self._children[unique].round()
+
+        self._rounded.update(running)
+        async with asyncio.TaskGroup() as group:
+            for unique in running:
+                group.create_task(one(unique))
 
     async def _round_once(self) -> bool:
         """One round of the workflow (``HandleFlyteWorkflow``); whether it made progress worth another."""
@@ -372,7 +402,7 @@ class WorkflowRun:
             self._fail(state.get("error"))
             return False
         if phase is WorkflowPhase.HANDLING_FAILURE_NODE:
-            report = await self._failure_node()
+            report = await self._failure_node(self.dag, state.get("error"))
             if report.outcome in (_Outcome.PENDING, _Outcome.PROGRESS) and not report.failed:
                 return report.outcome is _Outcome.PROGRESS
             # The failure node's own failure masks the original error; its success keeps it.
@@ -488,11 +518,18 @@ class WorkflowRun:
         return self._parallelism >= limit
 
     async def _queue(
-        self, dag: _Dag, node: workflow_pb2.Node, unique: str, status: ExecutionRecord
+        self,
+        dag: _Dag,
+        node: workflow_pb2.Node,
+        unique: str,
+        status: ExecutionRecord,
+        *,
+        failure: dict[str, Any] | None = None,
     ) -> _Report:
-        """``preExecute``: resolve the node's inputs once, write them as its ``inputs.pb``, queue it."""
+        """``preExecute``: resolve the node's inputs once, write them as its ``inputs.pb``, queue it.
+        ``failure``: the node is ``dag``'s failure node, and this the error it handles."""
         try:
-            inputs = await self._resolve(dag, node)
+            inputs = await self._resolve(dag, node, failure)
         except BindingError as e:
             return self._node_failed(unique, node, status, _error(e.error))
         data_dir, _ = self._dirs(unique, 0)
@@ -807,6 +844,10 @@ class WorkflowRun:
             except BranchError as e:
                 return self._node_failed(unique, node, status, _error(e.error))
             state["taken"] = taken
+            for case in _cases(node.branch_node.if_else):
+                if case.id != taken:  # Skipped, silently: propeller never traverses them
+                    untaken = unique_node_id(unique, 0, case.id)
+                    self._set_phase(untaken, self._status(untaken), NodePhase.SKIPPED)
             self._set_phase(unique, status, NodePhase.RUNNING)
             self._node_event(unique, node, "Running")
             return _PROGRESS
@@ -865,13 +906,18 @@ class WorkflowRun:
                 f"{start_out}/outputs.pb", await self.host.data.read(f"{data_dir}/inputs.pb") or b""
             )
             self._set_phase(unique, status, NodePhase.RUNNING)
+        state = status.workflow_state
+        assert state is not None
+        if "failing" in state:
+            return await self._sub_workflow_failing(sub, node, unique, status, state["failing"])
         report = await self._walk(sub, START_NODE)
         if starting:  # after its start node's event, in the same round, as propeller reports it
             self._node_event(unique, node, "Running")
         if report.failed:
             failure = report.error if report.outcome is _Outcome.FAILED else dict(_TIMEOUT_ERROR)
-            await self._abort_dag(sub, "subworkflow failed", emit=True)
-            return self._node_failed(unique, node, status, failure or _unknown_error(""))
+            state["failing"] = failure or _unknown_error("")
+            self._changed.add(unique)
+            return await self._sub_workflow_failing(sub, node, unique, status, state["failing"])
         if report.outcome is _Outcome.COMPLETE:
             _, end_out = self._dirs(sub.unique_id(END_NODE), 0)
             _, output_dir = self._dirs(unique, 0)
@@ -883,11 +929,31 @@ class WorkflowRun:
             return _PROGRESS
         return report
 
-    async def _failure_node(self) -> _Report:
-        """The workflow's failure node, run once the failing workflow's nodes are cleaned up: it may bind only
-        the workflow's inputs (and ``err``, the failure)."""
-        node = self.dag.template.failure_node
-        unique = node.id
+    async def _sub_workflow_failing(
+        self,
+        sub: _Dag,
+        node: workflow_pb2.Node,
+        unique: str,
+        status: ExecutionRecord,
+        failure: dict[str, Any],
+    ) -> _Report:
+        """``Failing``: the sub-workflow's nodes aborted (``subworkflow failed``), then its own failure node
+        run, if it has one; the node fails with the failure node's error when that fails, else the original."""
+        if not await self._abort_dag(sub, "subworkflow failed", emit=True):
+            return _PENDING
+        if sub.template.HasField("failure_node") and sub.template.failure_node.id:
+            report = await self._failure_node(sub, failure)
+            if report.outcome in (_Outcome.PENDING, _Outcome.PROGRESS):
+                return report
+            if report.outcome is _Outcome.FAILED and report.error:
+                failure = report.error
+        return self._node_failed(unique, node, status, failure)
+
+    async def _failure_node(self, dag: _Dag, error: dict[str, Any] | None) -> _Report:
+        """``dag``'s failure node, run once the failing workflow's nodes are cleaned up: it may bind only the
+        workflow's inputs (and ``err``, the failure: ``error``)."""
+        node = dag.template.failure_node
+        unique = dag.unique_id(node.id)
         phase = self._phase(unique)
         if phase in _DONE_PHASES:
             return _COMPLETE
@@ -897,8 +963,8 @@ class WorkflowRun:
                 return _Report(_Outcome.TIMED_OUT)
             return _Report(_Outcome.FAILED, status.error)
         if phase is NodePhase.NOT_YET_STARTED:
-            return await self._queue(self.dag, node, unique, self._status(unique))
-        return await self._execute(self.dag, node, unique)
+            return await self._queue(dag, node, unique, self._status(unique), failure=error or {})
+        return await self._execute(dag, node, unique)
 
     # -- abort ----------------------------------------------------------------------------------------------
     async def _abort(self, reason: str, *, end: bool = False) -> bool:
@@ -1076,6 +1142,8 @@ class WorkflowRun:
         self, phase: WorkflowPhase, *, error: dict[str, Any] | None = None, silent: bool = False
     ) -> None:
         self._state["phase"] = int(phase)
+        # The root's phase as every execution's is read (the service's lists, status): the workflow's.
+        self.record.task_phase = int(_EXECUTION_PHASES.get(phase, Phase.RUNNING))
         if silent:
             return
         event = Event(
@@ -1090,11 +1158,14 @@ class WorkflowRun:
         self.host.emit(self.key, event)
 
     # -- bindings -----------------------------------------------------------------------------------------------
-    async def _resolve(self, dag: _Dag, node: workflow_pb2.Node) -> literals_pb2.LiteralMap:
+    async def _resolve(
+        self, dag: _Dag, node: workflow_pb2.Node, failure: dict[str, Any] | None = None
+    ) -> literals_pb2.LiteralMap:
         """The node's inputs from its bindings (``nodes/resolve.go``): every producer's outputs read first,
         then resolved by the binding rules (attribute paths, aliases, Flyte's error texts). A failure node
-        may read only the workflow's inputs; its ``err`` input is the workflow's failure."""
-        failure_node = node.id == self.dag.template.failure_node.id and bool(node.id)
+        (``failure``: the error it handles) may read only the workflow's inputs; its ``err`` input is that
+        failure, as ``FailureNodeLookup`` and ``ResolveErrorInputLiteralData`` give it."""
+        failure_node = failure is not None
         outputs: dict[str, tuple[literals_pb2.LiteralMap | None, str]] = {}
         for producer in sorted(_producers(node.inputs)):
             if failure_node and producer != START_NODE:
@@ -1109,7 +1180,7 @@ class WorkflowRun:
         bindings = [b for b in node.inputs if not (failure_node and b.var == "err")]
         inputs = resolve_inputs(bindings, read_output, node.id)
         if failure_node and any(b.var == "err" for b in node.inputs):
-            message = (self._state.get("error") or {}).get("message", "")
+            message = (failure or {}).get("message", "")
             inputs.literals["err"].CopyFrom(failure_node_error_literal(message, node.id))
         return inputs
 
