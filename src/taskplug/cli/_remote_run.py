@@ -298,6 +298,7 @@ def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, A
                 "attempt": e["attempt"],
                 **({"error": e["error"]} if e["error"] is not None else {}),
                 **({"logs": e["logs"]} if e["logs"] else {}),
+                **({"cacheStatus": e["cache"].get("status")} if e.get("cache") else {}),
             }
             for e in events
         ],

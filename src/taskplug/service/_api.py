@@ -174,6 +174,8 @@ class EventOut(_Out):
     # A map task's event: the elements that changed (every element in a terminal event), as Flyte's
     # ExternalResourceInfo: externalId, index, retryAttempt, phase, logs and, when failing, reason.
     external_resources: list[dict[str, Any]] | None = None
+    # A cacheable task's catalog status at this event: status (CACHE_HIT …), key, source (docs/cache.md).
+    cache: dict[str, Any] | None = None
 
 
 class AttemptOut(_Out):

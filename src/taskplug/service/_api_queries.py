@@ -221,8 +221,8 @@ class ServiceDB:
     async def events(self, execution_id: int, *, after_seq: int = 0, limit: int = 1000) -> list[Row]:
         return await self._rows(
             sql.SQL(
-                "SELECT seq, attempt, phase, version, reason, occurred_at, recorded_at, error, logs, external_resources"
-                " FROM taskplug_events WHERE execution_id = %(id)s AND seq > %(after)s ORDER BY seq LIMIT %(n)s"
+                "SELECT seq, attempt, phase, version, reason, occurred_at, recorded_at, error, logs, external_resources,"
+                " cache FROM taskplug_events WHERE execution_id = %(id)s AND seq > %(after)s ORDER BY seq LIMIT %(n)s"
             ),
             {"id": execution_id, "after": after_seq, "n": limit},
         )

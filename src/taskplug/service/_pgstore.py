@@ -122,13 +122,13 @@ WITH upd AS (
     RETURNING e.id
 ), ev AS (
     INSERT INTO taskplug_events
-        (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch)
+        (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch, cache)
     SELECT v.id, v.attempt, v.phase, v.version, v.reason, v.occurred_at::timestamptz, v.error::jsonb,
-           v.logs::jsonb, v.external::jsonb, v.epoch
+           v.logs::jsonb, v.external::jsonb, v.epoch, v.cache::jsonb
     FROM unnest(%(ev_ids)s::bigint[], %(ev_attempts)s::int[], %(ev_phases)s::text[], %(ev_versions)s::int[],
                 %(ev_reasons)s::text[], %(ev_times)s::text[], %(ev_errors)s::text[], %(ev_logs)s::text[],
-                %(ev_external)s::text[], %(ev_epochs)s::bigint[]) WITH ORDINALITY
-        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, ord)
+                %(ev_external)s::text[], %(ev_epochs)s::bigint[], %(ev_cache)s::text[]) WITH ORDINALITY
+        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, cache, ord)
     WHERE v.id IN (SELECT id FROM upd)
     ORDER BY v.ord
     RETURNING seq
@@ -246,7 +246,7 @@ _TASK = -1
 _PARAMS = (
     "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
     "ev_ids", "ev_attempts", "ev_phases", "ev_versions", "ev_reasons", "ev_times", "ev_errors", "ev_logs",
-    "ev_external", "ev_epochs",
+    "ev_external", "ev_epochs", "ev_cache",
     "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
     "at_epochs", "at_final",
     "nd_ids", "nd_paths", "nd_records", "nd_epochs",
@@ -428,7 +428,7 @@ class PostgresStateStore:
         if claim is None:
             return []
         rows = self._conn.execute(
-            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources "
+            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources, cache "
             "FROM taskplug_events WHERE execution_id = %s ORDER BY seq",
             (claim.id,),
         ).fetchall()
@@ -443,8 +443,9 @@ class PostgresStateStore:
                 error=e,
                 logs=lg,
                 external_resources=x,
+                cache=c,
             )
-            for a, p, v, r, o, e, lg, x in rows
+            for a, p, v, r, o, e, lg, x, c in rows
         ]
 
     def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
@@ -662,6 +663,7 @@ class PostgresStateStore:
                     ("ev_logs", _dumps(ev.logs)),
                     ("ev_external", _dumps(ev.external_resources)),
                     ("ev_epochs", claim.epoch),
+                    ("ev_cache", _dumps(ev.cache)),
                 ):
                     params[column].append(value)
                 # The attempt's row takes the latest event of the batch; log links and the error an earlier

@@ -28,3 +28,7 @@ CREATE TABLE taskplug_catalog_reservations (
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (project, domain, dataset, version, tag)
 );
+
+-- A cacheable task's events say its catalog status (Flyte's TaskNodeMetadata cache_status and catalog_key):
+-- {"status": "CACHE_HIT", "key": {...}, "source": ...}; NULL for other tasks.
+ALTER TABLE taskplug_events ADD COLUMN cache jsonb;
