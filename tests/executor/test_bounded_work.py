@@ -1,5 +1,5 @@
-"""One submission cannot start unbounded work: ceilings on attempts, elements and parallelism refuse a spec
-before anything runs, naming the field; an abort stops a map's launches within the round it arrives in."""
+"""One submission cannot start unbounded work: ceilings on attempts, elements, parallelism and a workflow's
+nodes (nested ones counted) refuse a spec before anything runs, naming the field; an abort stops a map's launches within the round it arrives in."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flyteidl.core import compiler_pb2, identifier_pb2, workflow_pb2
 
 from executor.test_arraynode_executor import MapPlugin, drive, map_spec, resolver, settings
 from executor.test_executor import ScriptedPlugin, _resolver
 from taskplug.core import FakeClock, PhaseInfo, SpecError, TaskExecutionContext, Transition
 from taskplug.executor import parse_spec
 from taskplug.executor._executor import Executor, ExecutorSettings
-from taskplug.executor._limits import SubmissionLimits
+from taskplug.executor._limits import SubmissionLimits, workflow_nodes
 from taskplug.executor._store import MemoryStateStore
 
 LIMITS = SubmissionLimits(max_attempts=5, max_elements=10, max_parallelism=4)
@@ -98,3 +99,33 @@ async def test_an_abort_stops_a_maps_launches_at_once_and_aborts_what_started(tm
     assert result.phase == "Aborted"
     assert len(plugin.created) == 4
     assert sorted(plugin.aborted) == sorted(plugin.created)
+
+
+def _workflow(name: str, nodes: list[workflow_pb2.Node]) -> workflow_pb2.WorkflowTemplate:
+    template = workflow_pb2.WorkflowTemplate(nodes=[workflow_pb2.Node(id="start-node"), *nodes])
+    template.id.CopyFrom(identifier_pb2.Identifier(resource_type=identifier_pb2.WORKFLOW, name=name))
+    return template
+
+
+def _calls(node_id: str, name: str) -> workflow_pb2.Node:
+    node = workflow_pb2.Node(id=node_id)
+    node.workflow_node.sub_workflow_ref.CopyFrom(
+        identifier_pb2.Identifier(resource_type=identifier_pb2.WORKFLOW, name=name)
+    )
+    return node
+
+
+def test_a_workflow_s_nodes_are_counted_nested_a_sub_workflow_each_time_it_is_called() -> None:
+    branch = workflow_pb2.Node(id="b")
+    branch.branch_node.if_else.case.then_node.CopyFrom(workflow_pb2.Node(id="b-then"))
+    branch.branch_node.if_else.else_node.CopyFrom(_calls("b-else", "sub"))
+    sub = _workflow("sub", [workflow_pb2.Node(id="s0"), workflow_pb2.Node(id="s1")])
+    loop = _workflow("loop", [_calls("again", "loop")])  # a cycle: the compiler refuses it, counting ends
+    primary = _workflow("wf", [_calls("c0", "sub"), _calls("c1", "sub"), branch, _calls("l", "loop")])
+    closure = compiler_pb2.CompiledWorkflowClosure()
+    closure.primary.template.CopyFrom(primary)
+    for template in (sub, loop):
+        closure.sub_workflows.add().template.CopyFrom(template)
+    # c0 + 2, c1 + 2, b + b-then + b-else + 2, l + again (the loop's own call not followed again).
+    assert workflow_nodes(closure, cap=100) == 3 + 3 + 5 + 2
+    assert workflow_nodes(closure, cap=5) == 6  # counting stops past the cap

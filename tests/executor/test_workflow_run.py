@@ -49,6 +49,7 @@ class Scripted:
         self.running: set[str] = set()
         self.most_running = 0
         self.released = False
+        self.handled: list[str] = []
 
     @property
     def id(self) -> str:
@@ -60,6 +61,7 @@ class Scripted:
     async def handle(self, tctx: TaskExecutionContext) -> Transition:
         meta = tctx.metadata
         node = meta.task_execution_id.id.node_execution_id.node_id
+        self.handled.append(node)
         _, state = tctx.plugin_state_reader.get()
         step = (state or {}).get("step", 0)
         if state is None:
@@ -491,3 +493,35 @@ async def test_a_sub_workflow_runs_its_nodes_under_the_node_and_hands_up_its_out
     events = node_events(result)
     assert events.index(("node", "n0-0-start-node", "Succeeded")) < events.index(("node", "n0", "Running"))
     assert by_id(result)["n0"]["kind"] == "subworkflow"
+
+
+async def test_an_event_about_one_nodes_object_gives_that_node_alone_a_round(tmp_path: Path) -> None:
+    """A wide workflow must not give every running node a round for every event of one (propeller does;
+    it is quadratic in a fan-out): an informer event names its object, and only its node is looked at; an
+    event that names no object (the owner's) still looks at every node."""
+    wf = workflow(
+        [task_node("n0", "hold", a=promise("", "a")), task_node("n1", "hold", a=promise("", "a"))], None
+    )
+    plugin = Scripted()
+    clock = FakeClock()
+    async with executor(plugin, tmp_path, clock) as ex:
+        key = await ex.submit(spec_of(wf, name="woken"))
+        for _ in range(4):
+            await settle()
+            await clock.advance(1.0)
+        await settle()
+        assert sorted(plugin.running) == ["n0", "n1"]
+        plugin.handled.clear()
+        assert ex.enqueue_object("", "woken-n0-0")  # n0's pod changed (no time passes)
+        await settle()
+        assert plugin.handled == ["n0"]
+        plugin.handled.clear()
+        ex.enqueue_owner("p-d", "woken")  # some object of the execution changed
+        await settle()
+        assert sorted(plugin.handled) == ["n0", "n1"]
+        plugin.handled.clear()
+        await clock.advance(1.0)  # each asked for its resync: both are due
+        await settle()
+        assert sorted(plugin.handled) == ["n0", "n1"]
+        ex.abort(key)
+        await drive(clock, ex, key)

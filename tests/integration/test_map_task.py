@@ -99,6 +99,7 @@ def test_the_serialized_workflow_becomes_an_array_node_spec(serialized: Path) ->
     spec = parse_spec(
         {
             "templateFile": str(_workflow_file(serialized, "squares.squares")),
+            "node": "n0",  # the workflow's map node alone
             "execution": _execution("read"),
             "inputs": {"xs": [1, 2, 3]},
         }
@@ -138,6 +139,7 @@ def test_a_map_with_a_bound_input_and_concurrency_equals_flytekits_local_run(
     code, document = _run(
         {
             "templateFile": str(_workflow_file(serialized, "squares.squares")),
+            "node": "n0",  # the workflow's map node alone: its elements and events are the result's
             "execution": _execution("squares-e2e"),
             "inputs": {"xs": xs},
         },
@@ -190,7 +192,9 @@ def test_a_package_archive_at_the_ratio_succeeds_with_none_where_elements_raised
     )
     assert code == 0, document
     assert document["outputs"] == {"o0": _local("checked_squares", xs)} == {"o0": [1, 4, None, 16]}
-    failed = document["elements"][2]
+    (node,) = document["nodes"]  # the whole workflow ran: its one node is the map
+    assert (node["kind"], node["phase"]) == ("array", "Succeeded")
+    failed = node["elements"][2]
     assert (failed["phase"], failed["attempts"]) == ("Failed", 1)
     assert failed["error"]["kind"] == "USER"
     assert "ValueError: 3 is a multiple of 3" in failed["error"]["message"]
@@ -241,7 +245,8 @@ def test_the_checked_in_example_specs_run_against_the_archive_the_readme_builds(
     assert (code, document["outputs"]) == (0, {"o0": [2, 5, 10, 17, 26]})
     code, document = _run(yaml.safe_load((tmp_path / "checked.yaml").read_text()), tmp_path)
     assert (code, document["phase"]) == (1, "PermanentFailure")
-    assert [e["phase"] for e in document["elements"] if e["phase"] == "Failed"] == ["Failed", "Failed"]
+    elements = document["nodes"][0]["elements"]
+    assert [e["phase"] for e in elements if e["phase"] == "Failed"] == ["Failed", "Failed"]
 
 
 def test_the_hand_written_example_runs_and_the_live_view_shows_the_elements(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ every 1–3 s (and starts a new one) and SIGSTOPs one for ttl + 2 s every 5–9 
 
 - every execution is terminal, and each ends as its script says (chaos charges no failure to a task);
 - exactly one object was ever created per (execution, attempt) — per (execution, element, retry) for the
-  map tasks among them — counted from a watch on every pod. The one
+  map tasks among them, per (execution, node) for the workflows (a fan-out and a chain of pods) — counted
+  from a watch on every pod; each workflow ends with its outputs and every node Succeeded. The one
   exception Kubernetes cannot fence is a create an ex-owner had already passed its guard for when it was
   paused; such a resurrected object (created after its attempt had finished) is counted, printed, and must
   have been deleted by the orphan reaper;
@@ -56,6 +57,7 @@ from service.replica_helpers import (
     start_replica,
     stop_replica,
     submit,
+    workflow_document,
 )
 from support.connector_server import ConnectorServer, connector_server_fixture  # noqa: F401
 from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
@@ -193,9 +195,12 @@ async def _takeover(dsn: str, victim: Any, keys: list[str], killed: float, out: 
 
 def _script(i: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """What execution i does: ok (1–4 s), fail (exit 1, two attempts), abort (runs 30 s, aborted), web (a
-    connector job: RUNNING, then SUCCEEDED with output o0 = 42), map (a map task of 3–5 pods, 1–3 s each)."""
+    connector job: RUNNING, then SUCCEEDED with output o0 = 42), map (a map task of 3–5 pods, 1–3 s each),
+    wf (a workflow: one pod, then 2–3 side by side, then one, 0.5–2 s each; its output o is its input x = i)."""
     roll = rng.random()
     name = f"c{i}"
+    if roll < 0.06:
+        return "wf", workflow_document(name, duration=rng.uniform(0.5, 2), x=i, fan_out=rng.randint(2, 3))
     if roll < 0.1:
         return "web", scripted_document(name, "RUNNING", "SUCCEEDED")
     if roll < 0.18:
@@ -224,6 +229,7 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
     audit = Audit(kube)
     scripts: dict[str, str] = {}
     map_elements = 0
+    workflow_nodes: dict[str, int] = {}
     monitors: list[asyncio.Task[None]] = []
     async with asyncio.TaskGroup() as group:
         watcher = group.create_task(audit.run())
@@ -248,6 +254,9 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
                     kind, document = _script(submitted, rng)
                     scripts[f"c{submitted}"] = kind
                     map_elements += len(document.get("inputs", {}).get("x", [])) if kind == "map" else 0
+                    if kind == "wf":
+                        template = document["workflowClosure"]["primary"]["template"]
+                        workflow_nodes[f"c{submitted}"] = len(template["nodes"])
                     submit(conn, f"c{submitted}", document)
                     if kind == "abort":
                         aborts.append((now + rng.uniform(1, 6), f"c{submitted}"))
@@ -302,11 +311,16 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
                 )
                 conn.execute("SELECT pg_notify('taskplug_abort', %s)", (key,))
             ended = time.monotonic()
-            await wait_until(
-                lambda: all(r["terminal"] for r in rows(conn).values()),
-                within=TTL + 45,
-                what="every execution terminal",
-            )
+            try:
+                await wait_until(
+                    lambda: all(r["terminal"] for r in rows(conn).values()),
+                    within=TTL + 45,
+                    what="every execution terminal",
+                )
+            except AssertionError:
+                stuck = {k: (scripts[k], r["phase"]) for k, r in rows(conn).items() if not r["terminal"]}
+                print(f"not terminal: {stuck}")
+                raise
             print(f"all {EXECUTIONS} terminal {time.monotonic() - ended:.1f} s after the chaos ended")
 
             async def pods_left() -> list[str]:
@@ -383,6 +397,20 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
     maps = {key for key, kind in scripts.items() if kind == "map"}
     element_pods = [name for name, execution in audit.execution.items() if execution in maps]
     print(f"map tasks {len(maps)}: {len(element_pods)} element pods for {map_elements} elements")
+    workflows = set(workflow_nodes)
+    node_pods: dict[str, int] = defaultdict(int)
+    for execution in audit.execution.values():
+        if execution in workflows:
+            node_pods[execution] += 1
+    node_phases: dict[str, set[int]] = defaultdict(set)
+    for key, phase in conn.execute(
+        "SELECT e.key, (n.record->'workflow_state'->>'phase')::int FROM taskplug_nodes n"
+        " JOIN taskplug_executions e ON e.id = n.execution_id WHERE e.task_type = 'workflow'"
+    ).fetchall():
+        node_phases[key].add(phase)
+    print(
+        f"workflows {len(workflows)}: {sum(node_pods.values())} node pods for {sum(workflow_nodes.values())} nodes"
+    )
     print(f"duplicates {len(duplicates)}, resurrected (reaped) {len(resurrected)}: {resurrected}")
     print(f"stale-epoch writes {len(stale)}; pods left {len(left)}; allocation tokens left {len(leaked)}")
     print(
@@ -409,6 +437,10 @@ async def test_replicas_under_sigkill_and_sigstop_finish_everything_once(
     assert all(found[k]["attempt"] == 0 for k in maps)  # chaos charges no failure to a map either
     assert len(element_pods) == map_elements  # one pod per element: none retried, none created twice
     assert all(found[k]["outputs"] == {"o0": 42} for k, s in scripts.items() if s == "web")
+    assert set(outcomes["wf"]) <= {"Success"}, outcomes["wf"]
+    assert all(found[k]["outputs"] == {"o": int(k[1:]), "y": 1} for k in workflows)
+    assert node_pods == workflow_nodes  # one pod per node: none retried, none created twice
+    assert all(node_phases[k] == {5} for k in workflows)  # every node (start and end too) Succeeded
     assert leaked == set()
     assert duplicates == []
     assert stale == []

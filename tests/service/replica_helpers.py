@@ -49,6 +49,7 @@ __all__ = [
     "start_replica",
     "stop_replica",
     "submit",
+    "workflow_document",
 ]
 
 CALL_FAILED = pytest.StashKey[bool]()
@@ -98,11 +99,59 @@ def map_document(name: str, size: int, *, duration: float = 0.0) -> dict[str, An
     return document
 
 
+def workflow_document(
+    name: str,
+    *,
+    duration: float = 0.0,
+    x: int = 7,
+    fan_out: int = 2,
+    exit_code: int = 0,
+    max_attempts: int = 1,
+) -> dict[str, Any]:
+    """A workflow of simulated container pods in the self-contained form the API takes: ``n0``, then
+    ``fan_out`` nodes after it side by side, then ``end`` after them all (a fan-out and a chain); its output
+    ``o`` is its input ``x`` (the pods write no outputs), ``y`` the constant 1 bound in the workflow."""
+    task = pod_document(name)["template"]
+    task["id"] = {"resourceType": "TASK", "project": "p", "domain": "d", "name": "sim", "version": "v1"}
+    ref = {"referenceId": task["id"]}
+    middle = [f"m{i}" for i in range(fan_out)]
+    nodes: list[dict[str, Any]] = [{"id": "n0", "taskNode": ref, "metadata": {"name": "first"}}]
+    nodes += [{"id": m, "taskNode": ref, "upstreamNodeIds": ["n0"], "metadata": {"name": m}} for m in middle]
+    nodes.append({"id": "end", "taskNode": ref, "upstreamNodeIds": middle, "metadata": {"name": "last"}})
+    integer = {"simple": "INTEGER"}
+    template = {
+        "id": {"resourceType": "WORKFLOW", "project": "p", "domain": "d", "name": "fan", "version": "v1"},
+        "interface": {
+            "inputs": {"variables": {"x": {"type": integer}}},
+            "outputs": {"variables": {"o": {"type": integer}, "y": {"type": integer}}},
+        },
+        "nodes": nodes,
+        "outputs": [
+            {"var": "o", "binding": {"promise": {"nodeId": "start-node", "var": "x"}}},
+            {"var": "y", "binding": {"scalar": {"primitive": {"integer": "1"}}}},
+        ],
+        "metadataDefaults": {},
+    }
+    return {
+        "workflowClosure": {"primary": {"template": template}, "tasks": [{"template": task}]},
+        "launchPlans": [],
+        "inputs": {"x": x},
+        "execution": {
+            "id": {"project": "p", "domain": "d", "name": name},
+            "maxAttempts": max_attempts,
+            "annotations": {
+                "taskplug.io/simulate-duration": str(duration),
+                "taskplug.io/simulate-exit-code": str(exit_code),
+            },
+        },
+    }
+
+
 def submit(conn: psycopg.Connection[Any], key: str, document: Mapping[str, Any]) -> None:
     """Insert an execution as the API's submit does (contract: ON CONFLICT DO NOTHING, then NOTIFY)."""
     conn.execute(
         "INSERT INTO taskplug_executions (key, task_type, spec) VALUES (%s, %s, %s) ON CONFLICT (key) DO NOTHING",
-        (key, document["template"]["type"], Jsonb(dict(document))),
+        (key, document["template"]["type"] if "template" in document else "workflow", Jsonb(dict(document))),
     )
     conn.execute("NOTIFY taskplug_work")
 

@@ -296,6 +296,38 @@ def test_abort_from_the_page_asks_first_then_shows_aborting_then_aborted(
     screenshot(page, tmp_path, "execution-aborted")
 
 
+def test_a_live_update_while_abort_is_held_down_does_not_lose_the_click(
+    page: Any, replica: ReplicaDouble, tmp_path: Path
+) -> None:
+    """The stream re-sends the page's sections as the execution changes. One arriving between the press and
+    the release of Abort must leave the button where it is: were it swapped for a copy (as when Abort was
+    part of the re-sent header), the browser would click nothing at the release: no question, no request,
+    no error, and the execution would run on."""
+    key = submit(page, "br-abort-held")
+    replica.claim(key)
+    replica.phase(key, "Running", reason="pod started")
+    page.goto(f"/executions/{key}")
+    expect(page.locator("#phase")).to_have_text("Running")
+    box = page.locator("#abort").bounding_box()
+    assert box is not None
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    replica.phase(key, "Running", reason="image pulled", version=1)
+    expect(page.locator("#reason")).to_have_text("image pulled", timeout=LIVE)  # the header was re-sent
+    with page.expect_response(lambda r: r.url.endswith(f"/executions/{key}/abort"), timeout=LIVE) as answer:
+        page.mouse.up()
+
+    assert answer.value.status == 200
+    assert asked and key in asked[0]
+    expect(page.locator("#aborting")).to_have_text("aborting…", timeout=LIVE)
+    expect(page.locator("#abort")).to_have_count(0)
+    assert page.request.get(f"/api/v1/executions/{key}").json()["aborting"] is True
+    screenshot(page, tmp_path, "execution-abort-held")
+
+
 def test_the_replicas_page_follows_heartbeats(page: Any, postgres_dsn: str, tmp_path: Path) -> None:
     a, b = ReplicaDouble(postgres_dsn, host="replica-a"), ReplicaDouble(postgres_dsn, host="replica-b")
     try:

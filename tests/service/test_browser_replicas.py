@@ -147,7 +147,9 @@ def test_abort_from_the_page_deletes_the_object(page: Any, cluster: Any, tmp_pat
     assert cluster_has_pod(cluster, pod)
 
     page.once("dialog", lambda d: d.accept())
-    page.click("#abort")
+    with page.expect_response(lambda r: r.url.endswith(f"/executions/{key}/abort")) as answer:
+        page.click("#abort")
+    assert answer.value.status == 200, answer.value.text()
     expect(page.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
     expect(page.locator("#abort")).to_have_count(0, timeout=TAKEOVER)
     screenshot(page, tmp_path, "e2e-aborted")
@@ -206,9 +208,17 @@ def test_an_execution_is_live_and_abortable_through_another_web_server(
         page.evaluate("window.__not_reloaded = true")
 
         other.once("dialog", lambda d: d.accept())
-        other.click("#abort")
-        expect(other.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
-        expect(page.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
+        with other.expect_response(lambda r: r.url.endswith(f"/executions/{key}/abort")) as answer:
+            other.click("#abort")
+        assert answer.value.status == 200, answer.value.text()
+        assert answer.value.request.method == "POST"
+        try:
+            expect(other.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
+            expect(page.locator("#phase")).to_have_text("Aborted", timeout=TAKEOVER)
+        except AssertionError:
+            print("the execution's row:", other.request.get(f"/api/v1/executions/{key}").text())
+            print("the other page's header:", other.locator("#header").inner_html())
+            raise
         assert page.evaluate("window.__not_reloaded") is True
         screenshot(other, tmp_path, "e2e-other-server")
     finally:

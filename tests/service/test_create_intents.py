@@ -154,7 +154,7 @@ def test_a_known_outcome_is_not_an_unknown_create_for_the_next_owner(
 
 def _map_claim(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
     claim = claim_row(conn, rid, key)
-    claim.record = ExecutionRecord(key="m", array={"phase": 1, "size": 4, "version": 0})
+    claim.record = ExecutionRecord(key="m", path="n0", array={"phase": 1, "size": 4, "version": 0})
     return claim
 
 
@@ -374,8 +374,8 @@ async def test_a_replica_creates_each_mapped_web_api_element_once_after_its_inte
             (key, document["template"]["type"], Jsonb(document)),
         )
     conn.execute(
-        "INSERT INTO taskplug_create_intents (execution_id, element, attempt, resource_name, epoch) "
-        "SELECT id, 1, 0, 'from-the-old-owner', 1 FROM taskplug_executions WHERE key = 'orphan'"
+        "INSERT INTO taskplug_create_intents (execution_id, node, element, attempt, resource_name, epoch) "
+        "SELECT id, 'n0', 1, 0, 'from-the-old-owner', 1 FROM taskplug_executions WHERE key = 'orphan'"
     )
     conn.execute(
         "INSERT INTO taskplug_attempts (execution_id, attempt, resource_name, phase, epoch) "

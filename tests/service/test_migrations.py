@@ -9,6 +9,7 @@ import pytest
 
 from support.postgres_server import PostgresServer
 from taskplug.service import MIGRATIONS, SchemaError, migrate, schema_version
+from taskplug.service._migrations import LATEST
 
 
 def test_replicas_starting_together_apply_each_migration_once(postgres_dsn: str) -> None:
@@ -24,9 +25,9 @@ def test_replicas_starting_together_apply_each_migration_once(postgres_dsn: str)
     for thread in threads:
         thread.join()
 
-    assert versions == [len(MIGRATIONS)] * 4
+    assert versions == [LATEST] * 4
     with psycopg.connect(postgres_dsn) as conn:
-        assert schema_version(conn) == len(MIGRATIONS)
+        assert schema_version(conn) == LATEST
         applied = conn.execute("SELECT version, name FROM taskplug_schema ORDER BY version").fetchall()
     assert applied == [(number, name) for number, name, _ in MIGRATIONS]
 
@@ -46,3 +47,27 @@ def test_a_fresh_database_is_at_version_zero(postgres_server: PostgresServer) ->
     dsn = postgres_server.create_database()
     with psycopg.connect(dsn) as conn:
         assert schema_version(conn) == 0
+
+
+def test_a_migration_numbered_below_the_database_s_latest_is_applied_when_it_arrives(
+    postgres_server: PostgresServer,
+) -> None:
+    """Two changes made side by side each take a number: a database that got the later one first gets the
+    earlier one when code that has it starts, and each is recorded once (the last two files touch different
+    tables)."""
+    fresh = postgres_server.create_database()
+    with psycopg.connect(fresh) as conn:
+        with conn.transaction():
+            conn.execute(
+                "CREATE TABLE taskplug_schema (version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            for number, name, sql in MIGRATIONS[:-2]:
+                conn.execute(sql.encode())
+                conn.execute("INSERT INTO taskplug_schema (version, name) VALUES (%s, %s)", (number, name))
+            number, name, sql = MIGRATIONS[-1]
+            conn.execute(sql.encode())
+            conn.execute("INSERT INTO taskplug_schema (version, name) VALUES (%s, %s)", (number, name))
+        assert migrate(conn) == LATEST
+        applied = conn.execute("SELECT version FROM taskplug_schema ORDER BY version").fetchall()
+    assert [v for (v,) in applied] == [number for number, _, _ in MIGRATIONS]

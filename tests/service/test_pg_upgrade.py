@@ -16,7 +16,7 @@ from service.replica_helpers import rows, running
 from support.waiting import wait_until
 from taskplug.localcluster import LocalCluster
 from taskplug.service import Replica, ReplicaSettings, migrate
-from taskplug.service._migrations import MIGRATIONS
+from taskplug.service._migrations import LATEST, MIGRATIONS
 
 FIXTURE = Path(__file__).with_name("fixtures") / "pg_v4.sql"
 FAST = ReplicaSettings(heartbeat=0.5, ttl=3.0, margin=1.0, poll=0.25, reap=0.5, reconcile=1.0)
@@ -41,7 +41,7 @@ async def test_a_version_4_database_is_migrated_and_a_replica_resumes_its_execut
 ) -> None:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         _load_version_4(conn)
-        assert migrate(conn) == len(MIGRATIONS)
+        assert migrate(conn) == LATEST
         assert conn.execute("SELECT to_regclass('taskplug_elements')").fetchone() == (None,)
         nodes = conn.execute(
             "SELECT e.key, n.path, n.record FROM taskplug_nodes n JOIN taskplug_executions e ON e.id = n.execution_id"
@@ -57,6 +57,12 @@ async def test_a_version_4_database_is_migrated_and_a_replica_resumes_its_execut
         assert records[MAP]["path"] == "n0"
         assert not any({"phase", "user_failures"} & record.keys() for record in records.values())
         intents_before = conn.execute("SELECT count(*) FROM taskplug_create_intents").fetchone()
+        # A single task's intent keeps node ''; a map's elements' move under its root node's path (0008).
+        intents = conn.execute(
+            "SELECT e.key, i.node, i.element FROM taskplug_create_intents i"
+            " JOIN taskplug_executions e ON e.id = i.execution_id ORDER BY e.key, i.element"
+        ).fetchall()
+        assert sorted(intents) == sorted([(SINGLE, "", -1)] + [(MAP, "n0", i) for i in range(MAP_SIZE)])
 
         probe = ProgressProbe(finish=True)
         async with (

@@ -4,6 +4,7 @@ web-API create persisted before (the fenced intent) and after (its resource meta
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,9 @@ async def _pods(cluster: LocalCluster) -> list[str]:
 
 
 async def test_a_replica_runs_single_and_map_tasks_retries_and_aborts_to_the_end(
-    conn: psycopg.Connection[Any], postgres_dsn: str, platform: Platform
+    conn: psycopg.Connection[Any], postgres_dsn: str, platform: Platform, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="taskplug.service._replica")  # what `taskplug executor -v` shows
     async with (
         LocalCluster(mode="simulated") as cluster,
         running(Replica(postgres_dsn, platform, cluster.client(), settings=FAST)),
@@ -78,6 +80,9 @@ async def test_a_replica_runs_single_and_map_tasks_retries_and_aborts_to_the_end
     assert found["fails"]["error"]["code"].startswith("RetriesExhausted")
     assert found["map"]["phase"] == "Success"
     assert (found["long"]["phase"], found["long"]["error"]["code"]) == ("Aborted", "Aborted")
+    # Its verbose log says which executions it claimed and which abort requests it acted on.
+    assert "claimed long (epoch 1)" in caplog.messages
+    assert "aborting long as requested" in caplog.messages
     assert pods == []
     attempts = conn.execute(
         "SELECT e.key, a.attempt, a.resource_name, a.phase FROM taskplug_attempts a "

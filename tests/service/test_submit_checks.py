@@ -1,5 +1,5 @@
 """What a submitter cannot do through the API: submit a task type no enabled plugin runs when the server knows
-the platform config (``serve --config``), ask for more than ``executor.limits`` allows, or set the
+the platform config (``serve --config``; a workflow's tasks' types too), ask for more than ``executor.limits`` allows, or set the
 ``relaunch-of`` label the server keeps for relaunches."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import yaml
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from service.replica_helpers import workflow_document
 from service.test_api_replica_double import pod_spec
 from taskplug.executor import Platform, submission_limits
 from taskplug.service import platform_task_types
@@ -135,3 +136,20 @@ def test_a_map_above_the_configured_limits_is_422_naming_the_field(postgres_dsn:
             response = client.post("/api/v1/executions", json={"spec": spec})
             assert response.status_code == 422, response.text
             assert response.json()["error"]["field"] == field
+
+
+def test_a_workflow_whose_task_type_no_enabled_plugin_runs_is_422_naming_its_tasks(
+    client: TestClient,
+) -> None:
+    document = workflow_document("wf-unhandled")
+    document["workflowClosure"]["tasks"][0]["template"]["type"] = "spark"
+
+    response = client.post("/api/v1/executions", json={"spec": document})
+
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["field"] == "spec.workflowClosure.tasks"
+    assert "'spark'" in error["message"]
+    # The workflow itself is no task type: one whose tasks an enabled plugin runs is submitted.
+    ok = client.post("/api/v1/executions", json={"spec": workflow_document("wf-handled")})
+    assert ok.status_code == 201, ok.text

@@ -201,13 +201,20 @@ def test_abort_without_javascript_redirects_to_the_page_showing_aborting(client:
     assert 'id="abort"' not in after
 
 
-def test_abort_with_htmx_returns_the_new_header(client: TestClient) -> None:
+def test_abort_with_htmx_returns_the_new_controls_and_header(client: TestClient) -> None:
     key = submit(client, "abort-htmx")
+    page = client.get(f"/executions/{key}").text
+    # The controls are a section of their own, not inside the header the live stream re-sends.
+    assert re.search(r'<section id="controls" sse-swap="controls">\s*<form[^>]*hx-target="#controls"', page)
+    assert 'id="abort"' not in page.split('<section id="header"', 1)[1].split("</section>", 1)[0]
+    assert f'sse-connect="/executions/{key}/stream?controls=abort"' in page
 
     response = client.post(f"/executions/{key}/abort", headers={"HX-Request": "true"})
 
     assert response.status_code == 200
-    assert 'id="aborting"' in response.text
+    controls, header = response.text.split('<div id="header" hx-swap-oob="innerHTML">', 1)
+    assert 'id="abort"' not in controls
+    assert 'id="aborting"' in header
     assert "<html" not in response.text
 
 

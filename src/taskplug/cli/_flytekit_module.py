@@ -68,6 +68,7 @@ __all__ = [
     "MODULE_ARGS",
     "ModuleCommand",
     "ModuleTarget",
+    "environment_of",
     "host_image",
     "is_module",
     "module_options",
@@ -245,6 +246,13 @@ _IMPORTED: dict[str, Path] = {}
 """Module name → the file this process imported it from here (see :func:`_import`)."""
 
 
+def _stdout_to_stderr() -> contextlib.AbstractContextManager[object]:
+    """What the module and flytekit print while the module is imported and serialized goes to stderr:
+    stdout is the run's own (``-o json`` prints one document there). flytekit logs warnings to stdout, e.g.
+    ``with_overrides(requests=...)`` without limits while it serializes the node."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
 def _import(path: Path, root: Path) -> Any:
     from flytekit import FlyteContextManager
 
@@ -264,7 +272,7 @@ def _import(path: Path, root: Path) -> Any:
     importlib.invalidate_caches()
     builder = FlyteContextManager.current_context().new_builder()
     try:
-        with FlyteContextManager.with_context(builder), _on_sys_path(root):
+        with FlyteContextManager.with_context(builder), _on_sys_path(root), _stdout_to_stderr():
             module = importlib.import_module(module_name)
     except Exception as e:
         raise TaskplugError(
@@ -621,7 +629,8 @@ def _template(entity: Any, settings: Any) -> tasks_pb2.TaskTemplate:
     from flytekit.tools.translator import get_serializable  # type: ignore[import-untyped]
 
     try:
-        serialized = get_serializable(OrderedDict(), settings, entity)
+        with _stdout_to_stderr():
+            serialized = get_serializable(OrderedDict(), settings, entity)
     except Exception as e:
         raise TaskplugError(f"flytekit cannot serialize task {entity.name!r}: {type(e).__name__}: {e}") from e
     template: tasks_pb2.TaskTemplate = serialized.template.to_flyte_idl()
@@ -642,6 +651,11 @@ def _array_node(entity: Any) -> dict[str, Any] | None:
     elif entity.min_success_ratio is not None and entity.min_success_ratio != 1.0:
         section["minSuccessRatio"] = entity.min_success_ratio
     return section
+
+
+def environment_of(pairs: Sequence[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` options as the execution's environment (a usage error names a malformed one)."""
+    return _environment(pairs)
 
 
 def _environment(pairs: Sequence[str]) -> dict[str, str]:
@@ -843,10 +857,12 @@ def _serialize_workflow(
     mapping: OrderedDict[Any, Any] = OrderedDict()
     what = "launch plan" if isinstance(entity, LaunchPlan) else "workflow"
     try:
-        get_serializable(mapping, settings, entity)
+        with _stdout_to_stderr():
+            get_serializable(mapping, settings, entity)
         if not isinstance(entity, LaunchPlan):
             default = LaunchPlan.get_default_launch_plan(FlyteContextManager.current_context(), entity)
-            get_serializable(mapping, settings, default)
+            with _stdout_to_stderr():
+                get_serializable(mapping, settings, default)
     except Exception as e:
         raise TaskplugError(
             f"flytekit cannot serialize {what} {entity.name!r}: {type(e).__name__}: {e}"

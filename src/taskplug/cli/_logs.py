@@ -63,8 +63,9 @@ _RUNNING = "running"
 
 
 def cluster_folder(state_db: Path) -> Path:
-    """Where the runs that keep their state in ``state_db`` keep their embedded cluster's pod folders."""
-    return state_db.parent / "cluster"
+    """Where the runs that keep their state in ``state_db`` keep their embedded cluster's pod folders: an
+    absolute path (a container's volumes are made from it, and a container does not run in this directory)."""
+    return state_db.absolute().parent / "cluster"
 
 
 @dataclass(frozen=True, slots=True)

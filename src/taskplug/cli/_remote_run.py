@@ -1,7 +1,10 @@
 """``taskplug run SPEC --server URL``: submit the execution to a ``taskplug serve`` and follow it to the end.
 
 The spec is read and checked here as a local run reads it (exit 2 naming the field); a ``templateFile`` is
-inlined, since the server reads no files; an unnamed spec gets its fresh name here, so that the execution
+inlined, since the server reads no files — a workflow (a ``pyflyte serialize`` / ``package`` templateFile, or
+a flytekit module's workflow or launch plan: ``taskplug run --server URL FILE.py WF --a 1``) is compiled here
+and sent in the self-contained form (``workflowClosure``, ``launchPlans``, ``launchPlan``, the plain
+``inputs`` given), which the server compiles again; an unnamed spec gets its fresh name here, so that the execution
 key is known before it is sent. Then ``POST /api/v1/executions`` (the server checks it again: a 422 names the
 field, exit 2) and the execution's events are followed (``/events?after_seq=``) until it is terminal, in the
 live view a local run shows (its elements too, for a map task). What is
@@ -23,10 +26,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from flyteidl.core import compiler_pb2
 from google.protobuf import json_format
 from rich.console import Console
 from rich.live import Live
@@ -34,10 +38,22 @@ from rich.text import Text
 
 from taskplug.cli._output import EXIT_TASK_FAILED, fail
 from taskplug.cli._progress import Progress, plain_console
+from taskplug.compiler import WorkflowBundle, id_key, read_bundle
 from taskplug.core import SpecError, load_document
-from taskplug.executor import Event, ExecutionResult, load_spec
+from taskplug.executor import Event, ExecutionResult, ExecutionSpec, load_spec, workflow_spec
 
-__all__ = ["PATIENCE", "TOKEN_ENV", "read_token", "remote_document", "run_remote"]
+if TYPE_CHECKING:
+    from taskplug.cli._flytekit_module import ModuleTarget
+
+__all__ = [
+    "PATIENCE",
+    "TOKEN_ENV",
+    "module_document",
+    "read_token",
+    "remote_document",
+    "run_remote",
+    "workflow_document",
+]
 
 TOKEN_ENV: Final = "TASKPLUG_TOKEN"
 
@@ -53,6 +69,19 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
     if not isinstance(document, dict):
         raise SpecError("", f"execution spec {str(path)!r} must be a mapping at the top level")
     document = copy.deepcopy(document)
+    if parsed.workflow is not None and "templateFile" in document:
+        # Read again here: the server compiles the templates read, as this machine did.
+        bundle = read_bundle(
+            path.parent / Path(str(document["templateFile"])).expanduser(),
+            workflow=document.get("workflow"),
+            launch_plan=document.get("launchPlan"),
+            field="templateFile",
+        )
+        execution = document.get("execution")
+        section = execution if isinstance(execution, dict) else None
+        return workflow_document(
+            bundle, parsed, document.get("inputs") or {}, execution=section
+        ), parsed.execution_key
     if "templateFile" in document:
         if parsed.array is not None and "arrayNode" not in document:
             raise SpecError(
@@ -66,6 +95,58 @@ def remote_document(path: Path) -> tuple[dict[str, Any], str]:
     ids = execution.setdefault("id", {})
     ids["name"] = parsed.metadata.task_execution_id.id.node_execution_id.execution_id.name
     return document, parsed.execution_key
+
+
+def workflow_document(
+    bundle: WorkflowBundle,
+    spec: ExecutionSpec,
+    inputs: Mapping[str, Any],
+    *,
+    execution: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The self-contained document of workflow execution ``spec``, compiled here from ``bundle`` (a file's or a
+    module's) as the server will compile it: the workflow's templates as the bundle holds them (in a
+    ``CompiledWorkflowClosure``'s shape: the primary workflow, every other workflow read — sub-workflows and
+    the workflows its launch plans run — and every task), every launch plan read (``admin.LaunchPlan``
+    JSON), the one that runs it (by name), the plain ``inputs`` given (the server merges that launch plan's
+    defaults and fixed inputs again) and the ``execution`` section, naming the execution as ``spec`` does.
+    Source templates, not compiled ones: compiling renames a branch's cases (``<branch>-<case>``), so a
+    compiled template compiled again would be renamed twice."""
+    closure = compiler_pb2.CompiledWorkflowClosure()
+    closure.primary.template.CopyFrom(bundle.workflow)
+    primary = id_key(bundle.workflow.id)
+    for key, template in bundle.sub_workflows.items():
+        if key != primary:
+            closure.sub_workflows.add().template.CopyFrom(template)
+    for task in bundle.tasks.values():
+        closure.tasks.add().template.CopyFrom(task)
+    section = copy.deepcopy(dict(execution or {}))
+    ids = section.setdefault("id", {})
+    ids["name"] = spec.metadata.task_execution_id.id.node_execution_id.execution_id.name
+    return {
+        "workflowClosure": json_format.MessageToDict(closure),
+        "launchPlans": [json_format.MessageToDict(plan) for plan in bundle.launch_plans.values()],
+        "launchPlan": bundle.launch_plan.id.name,
+        "inputs": dict(inputs),
+        "execution": section,
+    }
+
+
+def module_document(path: Path, arguments: Sequence[str], target: ModuleTarget) -> tuple[dict[str, Any], str]:
+    """``FILE.py WORKFLOW [--INPUT VALUE]...`` as the document to submit and its execution key: the workflow
+    (or launch plan) serialized and compiled here by the installed flytekit, as a local run does."""
+    from taskplug.cli._flytekit_module import environment_of, module_workflow
+
+    bundle, values = module_workflow(path, arguments, target)
+    ids: dict[str, Any] = {"project": target.project, "domain": target.domain}
+    if target.name is not None:
+        ids["name"] = target.name
+    execution: dict[str, Any] = {"id": ids}
+    environment = environment_of(target.environment)
+    if environment:
+        execution["environment"] = environment
+    spec = workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=True)
+    return workflow_document(bundle, spec, values, execution=execution), spec.execution_key
 
 
 def read_token(token_file: Path | None) -> tuple[str | None, str]:
@@ -180,11 +261,14 @@ def run_remote(
     poll: float = 0.5,
     token_file: Path | None = None,
     overwrite_cache: bool = False,
+    document: dict[str, Any] | None = None,
 ) -> ExecutionResult:
-    """Submit ``spec`` to the server and follow it to a terminal phase; how it ended. Unless ``as_json``,
-    the live view of a local run (``cli/_progress.py``) shows the events and, for a map task, its elements.
-    The API token is ``token_file``'s, else ``$TASKPLUG_TOKEN``'s (none: the server may not want one)."""
-    document, _ = remote_document(spec)
+    """Submit ``spec`` (or the ``document`` already made of it: a module's workflow) to the server and
+    follow it to a terminal phase; how it ended. Unless ``as_json``, the live view of a local run
+    (``cli/_progress.py``) shows the events and, for a map task, its elements. The API token is
+    ``token_file``'s, else ``$TASKPLUG_TOKEN``'s (none: the server may not want one)."""
+    if document is None:
+        document, _ = remote_document(spec)
     if overwrite_cache:  # Flyte's overwrite_cache execution flag, as the spec's execution section says it
         document["execution"] = {**(document.get("execution") or {}), "overwriteCache": True}
     token, token_source = read_token(token_file)
@@ -229,7 +313,7 @@ def _event(document: dict[str, Any]) -> Event:
         error=document.get("error"),
         logs=document.get("logs"),
         external_resources=document.get("external_resources"),
-        # A workflow's node and workflow events, once the server lists them with their kind and node.
+        # A workflow's node and workflow events: the server lists them with their kind and node.
         kind=str(document.get("kind") or "task"),
         node=document.get("node"),
     )
@@ -283,6 +367,9 @@ def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, A
     if execution["phase"] == "Success":
         outputs = server.expect("GET", f"{_quote(execution['key'])}/outputs")["outputs"]
     attempts = server.expect("GET", f"{_quote(execution['key'])}/attempts")
+    nodes = None
+    if execution.get("task_type") == "workflow":
+        nodes = _nested(server.expect("GET", f"{_quote(execution['key'])}/nodes"))
     return ExecutionResult(
         key=execution["key"],
         phase=execution["phase"],
@@ -298,10 +385,29 @@ def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, A
                 "attempt": e["attempt"],
                 **({"error": e["error"]} if e["error"] is not None else {}),
                 **({"logs": e["logs"]} if e["logs"] else {}),
+                **({"kind": e["kind"]} if e.get("kind", "task") != "task" else {}),
+                **({"node": e["node"]} if e.get("node") is not None else {}),
                 **({"cacheStatus": e["cache"].get("status")} if e.get("cache") else {}),
             }
             for e in events
         ],
+        nodes=nodes,
         node=execution["key"].rpartition("/")[2],
         cache_status=execution.get("cache_status"),
     )
+
+
+def _nested(flat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The API's flat node list (each naming its ``parent``) as a local run's result nests it: id, name,
+    phase, attempts, error, and the nodes below a sub-workflow or branch node under ``nodes``."""
+    entries: dict[str, dict[str, Any]] = {}
+    top: list[dict[str, Any]] = []
+    for node in flat:
+        entry = {k: node.get(k) for k in ("id", "name", "phase", "attempts", "error")}
+        entries[node["id"]] = entry
+        parent = entries.get(node.get("parent") or "")
+        if parent is None:
+            top.append(entry)
+        else:
+            parent.setdefault("nodes", []).append(entry)
+    return top

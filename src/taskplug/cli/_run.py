@@ -438,8 +438,6 @@ def _check_remote(
     spec: Path, *, kubeconfig: Path | None, state_db: Path | None, rerun: bool, config_path: Path | None
 ) -> None:
     """``--server`` runs the execution on the server's replicas: the options of a local run do not apply."""
-    if is_module(spec):
-        raise SpecError("--server", "takes an execution spec file, not a flytekit module")
     given = [
         name
         for name, value in (
@@ -515,13 +513,38 @@ def run(
     """
     if server is not None:
         _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
+        document = None
+        if is_module(spec):
+            # The module's workflow is serialized and compiled here (flytekit is imported, as for a local
+            # run), then sent in the self-contained form: the server reads no files.
+            from taskplug.cli._remote_run import module_document
+
+            target = module_target_from_options(
+                images=images,
+                project=project,
+                domain=domain,
+                execution_name=execution_name,
+                environment=environment,
+                on_host=not images,  # no --image: the server's cluster runs this machine's Python
+            )
+            arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+            document, _ = module_document(spec, arguments, target)
+        else:
+            reject_module_options(
+                image=images, project=project, domain=domain, name=execution_name, env=environment
+            )
         release()
         from taskplug.cli._remote_run import run_remote
 
-        remote = run_remote(
-            spec, server, as_json=fmt == "json", token_file=token_file, overwrite_cache=overwrite_cache
+        result = run_remote(
+            spec,
+            server,
+            as_json=fmt == "json",
+            token_file=token_file,
+            document=document,
+            overwrite_cache=overwrite_cache,
         )
-        _print_result(remote, fmt)
+        _print_result(result, fmt)
         return
     if token_file is not None:
         raise SpecError("--token-file", "only with --server: a local run talks to no server")

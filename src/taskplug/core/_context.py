@@ -342,6 +342,10 @@ class SetupContext:
 
     enqueue_owner: Callable[[str, str], None]
     owner_kind: str = "FlyteWorkflow"
+    enqueue_object: Callable[[str, str], bool] | None = None
+    """``enqueue_object(namespace, name)``: wake the execution running the object ``name`` (its generated
+    name), telling it which of its objects changed (a workflow then gives that node alone a round); False when
+    none runs it here (then ``enqueue_owner``)."""
     kube_client: KubeClient | None = None
     """The cluster, for a core plugin that creates objects itself (Flyte's k8s array plugin)."""
     secret_manager: SecretManager | None = None

@@ -121,6 +121,7 @@ async def open_plugins(
     # taskplug creates no owner object, so the owner-kind filter of Flyte's informer is off (owner_kind "").
     setup = SetupContext(
         enqueue_owner=wakeups.enqueue_owner,
+        enqueue_object=getattr(wakeups, "enqueue_object", None),
         owner_kind="",
         kube_client=kube_client,
         clock=clock,

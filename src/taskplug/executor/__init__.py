@@ -73,9 +73,10 @@ if TYPE_CHECKING:
         signal_not_found,
         signal_type_name,
     )
-    from taskplug.executor.nodes import CLEANUP_FAILED
+    from taskplug.executor.nodes import CLEANUP_FAILED, NodePhase
     from taskplug.executor.nodes._cache import cached_outputs, kept_outputs, populate
     from taskplug.executor.nodes._host import AsyncFlush
+    from taskplug.executor.nodes._ids import unique_node_id
 
 
 __all__ = [
@@ -108,6 +109,7 @@ __all__ = [
     "LocalCoordinator",
     "MemoryStateStore",
     "NodeKind",
+    "NodePhase",
     "NodeRecord",
     "OpenPlugins",
     "Platform",
@@ -137,6 +139,7 @@ __all__ = [
     "signal_type_name",
     "submission_limits",
     "task_context_for",
+    "unique_node_id",
     "workflow_spec",
 ]
 
@@ -155,6 +158,8 @@ __getattr__ = lazy_exports(
         "kept_outputs": "taskplug.executor.nodes._cache",
         "populate": "taskplug.executor.nodes._cache",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
+        "NodePhase": "taskplug.executor.nodes._phase",
+        "unique_node_id": "taskplug.executor.nodes._ids",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",
         "LocalCoordinator": "taskplug.executor._coordination",

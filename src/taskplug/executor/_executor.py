@@ -27,10 +27,11 @@ Before a web-API create or a sync plugin's ``do`` (the adapters' ``before_create
 ``open_executor``), a state store that can record an intent to create (:class:`WritesCreateIntent`;
 PostgreSQL's) writes it at once, fenced by its claim, for the attempt the root node names
 (:meth:`RootNode.creating <taskplug.executor.nodes._host.RootNode.creating>`: a single task's attempt, a map
-element's retry attempt): a store that refuses (the execution is no longer this replica's) raises, and
-nothing is created. The executor's next save of that execution (or element) is the round that made the
-call, carrying its result, which such a store commits at once as the intent's outcome. A store that finds an
-earlier owner's intent of the same (element, attempt) with no outcome says so: the create is sent again
+element's retry attempt, a workflow task node's attempt — named by the node's unique id, so that two nodes'
+attempt 0 are two intents): a store that refuses (the execution is no longer this replica's) raises, and
+nothing is created. The executor's next save of that execution (or element, or node) is the round that made
+the call, carrying its result, which such a store commits at once as the intent's outcome. A store that
+finds an earlier owner's intent of the same (node, element, attempt) with no outcome says so: the create is sent again
 (at-least-once within one call's window: docs/service.md), counted by ``on_unknown_create``.
 """
 
@@ -82,15 +83,22 @@ OpenPlugins = Callable[["Executor"], contextlib.AbstractAsyncContextManager[Plug
 @runtime_checkable
 class WritesCreateIntent(Protocol):
     """An optional capability of a state store: record, durably and at once, that the web-API create of
-    ``key``'s ``attempt`` — of map element ``element``, or of the execution's own task when None — is about
-    to be sent as ``resource_name``; the next save of that execution (``save``) or element
-    (``save_nodes``) carries the create's result, the intent's outcome. Raises when the execution may no
-    longer be written by this process (nothing may be created then). Returns True when an earlier owner's
-    intent of the same (element, attempt) has no outcome recorded: an earlier create's outcome is unknown
-    and this one may duplicate it."""
+    ``key``'s ``attempt`` — of map element ``element`` of the map node at path ``node`` (None: the
+    execution's own map), of a workflow's task node ``node`` (``element`` None), or of the execution's own
+    task when both are None — is about to be sent as ``resource_name``; the next save of that execution
+    (``save``), element or node (``save_nodes``) carries the create's result, the intent's outcome. Raises
+    when the execution may no longer be written by this process (nothing may be created then). Returns True
+    when an earlier owner's intent of the same (node, element, attempt) has no outcome recorded: an earlier
+    create's outcome is unknown and this one may duplicate it."""
 
     def write_create_intent(
-        self, key: str, attempt: int, resource_name: str, *, element: int | None = None
+        self,
+        key: str,
+        attempt: int,
+        resource_name: str,
+        *,
+        element: int | None = None,
+        node: str | None = None,
     ) -> bool: ...
 
 
@@ -270,13 +278,28 @@ class Executor:
     # -- the owner hook plugins use to wake executions -------------------------------------------------------
     def enqueue_owner(self, namespace: str, name: str) -> None:
         for key in self._owners.get((namespace, name), ()):
+            execution = self._executions.get(key)
+            woken_all = getattr(execution.node, "woken_all", None) if execution is not None else None
+            if woken_all is not None:
+                woken_all()
             self.wake(key)
+
+    def enqueue_object(self, namespace: str, name: str) -> bool:
+        """Wake the execution running the object ``name`` (its current attempt's generated name), telling its
+        root node which object changed; False when no execution here runs it."""
+        key = self._by_generated_name.get(name)
+        execution = self._executions.get(key) if key is not None else None
+        if key is None or execution is None:
+            return False
+        woken = getattr(execution.node, "woken", None)
+        if woken is not None:
+            woken(name)
+        self.wake(key)
+        return True
 
     def enqueue_task_execution(self, generated_name: str) -> None:
         """Wake the execution whose current attempt is ``generated_name`` (unknown names are ignored)."""
-        key = self._by_generated_name.get(generated_name)
-        if key is not None:
-            self.wake(key)
+        self.enqueue_object("", generated_name)
 
     async def before_create(self, tctx: TaskExecutionContext) -> None:
         """The web-API adapters' hook, awaited right before a create (or a sync plugin's ``do``): the store's
@@ -291,14 +314,15 @@ class Executor:
             raise PluginError(
                 ErrorCode.SYSTEM_ERROR, f"no execution is driven here for [{name}]: nothing is created"
             )
-        element, attempt = execution.node.creating(tctx)
-        if self.store.write_create_intent(execution.record.key, attempt, name, element=element):
+        node, element, attempt = execution.node.creating(tctx)
+        if self.store.write_create_intent(execution.record.key, attempt, name, element=element, node=node):
             self.unknown_creates += 1
             log.warning(
                 "%s: %s %d was being created when its owner stopped; its outcome is unknown and it is "
                 "created again",
                 execution.record.key,
-                "attempt" if element is None else f"element {element}, attempt",
+                ("" if node is None else f"node {node}, ")
+                + ("attempt" if element is None else f"element {element}, attempt"),
                 attempt,
             )
             if self.on_unknown_create is not None:

@@ -139,6 +139,9 @@ class LimitsConfig(StrictModel):
     max_parallelism: int = Field(default=10_000, ge=1, le=INT32_MAX)
     """The largest ``arrayNode.parallelism`` a map task may ask for (0, all at once, is bounded by
     ``max-elements``)."""
+    max_nodes: int = Field(default=1_000, ge=1, le=INT32_MAX)
+    """Nodes one workflow may run, nested ones included: a branch's cases, a map's sub-node, and a
+    sub-workflow's nodes counted every time it is called."""
 
 
 class CacheConfig(StrictModel):

@@ -417,6 +417,8 @@ class _Spec(_Section):
     node: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
     workflow: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
     launch_plan: Annotated[NonEmpty | None, BeforeValidator(_not_null)] = None
+    workflow_closure: Annotated[dict[str, Any] | None, BeforeValidator(_not_null)] = None
+    launch_plans: list[dict[str, Any]] | None = None
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -543,6 +545,9 @@ def parse_spec(
     always renders the same objects (``taskplug render``)."""
     spec = _validate(_Spec, dict(document), "")
     execution = spec.execution or _Execution()
+    closure_form = _load_closure_workflow(spec, document, source=source, fresh_name=fresh_name)
+    if closure_form is not None:
+        return closure_form
     whole = _load_whole_workflow(spec, document, base_dir, source=source, fresh_name=fresh_name)
     if whole is not None:
         return _overwriting(whole, execution)
@@ -609,6 +614,84 @@ def _load_whole_workflow(
     if "array_node" in spec.model_fields_set:
         raise SpecError("arrayNode", "not with a workflow templateFile: its nodes describe themselves")
     bundle = read_bundle(path, workflow=spec.workflow, launch_plan=spec.launch_plan, field="templateFile")
+    execution = document.get("execution")
+    return workflow_spec(
+        bundle,
+        spec.inputs or {},
+        execution=execution if isinstance(execution, Mapping) else None,
+        source=source,
+        fresh_name=fresh_name,
+    )
+
+
+def _load_closure_workflow(
+    spec: _Spec, document: Mapping[str, Any], *, source: str, fresh_name: bool
+) -> ExecutionSpec | None:
+    """The self-contained workflow form (what ``taskplug run --server`` sends, since a server reads no
+    files): ``workflowClosure`` holds the workflow's templates in a ``CompiledWorkflowClosure``'s shape as
+    protobuf JSON (the primary workflow, every other workflow it may run, its tasks; as flytekit serializes
+    them, not compiled: a template with a start or end node is refused), ``launchPlans`` the
+    ``admin.LaunchPlan`` documents its launch plans are (``launchPlan`` names the one that runs it, else the
+    workflow's default one), ``inputs`` the plain values given. None for a spec without ``workflowClosure``.
+
+    The closure is not trusted: its primary workflow's template, its sub-workflows' templates and its tasks'
+    templates are read back into a bundle and compiled again with flyteadmin's rules, and the launch plan's
+    defaults and fixed inputs merged, exactly as a workflow file is (``taskplug.compiler``)."""
+    if spec.workflow_closure is None:
+        if spec.launch_plans is not None:
+            raise SpecError("launchPlans", "only with workflowClosure")
+        return None
+    for name, given in (
+        ("template", spec.template),
+        ("templateFile", spec.template_file),
+        ("node", spec.node),
+        ("workflow", spec.workflow),
+    ):
+        if given is not None:
+            raise SpecError(name, "not with workflowClosure: the closure's primary workflow is what runs")
+    if "array_node" in spec.model_fields_set:
+        raise SpecError("arrayNode", "not with workflowClosure: its nodes describe themselves")
+    # Imported here: only a workflow needs the compiler and flyteidl.admin's types.
+    from flyteidl.admin import launch_plan_pb2
+    from flyteidl.admin import workflow_pb2 as admin_workflow_pb2
+
+    from taskplug.compiler import SerializedEntities, make_bundle
+
+    closure = _parse_message(spec.workflow_closure, compiler_pb2.CompiledWorkflowClosure(), "workflowClosure")
+    if not closure.primary.template.id.name:
+        raise SpecError("workflowClosure.primary.template.id.name", "required (the workflow to run)")
+    templates = [("workflowClosure.primary.template", closure.primary.template)] + [
+        (f"workflowClosure.subWorkflows[{i}].template", sub.template)
+        for i, sub in enumerate(closure.sub_workflows)
+    ]
+    for where, template in templates:
+        if any(node.id in ("start-node", "end-node") for node in template.nodes):
+            # Compiling renames a branch's cases (<branch>-<case>): a compiled template compiled again would
+            # have them renamed twice. What flytekit serializes has no start or end node.
+            raise SpecError(
+                f"{where}.nodes",
+                "is a compiled template (it has a start-node or end-node): send the workflow's templates as "
+                "flytekit serializes them; the server compiles them",
+            )
+    plans = tuple(
+        _parse_message(plan, launch_plan_pb2.LaunchPlan(), f"launchPlans[{i}]")
+        for i, plan in enumerate(spec.launch_plans or ())
+    )
+    entities = SerializedEntities(
+        workflows=(
+            admin_workflow_pb2.WorkflowSpec(
+                template=closure.primary.template,
+                sub_workflows=[sub.template for sub in closure.sub_workflows],
+            ),
+        ),
+        tasks=tuple(task.template for task in closure.tasks),
+        launch_plans=plans,
+        source=source or "workflowClosure",
+    )
+    if spec.launch_plan is not None:
+        bundle = make_bundle(entities, workflow=None, launch_plan=spec.launch_plan)
+    else:
+        bundle = make_bundle(entities, workflow=closure.primary.template.id.name, launch_plan=None)
     execution = document.get("execution")
     return workflow_spec(
         bundle,

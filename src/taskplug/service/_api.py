@@ -38,8 +38,10 @@ from starlette.requests import ClientDisconnect
 
 from taskplug.core import SpecError, literal_to_plain, plain_to_literal
 from taskplug.executor import SIGNAL_NOT_FOUND, Signal, SignalError, check_signal_value, signal_type_name
+from taskplug.service._api_nodes import ClosureCache, workflow_nodes
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
 from taskplug.service._api_submit import (
+    Submission,
     SubmitRequest,
     TaskTypeCheck,
     parse_submission,
@@ -174,8 +176,28 @@ class EventOut(_Out):
     # A map task's event: the elements that changed (every element in a terminal event), as Flyte's
     # ExternalResourceInfo: externalId, index, retryAttempt, phase, logs and, when failing, reason.
     external_resources: list[dict[str, Any]] | None = None
+    # Flyte's event kinds: "task" (a task attempt's phase), "node" (a workflow node's), "workflow" (the
+    # workflow's own); ``node`` is the workflow node's unique id (None for the execution's own task).
+    kind: str = "task"
+    node: str | None = None
     # A cacheable task's catalog status at this event: status (CACHE_HIT …), key, source (docs/cache.md).
     cache: dict[str, Any] | None = None
+
+
+class NodeOut(_Out):
+    """One node of a workflow execution (flat: ``parent`` is the sub-workflow or branch node it runs under)."""
+
+    id: str  # the node's unique id in the execution (``n1-0-n0`` below a node ``n1``)
+    node_id: str  # its id in its workflow
+    name: str
+    kind: str  # task, array, branch, subworkflow, launchplan or gate
+    parent: str | None
+    phase: str  # propeller's node phase (NotYetStarted, Queued, Running, Succeeded, Failed, Skipped, …)
+    attempts: int
+    error: dict[str, Any] | None
+    started_at: datetime | None
+    updated_at: datetime | None
+    logs: list[dict[str, Any]] | None  # the log links of its last attempt
 
 
 class AttemptOut(_Out):
@@ -372,11 +394,7 @@ async def submit_execution(request: Request, response: Response) -> dict[str, An
     except SpecError as e:
         status = 400 if e.path == "request body" else 422
         raise ApiError(status, e.reason, field=None if status == 400 else e.path) from None
-    task_types: TaskTypeCheck | None = request.app.state.task_types
-    if task_types is not None:
-        refused = await asyncio.to_thread(task_types, submission.task_type)
-        if refused is not None:
-            raise ApiError(422, refused, field="spec.template.type")
+    await _check_task_types(request, submission)
     row, created, same = await _db(request).submit(
         key=submission.key,
         task_type=submission.task_type,
@@ -393,6 +411,20 @@ async def submit_execution(request: Request, response: Response) -> dict[str, An
     if not created:
         response.status_code = 200
     return execution_view(row)
+
+
+async def _check_task_types(request: Request, submission: Submission) -> None:
+    """With ``--config``, every task type the submission runs (a workflow's tasks' too) must have a plugin."""
+    task_types: TaskTypeCheck | None = request.app.state.task_types
+    if task_types is None:
+        return
+    for task_type in submission.task_types or (submission.task_type,):
+        refused = await asyncio.to_thread(task_types, task_type)
+        if refused is not None:
+            field = (
+                "spec.template.type" if submission.task_type == task_type else "spec.workflowClosure.tasks"
+            )
+            raise ApiError(422, refused, field=field)
 
 
 async def _read_bounded(request: Request, limit: int) -> bytes:
@@ -493,6 +525,28 @@ def elements_view(counts: dict[int, int], rows: list[Row]) -> dict[str, Any]:
             for r in rows
         ],
     }
+
+
+@router.get("/executions/{key:path}/nodes", response_model=list[NodeOut], responses=_errors(404, 422))
+async def execution_nodes(request: Request, key: str) -> list[dict[str, Any]]:
+    """A workflow's nodes, flat, in the workflow's order: each with its parent (the sub-workflow or branch
+    node it runs under; null at the top level), phase, attempts, error, times and its last attempt's log
+    links. Empty for a task or map task."""
+    row = await _execution(request, key, with_spec=True)
+    spec = row.get("spec")
+    if row["task_type"] != "workflow" or not isinstance(spec, dict):
+        return []
+    closures: ClosureCache = request.app.state.closures
+    try:
+        closure = await asyncio.to_thread(closures.get, row["id"], spec)
+    except SpecError as e:
+        raise ApiError(422, f"execution {key!r}'s stored spec does not compile: {e}", field="key") from None
+    if closure is None:
+        return []
+    db = _db(request)
+    records = await db.node_records(row["id"])
+    times = await db.node_times(row["id"])
+    return workflow_nodes(closure, records, times)
 
 
 @router.get("/executions/{key:path}/outputs", response_model=Outputs, responses=_errors(404, 409, 422))

@@ -31,6 +31,7 @@ from taskplug.core import canonical_host
 from taskplug.executor import SubmissionLimits
 from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
 from taskplug.service._api import router as api_router
+from taskplug.service._api_nodes import ClosureCache
 from taskplug.service._api_queries import ServiceDB
 from taskplug.service._api_submit import MAX_BODY_BYTES, TaskTypeCheck
 from taskplug.service._api_tokens import router as tokens_router
@@ -151,6 +152,7 @@ def create_app(
     app.state.submission_limits = submission_limits or SubmissionLimits()
     app.state.replica_ttl = replica_ttl
     app.state.max_body_bytes = max_body_bytes
+    app.state.closures = ClosureCache()  # the compiled workflows whose nodes /nodes listed lately
     app.state.templates = environment()
     for exc_class, handler in api_error_handlers.items():
         app.add_exception_handler(exc_class, handler)

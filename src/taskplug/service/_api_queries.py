@@ -64,7 +64,13 @@ EXECUTION_COLUMNS: Final = (
 """The execution row's columns a view shows (not ``spec`` nor ``record``: those can be large)."""
 
 _ELEMENT_PATH: Final = r"^[^/]+/[0-9]+$"
-"""A map element's node path: a child of the root node, named by its index."""
+"""A map element's node path: a child of a node, named by its index."""
+
+_OF_ROOT: Final = (
+    "split_part(path, '/', 1) = coalesce((SELECT x.record->>'path' FROM taskplug_executions x"
+    " WHERE x.id = %(id)s), split_part(path, '/', 1))"
+)
+"""The element is the root node's (a single map task's), not a workflow's map node's."""
 
 _SELECT_EXECUTION: Final = sql.SQL(
     "SELECT {columns},"
@@ -221,8 +227,9 @@ class ServiceDB:
     async def events(self, execution_id: int, *, after_seq: int = 0, limit: int = 1000) -> list[Row]:
         return await self._rows(
             sql.SQL(
-                "SELECT seq, attempt, phase, version, reason, occurred_at, recorded_at, error, logs, external_resources,"
-                " cache FROM taskplug_events WHERE execution_id = %(id)s AND seq > %(after)s ORDER BY seq LIMIT %(n)s"
+                "SELECT seq, attempt, phase, version, reason, occurred_at, recorded_at, error, logs,"
+                " external_resources, kind, node, cache"
+                " FROM taskplug_events WHERE execution_id = %(id)s AND seq > %(after)s ORDER BY seq LIMIT %(n)s"
             ),
             {"id": execution_id, "after": after_seq, "n": limit},
         )
@@ -239,11 +246,12 @@ class ServiceDB:
     async def elements(self, execution_id: int, *, limit: int = 500) -> tuple[dict[int, int], list[Row]]:
         """A map task's elements: how many are in each node phase, and the first ``limit`` by index (failed
         ones first: they are what a person looks for)."""
-        # A map task's elements are its root node's children, ``<root>/<index>`` (NodeRecord's JSON keys).
+        # A map task's elements are its root node's children, ``<root>/<index>`` (NodeRecord's JSON keys); a
+        # workflow's map nodes' elements are children of those nodes, not of the root: not listed here.
         counts = await self._rows(
             sql.SQL(
                 "SELECT (record->>'node_phase')::int AS phase, count(*) AS n FROM taskplug_nodes"
-                " WHERE execution_id = %(id)s AND path ~ %(child)s GROUP BY 1"
+                " WHERE execution_id = %(id)s AND path ~ %(child)s AND " + _OF_ROOT + " GROUP BY 1"
             ),
             {"id": execution_id, "child": _ELEMENT_PATH},
         )
@@ -252,13 +260,36 @@ class ServiceDB:
                 "SELECT split_part(path, '/', 2)::int AS index, path AS node,"
                 " (record->>'node_phase')::int AS phase, (record->>'attempt')::int AS attempts,"
                 " record->>'reason' AS reason, record->'error' AS error, record->'logs' AS logs"
-                " FROM taskplug_nodes WHERE execution_id = %(id)s AND path ~ %(child)s"
-                " ORDER BY (record->'error' IS NULL OR record->'error' = 'null'::jsonb),"
+                " FROM taskplug_nodes WHERE execution_id = %(id)s AND path ~ %(child)s AND "
+                + _OF_ROOT
+                + " ORDER BY (record->'error' IS NULL OR record->'error' = 'null'::jsonb),"
                 " split_part(path, '/', 2)::int LIMIT %(n)s"
             ),
             {"id": execution_id, "child": _ELEMENT_PATH, "n": limit},
         )
         return {int(r["phase"] or 0): int(r["n"]) for r in counts}, rows
+
+    async def node_records(self, execution_id: int) -> dict[str, dict[str, Any]]:
+        """A workflow's node records (``workflow_state`` set: its nodes, not its maps' elements) by path."""
+        rows = await self._rows(
+            sql.SQL(
+                "SELECT path, record FROM taskplug_nodes WHERE execution_id = %(id)s"
+                " AND record ? 'workflow_state' AND record->'workflow_state' <> 'null'::jsonb"
+            ),
+            {"id": execution_id},
+        )
+        return {r["path"]: r["record"] for r in rows if isinstance(r["record"], dict)}
+
+    async def node_times(self, execution_id: int) -> dict[str, tuple[datetime | None, datetime | None]]:
+        """When each node's first and last events were recorded, by the node's unique id."""
+        rows = await self._rows(
+            sql.SQL(
+                "SELECT node, min(recorded_at) AS first, max(recorded_at) AS last FROM taskplug_events"
+                " WHERE execution_id = %(id)s AND node IS NOT NULL GROUP BY node"
+            ),
+            {"id": execution_id},
+        )
+        return {r["node"]: (r["first"], r["last"]) for r in rows}
 
     async def abort(self, key: str) -> AbortOutcome:
         """Ask the owner to abort ``key``: idempotent while it runs (the first request's time is kept)."""

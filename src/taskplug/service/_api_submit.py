@@ -24,7 +24,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskplug.core import PluginError, SpecError, load_document
-from taskplug.executor import Platform, SubmissionLimits, check_limits, parse_spec
+from taskplug.executor import ExecutionSpec, Platform, SubmissionLimits, check_limits, parse_spec
 from taskplug.k8s import MACHINERY_ANNOTATIONS, MACHINERY_LABELS
 from taskplug.service._controls import control_character_field
 
@@ -49,7 +49,7 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 the Kubernetes API server takes, at most 1.5 MiB each)."""
 
 RESERVED_KEY_SUFFIXES: Final = frozenset(
-    {"events", "attempts", "elements", "outputs", "abort", "relaunch", "stream", "signals"}
+    {"events", "attempts", "elements", "nodes", "outputs", "abort", "relaunch", "stream", "signals"}
 )
 """Last segments a key cannot end with: ``/executions/{key}/events`` would be ambiguous."""
 
@@ -84,12 +84,15 @@ class SubmitRequest(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Submission:
-    """What is inserted: the key, the task type, the spec (naming its execution) and the labels."""
+    """What is inserted: the key, the task type (``workflow`` for a workflow), the spec (naming its execution)
+    and the labels; ``task_types``: every task type it runs (a workflow's tasks'), each of which a plugin
+    must run."""
 
     key: str
     task_type: str
     spec: dict[str, Any]
     labels: dict[str, str]
+    task_types: tuple[str, ...] = ()
 
 
 def parse_submission(
@@ -119,8 +122,8 @@ def parse_submission(
     if "templateFile" in request.spec:
         raise SpecError(
             "spec.templateFile",
-            "the server reads no files: give the task template inline as `template` "
-            "(`taskplug run SPEC --server URL` inlines a templateFile for you)",
+            "the server reads no files: give the task template inline as `template`, or a workflow as "
+            "`workflowClosure` (`taskplug run SPEC --server URL` does either for you)",
         )
     spec = _named(request.spec, request.key)
     try:
@@ -149,7 +152,21 @@ def parse_submission(
         )
     if request.key is None and not re.match(KEY_PATTERN, key):
         raise SpecError("spec.execution.id", f"the execution key {key!r} is not a valid key ({KEY_PATTERN})")
-    return Submission(key=key, task_type=parsed.template.type, spec=spec, labels=dict(request.labels))
+    return Submission(
+        key=key,
+        task_type=parsed.template.type,
+        spec=spec,
+        labels=dict(request.labels),
+        task_types=run_task_types(parsed),
+    )
+
+
+def run_task_types(parsed: ExecutionSpec) -> tuple[str, ...]:
+    """The task types an execution runs: its task's, or every task type of a workflow's compiled closure
+    (in the order first met), which the server's plugins must all run."""
+    if parsed.workflow is None:
+        return (parsed.template.type,)
+    return tuple(dict.fromkeys(task.template.type for task in parsed.workflow.closure.tasks))
 
 
 def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, of: str) -> Submission:
@@ -174,6 +191,7 @@ def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, o
         task_type=parsed.template.type,
         spec=renamed,
         labels={**labels, RELAUNCH_LABEL: of},
+        task_types=run_task_types(parsed),
     )
 
 

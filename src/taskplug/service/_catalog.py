@@ -1,5 +1,5 @@
 """The data catalog on PostgreSQL, shared by every replica (``taskplug_catalog``,
-``taskplug_catalog_reservations``; migration 0008): the same protocol as the SQLite catalog
+``taskplug_catalog_reservations``; migration 0009): the same protocol as the SQLite catalog
 (:class:`taskplug.executor.Catalog`), each call one statement committed at once.
 
 Follows datacatalog's ``pkg/manager/impl/reservation_manager.go`` for the reservations: take or extend is one

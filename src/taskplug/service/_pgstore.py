@@ -6,23 +6,24 @@ claimed an execution holds ``(owner_id, lease_epoch)``, and every write says ``W
 AND lease_epoch = <claimed epoch>``. Writes are batched as :class:`SQLiteStateStore` batches them (one commit
 per ``commit_interval``, and at once when the executor flushes before deleting anything), and a batch is
 one statement, one round trip: an ``UPDATE … FROM unnest(…) RETURNING id`` of every execution touched,
-whose data-modifying CTEs insert the events, attempts and child node records (map elements) of the ids it
-returned only. An id
-it did not return is an execution this replica no longer owns: its writes are dropped and ``on_lost`` is
-told, so the replica stops driving it.
+whose data-modifying CTEs insert the events, attempts and child node records (map elements, workflow nodes)
+of the ids it returned only. An id it did not return is an execution this replica no longer owns: its
+writes are dropped and ``on_lost`` is told, so the replica stops driving it.
 
 A web-API create is not idempotent, so it is persisted before and after the call (docs/service.md, "No object
 created twice", item 6),
 for a single task's attempt and a map task's element's retry attempt alike. Before:
 :meth:`PostgresStateStore.write_create_intent` (the executor's ``before_create``, awaited by the web-API
 adapters right before ``create`` or a sync plugin's ``do``) writes the intent — a ``taskplug_create_intents``
-row keyed (execution, element, attempt), element -1 for the execution's own task, whose attempt row in
-``taskplug_attempts`` it also inserts — in one statement fenced like the batch and locking the execution row
+row keyed (execution, node, element, attempt): node '' and element -1 for the execution's own task, whose
+attempt row in ``taskplug_attempts`` it also inserts; a map element's by its map node's path and its index;
+a workflow's task node's by its unique id and element -1, so that two nodes' attempt 0 are two intents —
+in one statement fenced like the batch and locking the execution row
 (``… FROM taskplug_executions WHERE id = … AND owner_id = me AND lease_epoch = <claimed epoch> FOR SHARE``,
 so a claim that commits first makes it write nothing, and one that commits after finds it): no row means
 the execution is no longer this replica's, and it raises :class:`~taskplug.executor.FencedError`,
-so the create is never sent. After: the executor's next save of that execution (or of that element) after
-the intent is the round that made the call, so it carries the call's result — the resource meta, a sync
+so the create is never sent. After: the executor's next save of that execution (or of that element, or of
+that workflow node) after the intent is the round that made the call, so it carries the call's result — the resource meta, a sync
 plugin's terminal state, or the failure the create answered; the store commits it at once, outside the
 batch's interval, with the intent's ``outcome_at`` set in the same fenced statement. An unknown create is
 exactly an intent whose ``outcome_at`` is still NULL when a later owner writes its own: the previous owner
@@ -99,8 +100,8 @@ _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 # One statement per batch, one round trip: the fenced write of every execution touched (a NULL column means
 # "unchanged"), then — for the ids it returned only — their events (in order: seq follows the arrays), their
-# attempts' rows, their child nodes (a map task's elements), the outcome of the intents to create whose result
-# this batch carries, and one NOTIFY carrying the highest seq inserted.
+# attempts' rows (their own task's), their child nodes (a map's elements, a workflow's nodes), the outcome of
+# the intents to create whose result this batch carries, and one NOTIFY carrying the highest seq inserted.
 _BATCH = """
 WITH upd AS (
     UPDATE taskplug_executions e SET
@@ -122,13 +123,17 @@ WITH upd AS (
     RETURNING e.id
 ), ev AS (
     INSERT INTO taskplug_events
-        (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch, cache)
+        (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch,
+         kind, node, cache)
     SELECT v.id, v.attempt, v.phase, v.version, v.reason, v.occurred_at::timestamptz, v.error::jsonb,
-           v.logs::jsonb, v.external::jsonb, v.epoch, v.cache::jsonb
+           v.logs::jsonb, v.external::jsonb, v.epoch, v.kind, v.node, v.cache::jsonb
     FROM unnest(%(ev_ids)s::bigint[], %(ev_attempts)s::int[], %(ev_phases)s::text[], %(ev_versions)s::int[],
                 %(ev_reasons)s::text[], %(ev_times)s::text[], %(ev_errors)s::text[], %(ev_logs)s::text[],
-                %(ev_external)s::text[], %(ev_epochs)s::bigint[], %(ev_cache)s::text[]) WITH ORDINALITY
-        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, cache, ord)
+                %(ev_external)s::text[], %(ev_epochs)s::bigint[], %(ev_kinds)s::text[], %(ev_nodes)s::text[],
+                %(ev_cache)s::text[])
+                WITH ORDINALITY
+        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, kind, node, cache,
+             ord)
     WHERE v.id IN (SELECT id FROM upd)
     ORDER BY v.ord
     RETURNING seq
@@ -161,9 +166,11 @@ WITH upd AS (
     RETURNING 1
 ), oc AS (
     UPDATE taskplug_create_intents i SET outcome_at = now()
-    FROM unnest(%(oc_ids)s::bigint[], %(oc_elements)s::int[], %(oc_attempts)s::int[], %(oc_epochs)s::bigint[])
-        AS o(id, element, attempt, epoch)
-    WHERE i.execution_id = o.id AND i.element = o.element AND i.attempt = o.attempt AND i.epoch = o.epoch
+    FROM unnest(%(oc_ids)s::bigint[], %(oc_nodes)s::text[], %(oc_elements)s::int[], %(oc_attempts)s::int[],
+                %(oc_epochs)s::bigint[])
+        AS o(id, node, element, attempt, epoch)
+    WHERE i.execution_id = o.id AND i.node = o.node AND i.element = o.element AND i.attempt = o.attempt
+      AND i.epoch = o.epoch
       AND i.outcome_at IS NULL AND o.id IN (SELECT id FROM upd)
     RETURNING 1
 )
@@ -178,23 +185,26 @@ _FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = u.epoch"
 # length (a claim committing first makes ``owner`` empty; one committing after waits, then finds the intent).
 # ``prior`` reads the intent as it was before this statement (a CTE sees the statement's snapshot): an
 # earlier epoch's intent with no outcome is a create whose outcome is unknown. A single task's intent
-# (element -1) also inserts its attempt's row, so the attempt is listed while its create is under way.
+# (node '', element -1) also inserts its attempt's row, so the attempt is listed while its create is under
+# way; a workflow's nodes have no attempt rows (their attempts are their node records' and events').
 _INTENT = """
 WITH owner AS (
     SELECT e.id FROM taskplug_executions e WHERE e.id = %(id)s {fence} FOR SHARE
 ), prior AS (
     SELECT i.outcome_at IS NULL AND i.epoch < %(epoch)s AS unknown FROM taskplug_create_intents i
-     WHERE i.execution_id = %(id)s AND i.element = %(element)s AND i.attempt = %(attempt)s
+     WHERE i.execution_id = %(id)s AND i.node = %(node)s AND i.element = %(element)s
+       AND i.attempt = %(attempt)s
 ), att AS (
     INSERT INTO taskplug_attempts
         (execution_id, attempt, resource_name, resource_meta, phase, epoch, started_at)
-    SELECT o.id, %(attempt)s, %(name)s, NULL, 'Queued', %(epoch)s, now() FROM owner o WHERE %(element)s < 0
+    SELECT o.id, %(attempt)s, %(name)s, NULL, 'Queued', %(epoch)s, now() FROM owner o
+     WHERE %(element)s < 0 AND %(node)s = ''
     ON CONFLICT (execution_id, attempt) DO UPDATE SET epoch = excluded.epoch
     RETURNING 1
 ), intent AS (
-    INSERT INTO taskplug_create_intents (execution_id, element, attempt, resource_name, epoch)
-    SELECT o.id, %(element)s, %(attempt)s, %(name)s, %(epoch)s FROM owner o
-    ON CONFLICT (execution_id, element, attempt) DO UPDATE SET
+    INSERT INTO taskplug_create_intents (execution_id, node, element, attempt, resource_name, epoch)
+    SELECT o.id, %(node)s, %(element)s, %(attempt)s, %(name)s, %(epoch)s FROM owner o
+    ON CONFLICT (execution_id, node, element, attempt) DO UPDATE SET
         resource_name = excluded.resource_name, epoch = excluded.epoch, intent_at = now(), outcome_at = NULL
     RETURNING 1
 )
@@ -241,16 +251,23 @@ def signal_of_row(signal_id: str, type_bytes: bytes, value_bytes: bytes | None) 
 
 
 _TASK = -1
-"""The ``element`` of an execution's own task's intent (a map element's is its index)."""
+"""The ``element`` of a task's own intent (a map element's is its index)."""
+_OWN = ""
+"""The ``node`` of an intent whose result the execution's own record carries (its task's, its map's
+elements' are their map node's path: the path their records are children of)."""
+
+IntentKey = tuple[str, int]
+"""An intent's place in its execution: (node, element) — ``("", -1)`` a single task's attempt, ``(map node
+path, index)`` a map element's, ``(unique id, -1)`` a workflow's task node's."""
 
 _PARAMS = (
     "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
     "ev_ids", "ev_attempts", "ev_phases", "ev_versions", "ev_reasons", "ev_times", "ev_errors", "ev_logs",
-    "ev_external", "ev_epochs", "ev_cache",
+    "ev_external", "ev_epochs", "ev_kinds", "ev_nodes", "ev_cache",
     "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
     "at_epochs", "at_final",
     "nd_ids", "nd_paths", "nd_records", "nd_epochs",
-    "oc_ids", "oc_elements", "oc_attempts", "oc_epochs",
+    "oc_ids", "oc_nodes", "oc_elements", "oc_attempts", "oc_epochs",
 )  # fmt: skip
 
 _ATTEMPT_PARAMS = {
@@ -275,7 +292,7 @@ class Claim:
     id: int
     epoch: int
     record: ExecutionRecord | None
-    nodes: list[NodeRecord] = field(default_factory=list)  # its child nodes' records (a map's elements)
+    nodes: list[NodeRecord] = field(default_factory=list)  # child node records (map elements, workflow nodes)
     resource_name: Callable[[int], str] = str
     object_owner: str = ""  # "<namespace>/<execution-id label>" of the objects it creates (the reaper's key)
     # What the database holds, as of the last write that landed (snapshots: the executor keeps mutating its
@@ -287,6 +304,20 @@ class Claim:
         if self.record is not None:
             self.terminal = self.record.terminal
             self.meta = _dumps(_resource_meta(self.record))
+
+
+def _intent_key(path: str) -> IntentKey:
+    """Whose intent a saved node record carries the result of: a map element's (``<map node>/<index>``) or
+    a workflow task node's (its unique id)."""
+    parent, _, last = path.rpartition("/")
+    if parent and last.isdigit():
+        return parent, int(last)
+    return path, _TASK
+
+
+def _root_path(claim: Claim, key: str) -> str:
+    """The path of ``key``'s root node (the last segment of its key: a record's ``path`` default)."""
+    return claim.record.path if claim.record is not None else key.rpartition("/")[2]
 
 
 def _dumps(value: Any) -> str | None:
@@ -301,9 +332,12 @@ def _resource_meta(record: ExecutionRecord | None) -> Any:
 
 def record_phase(record: ExecutionRecord) -> str:
     """The phase the executions table shows for a record: its outcome once terminal, else the phase the
-    plugin last reported (``Queued`` until the first report, as the row starts)."""
+    plugin last reported (``Queued`` until the first report, as the row starts); a workflow's root is
+    ``Running`` from the workflow's first phase past Ready (its ``workflow_state``) to its end."""
     if record.terminal and record.outcome:
         return record.outcome
+    if record.workflow_state is not None:
+        return str(Phase.RUNNING) if record.workflow_state.get("phase", 0) else "Queued"
     return str(Phase(record.task_phase)) if record.task_phase else "Queued"
 
 
@@ -332,9 +366,9 @@ class PostgresStateStore:
         self._events: dict[str, list[Event]] = {}
         self._nodes: dict[str, dict[str, bytes]] = {}
         # Intents to create this incarnation wrote whose result no save has carried yet, and the outcomes
-        # pending commit: key -> element (_TASK for the execution's own task) -> attempt.
-        self._intents: dict[str, dict[int, int]] = {}
-        self._outcomes: dict[str, dict[int, int]] = {}
+        # pending commit: key -> (node, element) (see IntentKey) -> attempt.
+        self._intents: dict[str, dict[IntentKey, int]] = {}
+        self._outcomes: dict[str, dict[IntentKey, int]] = {}
         self._last_commit = time.monotonic()
         self._group: asyncio.Future[None] | None = None  # the grouped flush callers are joining, if any
         self.fenced = False
@@ -388,7 +422,7 @@ class PostgresStateStore:
         if claim is None:
             return
         self._records[record.key] = record
-        if self._carry_outcomes(record.key, (_TASK,)):
+        if self._carry_outcomes(record.key, ((_OWN, _TASK),)):
             # The first save after an intent is the round that made the call: its result (and the intent's
             # outcome) is committed now, outside the batch, so that a replica killed a moment later leaves
             # its successor the job to follow rather than one to create again (docs/service.md, "No object
@@ -401,7 +435,7 @@ class PostgresStateStore:
             return
         self._maybe_commit()
 
-    def _carry_outcomes(self, key: str, elements: Iterable[int]) -> bool:
+    def _carry_outcomes(self, key: str, elements: Iterable[IntentKey]) -> bool:
         """Move ``key``'s open intents of ``elements`` to the outcomes the next batch commits; whether any
         was open."""
         opened = self._intents.get(key)
@@ -428,7 +462,8 @@ class PostgresStateStore:
         if claim is None:
             return []
         rows = self._conn.execute(
-            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources, cache "
+            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources, kind, node, "
+            "cache "
             "FROM taskplug_events WHERE execution_id = %s ORDER BY seq",
             (claim.id,),
         ).fetchall()
@@ -443,9 +478,11 @@ class PostgresStateStore:
                 error=e,
                 logs=lg,
                 external_resources=x,
+                kind=k,
+                node=n,
                 cache=c,
             )
-            for a, p, v, r, o, e, lg, x, c in rows
+            for a, p, v, r, o, e, lg, x, k, n, c in rows
         ]
 
     def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
@@ -454,9 +491,7 @@ class PostgresStateStore:
         rows = self._nodes.setdefault(key, {})
         for node in nodes:
             rows[node.path] = node.to_row()
-        # A create intent names a map element by its index (the last segment of the element's path).
-        indices = (node.index for node in nodes if node.path.rpartition("/")[2].isdigit())
-        if self._carry_outcomes(key, indices):
+        if self._carry_outcomes(key, (_intent_key(node.path) for node in nodes)):
             self.flush()  # an element's create answered: its result is committed now (see save)
             return
         self._maybe_commit()
@@ -466,21 +501,32 @@ class PostgresStateStore:
         return list(claim.nodes) if claim is not None else []
 
     def write_create_intent(
-        self, key: str, attempt: int, resource_name: str, *, element: int | None = None
+        self,
+        key: str,
+        attempt: int,
+        resource_name: str,
+        *,
+        element: int | None = None,
+        node: str | None = None,
     ) -> bool:
-        """Write the intent to create ``key``'s ``attempt`` (of map element ``element``, or of the execution's
-        own task) as ``resource_name`` now, fenced by the claim; see the module docstring. Returns True when
-        an earlier owner's intent of the same (element, attempt) has no outcome committed (the create's
-        outcome is unknown). Raises :class:`FencedError` when the execution is no longer this
-        replica's: the create must not be sent."""
+        """Write the intent to create ``key``'s ``attempt`` as ``resource_name`` now, fenced by the claim; see
+        the module docstring. The attempt is of map element ``element`` of the map node at path ``node``, or
+        (``element`` None) of the task node ``node`` of a workflow — of the execution's own task or map when
+        ``node`` is None. Returns True when an earlier owner's intent of the same (node, element, attempt)
+        has no outcome committed (the create's outcome is unknown). Raises :class:`FencedError` when the
+        execution is no longer this replica's: the create must not be sent."""
         claim = self._claims.get(key)
         if claim is None or self.fenced:
             raise FencedError(f"execution {key} is not this replica's: its create was not sent")
-        target = _TASK if element is None else element
+        if node is None:
+            # The execution's own task, or an element of its own map (a child of its root node's path).
+            node = _OWN if element is None else _root_path(claim, key)
+        target: IntentKey = (node, _TASK if element is None else element)
         sql = _INTENT.format(fence=_INTENT_FENCE if self._fencing else "")
         params = {
             "id": claim.id,
-            "element": target,
+            "node": target[0],
+            "element": target[1],
             "attempt": attempt,
             "name": resource_name,
             "epoch": claim.epoch,
@@ -633,7 +679,7 @@ class PostgresStateStore:
         records: dict[str, ExecutionRecord],
         events: dict[str, list[Event]],
         nodes: dict[str, dict[str, bytes]],
-        outcomes: dict[str, dict[int, int]],
+        outcomes: dict[str, dict[IntentKey, int]],
     ) -> set[str]:
         params: dict[str, list[Any]] = defaultdict(list)
         attempts: dict[tuple[int, int], dict[str, Any]] = {}
@@ -663,9 +709,15 @@ class PostgresStateStore:
                     ("ev_logs", _dumps(ev.logs)),
                     ("ev_external", _dumps(ev.external_resources)),
                     ("ev_epochs", claim.epoch),
+                    ("ev_kinds", ev.kind),
+                    ("ev_nodes", ev.node),
                     ("ev_cache", _dumps(ev.cache)),
                 ):
                     params[column].append(value)
+                if ev.kind != "task" or ev.node is not None:
+                    # A workflow's own and its nodes' events: the execution's attempt rows are its own
+                    # task's (a workflow's nodes each count their attempts in their records).
+                    continue
                 # The attempt's row takes the latest event of the batch; log links and the error an earlier
                 # one reported stay, as they do across batches (the upsert's coalesce).
                 before = attempts.get((claim.id, ev.attempt), {})
@@ -699,8 +751,9 @@ class PostgresStateStore:
                 params["nd_paths"].append(path)
                 params["nd_records"].append(node.decode())
                 params["nd_epochs"].append(claim.epoch)
-            for element_index, attempt in outcomes.get(key, {}).items():
+            for (node_path, element_index), attempt in outcomes.get(key, {}).items():
                 params["oc_ids"].append(claim.id)
+                params["oc_nodes"].append(node_path)
                 params["oc_elements"].append(element_index)
                 params["oc_attempts"].append(attempt)
                 params["oc_epochs"].append(claim.epoch)

@@ -43,7 +43,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import psycopg
@@ -514,7 +514,9 @@ class Replica:
                 )
                 continue
             record = ExecutionRecord.from_json(record_json) if record_json else None
-            nodes = await self._nodes(inc, conn, row_id) if spec.kind is NodeKind.ARRAY else []
+            # A map's elements and a workflow's nodes (and their maps' elements) are its child node records:
+            # a taken-over execution resumes from them, never starting a finished node or element again.
+            nodes = await self._nodes(inc, conn, row_id) if spec.kind in _WITH_NODES else []
             inc.store.claim(
                 key,
                 Claim(row_id, epoch, record, nodes, _resource_name(spec), object_owner=_object_owner(spec)),
@@ -529,6 +531,7 @@ class Replica:
                 self._forget(inc, key)
                 await self._fail_row(inc, conn, row_id, epoch, getattr(e, "code", "") or "BadTask", str(e))
                 continue
+            log.info("claimed %s (epoch %d)%s", row_key, epoch, ": its abort was requested" if abort else "")
             if abort:
                 ex.abort(key)
 
@@ -571,7 +574,10 @@ class Replica:
     def _abort(self, inc: _Incarnation, row_key: str) -> None:
         key = inc.by_row_key.get(row_key)
         if key is not None and inc.executor is not None and key in inc.rows:
+            log.info("aborting %s as requested", row_key)
             inc.executor.abort(key)
+        else:
+            log.info("abort of %s requested: not driven here", row_key)
 
     def _wake(self, inc: _Incarnation, row_key: str) -> None:
         """A signal of ``row_key``'s execution was set: if this replica drives it, evaluate it now (its gate
@@ -619,6 +625,10 @@ class Replica:
                     log.warning(
                         "orphan reaper deleted %s/%s (its attempt was already finished)", namespace, name
                     )
+
+
+_WITH_NODES: Final = frozenset({NodeKind.ARRAY, NodeKind.WORKFLOW})
+"""The kinds of execution whose root node has child node records."""
 
 
 def _reraise_cancellation() -> None:

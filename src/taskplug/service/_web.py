@@ -3,13 +3,14 @@
 ``/executions`` lists executions newest first with filters in the URL (a plain GET form: the Back button
 restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
 an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
-execution: header (phase, reason, times, owner replica, Abort with a confirmation, Relaunch once it ended
-with a confirmation page, a link to the execution it was relaunched from), for a workflow its graph
-(:mod:`._web_graph`: nodes coloured by phase, expandable sub-workflows and branches, a panel per node),
+execution: header (phase, reason, times, owner replica, a link to the execution it was relaunched from),
+controls (Abort with a confirmation; Relaunch once it ended, with a confirmation page), for a workflow its
+graph (:mod:`._web_graph`: nodes coloured by phase, expandable sub-workflows and branches, a panel per node),
 phase history, a card per attempt (error, log links, the object it created), a timeline, inputs and outputs,
 and the spec as submitted; each section is re-sent over ``/executions/{key}/stream`` when the execution
-changes. The graph itself is drawn once: the stream re-sends only its nodes' phases (``graph.js`` sets them
-as attributes) and the panels' status parts, so a button or a node being clicked is never swapped away.
+changes, the controls only when what they offer does (a button swapped for a copy while it is pressed loses
+the click). The graph itself is drawn once: the stream re-sends only its nodes' phases (``graph.js`` sets
+them as attributes) and the panels' status parts, so a button or a node being clicked is never swapped away.
 ``/replicas`` shows the replica rows. What changed comes from the process's :class:`~._web_feed.Feed`.
 
 Flyte's console polls every 10 s (``executionRefreshIntervalMs``); these pages follow the database's
@@ -216,11 +217,12 @@ async def _detail(request: Request, key: str) -> dict[str, Any] | None:
     elements = elements_view(*await db.elements(row["id"], limit=200))
     spec = row["spec"] if isinstance(row["spec"], dict) else {}
     workflow, problem, event_nodes = await _workflow(request, row, spec, events)
+    ex = execution_view(row)
     return {
         "workflow": workflow,
         "workflow_problem": problem,
         "event_nodes": event_nodes,
-        "ex": execution_view(row),
+        "ex": ex,
         "outputs": row["outputs"],
         "inputs": spec.get("inputs"),
         "spec": spec,
@@ -228,10 +230,21 @@ async def _detail(request: Request, key: str) -> dict[str, Any] | None:
         "attempts": attempts,
         "bars": timeline(row, attempts),
         "elements": elements,
+        "controls": _controls_of(ex),
     }
 
 
 _SECTIONS: Final = ("header", "elements", "events", "attempts", "timeline", "outputs")
+
+_CONTROLS: Final = ("abort", "aborting", "relaunch")
+"""What the page's controls offer, in the only order an execution goes through them."""
+
+
+def _controls_of(ex: Row) -> str:
+    """What the controls section offers for the execution ``ex`` (one of :data:`_CONTROLS`)."""
+    if ex["terminal"]:
+        return "relaunch"
+    return "aborting" if ex["aborting"] else "abort"
 
 
 def is_workflow(row: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
@@ -354,15 +367,21 @@ async def _node_records(
 
 
 @router.get("/executions/{key:path}/stream")
-async def execution_stream(request: Request, key: str) -> Response:
-    """The execution page's sections (header, events, attempts, timeline, outputs), re-sent on change."""
+async def execution_stream(
+    request: Request, key: str, controls: Annotated[str | None, Query(max_length=16)] = None
+) -> Response:
+    """The execution page's sections (header, events, attempts, timeline, outputs), re-sent on change; its
+    controls (Abort, Relaunch) only when what they offer differs from ``controls``, what the page shows."""
     row = await _db(request).get(key)
     if row is None:
         return Response(status_code=404)
-    return EventSourceResponse(_detail_events(request, key, row["id"]), ping=PING_SECONDS)
+    shown = controls if controls in _CONTROLS else None
+    return EventSourceResponse(_detail_events(request, key, row["id"], shown), ping=PING_SECONDS)
 
 
-async def _detail_events(request: Request, key: str, execution_id: int) -> AsyncIterator[ServerSentEvent]:
+async def _detail_events(
+    request: Request, key: str, execution_id: int, controls: str | None
+) -> AsyncIterator[ServerSentEvent]:
     async with _feed(request).subscribe() as sub:
         sub.watch = frozenset({execution_id})
         changed: frozenset[int] = EVERYTHING
@@ -376,12 +395,18 @@ async def _detail_events(request: Request, key: str, execution_id: int) -> Async
                     yield ServerSentEvent(_fragment(request, f"_{section}.html", **context), event=section)
                 if context["workflow"] is not None:
                     yield ServerSentEvent(_fragment(request, "_graph_live.html", **context), event="graph")
+                # Not re-sent while it offers the same: a swap while its button is pressed loses the click
+                # (the browser clicks nothing when the element pressed is gone at release).
+                if context["controls"] != controls:
+                    controls = context["controls"]
+                    yield ServerSentEvent(_fragment(request, "_controls.html", **context), event="controls")
             changed = await sub.next(PING_SECONDS)
 
 
 @router.post("/executions/{key:path}/abort")
 async def abort_from_page(request: Request, key: str) -> Response:
-    """Abort from the page: with htmx the new header; without JavaScript, back to the execution's page."""
+    """Abort from the page: with htmx the new controls and, out of band, the new header; without JavaScript,
+    back to the execution's page."""
     outcome = await _db(request).abort(key)
     if outcome == "missing":
         return _render(request, "missing.html", status=404, key=key)
@@ -390,7 +415,11 @@ async def abort_from_page(request: Request, key: str) -> Response:
         return _render(request, "missing.html", status=404, key=key)
     _feed(request).publish({context["ex"]["id"]})
     if request.headers.get("hx-request") == "true":
-        return HTMLResponse(_fragment(request, "_header.html", **context))
+        header = _fragment(request, "_header.html", **context)
+        return HTMLResponse(
+            _fragment(request, "_controls.html", **context)
+            + f'<div id="header" hx-swap-oob="innerHTML">{header}</div>'
+        )
     return RedirectResponse(f"/executions/{key}", status_code=303)
 
 

@@ -36,7 +36,7 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn
 
 import httpx2
 import orjson
@@ -58,6 +58,9 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
 }
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+_POOL: Final = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0)
+"""The connection pool: as many kept open as may be open (client-go keeps its idle connections too), each for
+30 s idle, within the 60 s after which ``taskplug cluster serve`` closes an idle one (90 s for Go servers)."""
 _MIN_WATCH_TIMEOUT = 300
 """client-go's ``minWatchTimeout``: a watch without a timeout of its own asks for 5 to 10 minutes."""
 _REASONS_BY_STATUS = {
@@ -127,7 +130,12 @@ class LightkubeClient:
         self.timeout = timeout if timeout is not None and timeout > 0 else None
         params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(self.timeout), trust_env=trust_env)
         try:
-            self._http: httpx2.AsyncClient = client_adapter.AsyncClient(self.config, params)
+            # lightkube's AsyncClient with the pool's limits set: lightkube's own keeps httpx's default of 20
+            # idle connections, so under more concurrent requests every connection past 20 is closed once
+            # used and the next request opens (and, over TLS, handshakes) a new one.
+            self._http: httpx2.AsyncClient = httpx2.AsyncClient(
+                **params.httpx_params(self.config), limits=_POOL
+            )
         except (LightkubeConfigError, OSError, ValueError) as e:
             where = f" (kubeconfig {self.config.fname})" if self.config.fname else ""
             raise ConfigError(

@@ -286,6 +286,7 @@ class PluginManager:
         config: K8sPluginConfig,
         enqueue_owner: Callable[[str, str], None] | None,
         owner_kind: str = "FlyteWorkflow",
+        enqueue_object: Callable[[str, str], bool] | None = None,
         backoff_config: BackOffConfig | None = None,
         backoff_controller: BackOffController | None = None,
         clock: Clock | None = None,
@@ -314,6 +315,7 @@ class PluginManager:
         self.kube_client = kube_client
         self.config = config
         self.enqueue_owner = enqueue_owner
+        self.enqueue_object = enqueue_object
         self.owner_kind = owner_kind
         self.backoff_config = backoff_config or BackOffConfig()
         self.backoff_controller = backoff_controller
@@ -395,7 +397,7 @@ class PluginManager:
         owner = owner_key_of(new)
         if owner is not None:
             self._updates_enqueued.inc()
-            self.enqueue_owner(*owner)
+            self._enqueue(owner, new_meta)
 
     def _on_delete(self, obj: KubeObject) -> None:
         # Deviation: Flyte's informer predicate drops deletions, so an object deleted behind its back is
@@ -405,7 +407,14 @@ class PluginManager:
         owner = owner_key_of(obj)
         if owner is not None:
             self._updates_enqueued.inc()
-            self.enqueue_owner(*owner)
+            self._enqueue(owner, obj.get("metadata") or {})
+
+    def _enqueue(self, owner: tuple[str, str], meta: Mapping[str, Any]) -> None:
+        # The execution running this object by its name, told which object changed; else its owner's.
+        name = meta.get("name")
+        if self.enqueue_object is not None and name and self.enqueue_object(owner[0], str(name)):
+            return
+        self.enqueue_owner(*owner)
 
     # -- handle --------------------------------------------------------------------------------------
     def _rtype_for(self, obj: Mapping[str, Any]) -> ResourceType:
@@ -881,6 +890,7 @@ class SharedK8sMachinery:
             informers=self.informers,
             config=self.config.get(K8S_SECTION),
             enqueue_owner=setup.enqueue_owner,
+            enqueue_object=setup.enqueue_object,
             owner_kind=setup.owner_kind,
             backoff_config=self.config.get(TASKS_SECTION).backoff,
             backoff_controller=self.backoff_controller,

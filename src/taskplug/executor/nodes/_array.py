@@ -259,8 +259,8 @@ class ArrayRun:
         for index in list(self._names):
             self._unindex(index)
 
-    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
-        """(index, retry attempt) of the element whose context ``tctx`` is: an element's context names its
+    def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
+        """(this node's path, index, retry attempt) of the element whose context ``tctx`` is: an element's context names its
         node ``n<index>`` and carries its retry attempt (``element_parts``), checked against the generated
         name the node gives that element's attempt, so a context of anything else is refused."""
         task = tctx.metadata.task_execution_id
@@ -273,7 +273,7 @@ class ArrayRun:
                 ErrorCode.SYSTEM_ERROR,
                 f"[{task.generated_name}] is no element of map task {self.key}: nothing is created",
             )
-        return index, attempt
+        return self.record.path, index, attempt
 
     def _unindex(self, index: int) -> None:
         old = self._names.pop(index, None)

@@ -88,9 +88,11 @@ class RootNode(Protocol):
         """One round: called whenever the execution is woken, never twice at once."""
         ...
 
-    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
-        """(element index or None, attempt) of the create ``tctx`` is about to make, for the store's intent;
-        raises a PluginError when ``tctx`` is no attempt of this node."""
+    def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
+        """(node, element index, attempt) of the create ``tctx`` is about to make, for the store's intent:
+        node None for this root node's own task, else the path of the node whose attempt or elements it is
+        (a map node's own path; a workflow's task node's unique id); element None unless it is a map
+        element's. Raises a PluginError when ``tctx`` is no attempt of this node."""
         ...
 
     def elements_json(self) -> list[dict[str, Any]] | None:

@@ -68,6 +68,7 @@ class TaskNode:
         "allow_dynamic",
         "cache",
         "host",
+        "inputs_in_store",
         "key",
         "max_attempts",
         "plugin",
@@ -98,6 +99,8 @@ class TaskNode:
             spec.metadata.max_attempts, host.step.settings.default_max_attempts
         )
         self._inputs_written = False
+        # A workflow that wrote the node's inputs.pb when it queued the node (the same file) sets this.
+        self.inputs_in_store = False
         self._generated_name = ""
         self.abort_reason = "aborted by request"  # a workflow aborting its nodes gives its own reason
         self.allow_dynamic = False  # a workflow's task node may be @dynamic: its futures.pb is no failure
@@ -114,14 +117,14 @@ class TaskNode:
         self.cache = cache if cache.active else None  # the catalog's lookup and write-back (None: off)
 
     # -- what the executor asks -------------------------------------------------------------------------
-    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+    def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
         name = tctx.metadata.task_execution_id.generated_name
         if name != self._generated_name:
             raise PluginError(
                 ErrorCode.SYSTEM_ERROR,
                 f"[{name}] is not the current attempt of {self.key}: nothing is created",
             )
-        return None, self.record.attempt
+        return None, None, self.record.attempt
 
     def nodes_json(self) -> None:
         return None
@@ -158,7 +161,8 @@ class TaskNode:
             if self._inputs_written:
                 return
             paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-            await self.host.data.write(paths.input_path, self.spec.inputs.SerializeToString())
+            if not self.inputs_in_store:
+                await self.host.data.write(paths.input_path, self.spec.inputs.SerializeToString())
             if needs_template_file(self.spec.template):
                 await self.host.data.write(
                     f"{paths.input_prefix}/task.pb", self.spec.template.SerializeToString()

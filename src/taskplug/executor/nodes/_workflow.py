@@ -153,6 +153,7 @@ _EXECUTION_PHASES: Final = {
     WorkflowPhase.FAILED: Phase.PERMANENT_FAILURE,
     WorkflowPhase.ABORTED: Phase.ABORTED,
 }
+_NODE_PHASES: Final = {int(p): p for p in NodePhase}  # a dict lookup is cheaper than NodePhase(value)
 _TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
 
 
@@ -162,6 +163,7 @@ class _Dag:
     nodes' unique ids."""
 
     __slots__ = (
+        "_unique",
         "downstream",
         "nodes",
         "parent",
@@ -188,18 +190,24 @@ class _Dag:
         self.parent_attempt = parent_attempt
         self.nodes: dict[str, workflow_pb2.Node] = {}
         for node in self.template.nodes:
-            self._add(node)
+            self.add(node)
         self.upstream = {k: list(v.ids) for k, v in compiled.connections.upstream.items()}
         self.downstream = {k: list(v.ids) for k, v in compiled.connections.downstream.items()}
+        self._unique: dict[str, str] = {}
 
-    def _add(self, node: workflow_pb2.Node) -> None:
+    def add(self, node: workflow_pb2.Node) -> None:
+        """Know ``node`` by its id, and a branch's cases with it (nested branches too)."""
         self.nodes.setdefault(node.id, node)
         if node.WhichOneof("target") == "branch_node":
             for case in _cases(node.branch_node.if_else):
-                self._add(case)
+                self.add(case)
 
     def unique_id(self, node_id: str) -> str:
-        return unique_node_id(self.parent, self.parent_attempt, node_id)
+        # Asked for every node on every walk: computed (and maybe hashed) once per node.
+        unique = self._unique.get(node_id)
+        if unique is None:
+            unique = self._unique[node_id] = unique_node_id(self.parent, self.parent_attempt, node_id)
+        return unique
 
     def below(self, compiled: compiler_pb2.CompiledWorkflow, parent: str, attempt: int = 0) -> _Dag:
         """A workflow run under node ``parent`` of this one (a sub-workflow, a branch's case), with the same
@@ -251,6 +259,7 @@ class WorkflowRun:
         self._key_prefix = self.key.rpartition("/")[0]
         self.dag = _Dag.of_closure(self.workflow.closure, None, 0)
         self._dynamic: dict[str, _Dag] = {}  # the workflows @dynamic nodes built, by the node's unique id
+        self._elements: dict[str, list[dict[str, Any]]] = {}  # ended map nodes' elements, as results show
         self._nodes: dict[str, ExecutionRecord] = {}
         for node in host.store.load_nodes(self.key):
             if isinstance(node, ExecutionRecord) and node.workflow_state is not None:
@@ -265,15 +274,32 @@ class WorkflowRun:
         self._parallelism = 0
         self._child_wake: float | None = None
         self._interruptible = spec.metadata.interruptible
+        self._fail_after = self.workflow.fail_after_executable_nodes_complete
+        # A finished node's outputs never change (each attempt has its own path): read and parsed once, not
+        # once per consumer (a fan-in of 100 nodes, every node reading the workflow's inputs).
+        self._outputs: dict[str, literals_pb2.LiteralMap] = {}
+        # The inputs a node was queued with, until it starts (then read back from inputs.pb only on resume).
+        self._inputs: dict[str, literals_pb2.LiteralMap] = {}
+        # Which running children have something to look at: a child is given a round when its own object
+        # changed (``woken``: the executor names the object an informer event was about), when it asked
+        # (``wake``), or when the time it asked for (``wake_after``: its resync, a deadline, a back-off) has
+        # come; not on every wake-up of the workflow, which with many running children costs a round of
+        # each per event of one (propeller's behaviour, quadratic in a wide fan-out).
+        self._woken: set[str] = set()
+        self._due: dict[str, float] = {}
+        self._all = True  # every running child gets a round: woken without knowing which object changed
+        self._round_all = True
 
     # -- what the executor asks -------------------------------------------------------------------------
-    def creating(self, tctx: TaskExecutionContext) -> tuple[int | None, int]:
+    def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
         name = tctx.metadata.task_execution_id.generated_name
         unique = self._names.get(name)
         child = self._children.get(unique) if unique is not None else None
-        if child is None:
+        if unique is None or child is None:
             raise PluginError("SystemError", f"[{name}] is no running node of {self.key}: nothing is created")
-        return child.creating(tctx)
+        node, element, attempt = child.creating(tctx)
+        # A task node's own attempt is the node's (its unique id): two nodes' attempt 0 are two creates.
+        return (unique if node is None else node), element, attempt
 
     def elements_json(self) -> None:
         return None
@@ -304,16 +330,19 @@ class WorkflowRun:
                 "error": status.error if status is not None else None,
             }
             children = self._child_dag(dag, node, unique)
+            live = self._children.get(unique)
+            elements = live.elements_json() if live is not None else self._elements.get(unique)
+            if elements is not None:
+                entry["elements"] = elements  # a map node's
             if status is not None and status.workflow_state and "child" in status.workflow_state:
                 entry["execution"] = status.workflow_state["child"]  # a launch plan's child execution
             if children is not None:
                 entry["nodes"] = self._nodes_json(children)
             elif status is not None and status.workflow_state and "taken" in status.workflow_state:
-                taken = dag.nodes.get(status.workflow_state["taken"])
-                if taken is not None:
-                    leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
-                    leaf.template.nodes.append(taken)
-                    entry["nodes"] = self._nodes_json(leaf)
+                # Every case: the one taken, and those not taken (Skipped, without events).
+                leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
+                leaf.template.nodes.extend(_cases(node.branch_node.if_else))
+                entry["nodes"] = self._nodes_json(leaf)
             elif unique in self._dynamic:
                 entry["nodes"] = self._nodes_json(self._dynamic[unique])
             out.append(entry)
@@ -327,6 +356,7 @@ class WorkflowRun:
     # -- a round ----------------------------------------------------------------------------------------
     async def round(self) -> None:
         self._rounded.clear()
+        self._round_all, self._all = self._all, False
         self._child_wake = None
         if not self.record.abort_requested:
             await self._round_children()
@@ -344,15 +374,48 @@ class WorkflowRun:
         self.host.wake_after(self.key, wake)
 
     def _next_child_wake(self) -> float | None:
-        return self._child_wake
+        for unique in [u for u in self._due if u not in self._children]:
+            del self._due[unique]  # ended (or aborted) since it asked
+        if not self._due:
+            return self._child_wake
+        due = max(0.0, min(self._due.values()) - self.host.clock.monotonic())
+        return due if self._child_wake is None else min(due, self._child_wake)
+
+    def _wake_in(self, seconds: float) -> None:
+        """A node handled by the walk itself (a gate) wants a look in ``seconds``."""
+        self._child_wake = seconds if self._child_wake is None else min(self._child_wake, seconds)
+        self.host.wake_after(self.key, seconds)
+
+    def woken(self, generated_name: str) -> None:
+        """The executor saw an event about the object named ``generated_name``: its child gets a round."""
+        unique = self._names.get(generated_name)
+        if unique is not None:
+            self._woken.add(unique)
+
+    def woken_all(self) -> None:
+        """The executor woke the workflow for its objects without naming one: every child gets a round."""
+        self._all = True
+
+    def _needs_round(self, unique: str, started: bool) -> bool:
+        if started or self._round_all or unique in self._woken:
+            return True
+        due = self._due.get(unique)
+        return due is None or due <= self.host.clock.monotonic()
 
     async def _round_children(self) -> None:
         """Every running task and map node's round, before the walk and several at once (as the array node
         evaluates its elements: ``node-execution-worker-count``), so that plugins that answer slowly (a web
         API) are not waited for one after another; the walk then finds them done (``_rounded``)."""
-        running = [u for u, child in self._children.items() if not self._nodes[u].terminal]
+        running = [
+            u
+            for u in self._children
+            if not self._nodes[u].terminal and u not in self._rounded and self._needs_round(u, False)
+        ]
         if not running:
             return
+        for unique in running:
+            self._woken.discard(unique)
+            self._due.pop(unique, None)
         limit = asyncio.Semaphore(max(1, self.settings.array.workers))
 
         async def one(unique: str) -> None:
@@ -377,6 +440,7 @@ class WorkflowRun:
         if phase is WorkflowPhase.READY:
             _, output_dir = self._dirs(START_NODE, 0)
             await self.host.data.write(f"{output_dir}/outputs.pb", self.spec.inputs.SerializeToString())
+            self._outputs[f"{output_dir}/outputs.pb"] = self.spec.inputs
             self._workflow_event(WorkflowPhase.RUNNING)
             return True
         if phase is WorkflowPhase.RUNNING:
@@ -454,7 +518,7 @@ class WorkflowRun:
         below = dag.downstream.get(node_id, [])
         if not below:
             return _COMPLETE
-        fail_after = self.workflow.fail_after_executable_nodes_complete
+        fail_after = self._fail_after
         failure: _Report | None = None
         all_complete = True
         progress = False
@@ -534,6 +598,7 @@ class WorkflowRun:
             return self._node_failed(unique, node, status, _error(e.error))
         data_dir, _ = self._dirs(unique, 0)
         await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
+        self._inputs[unique] = inputs
         self._set_phase(unique, status, NodePhase.QUEUED)
         self._node_event(unique, node, "Queued")
         self._parallelism += 1
@@ -565,9 +630,9 @@ class WorkflowRun:
     async def _end(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
         """The end node's inputs are the workflow's outputs: written as its outputs."""
         status = self._nodes[unique]
-        data_dir, output_dir = self._dirs(unique, 0)
-        inputs = await self.host.data.read(f"{data_dir}/inputs.pb") or b""
-        await self.host.data.write(f"{output_dir}/outputs.pb", inputs)
+        _, output_dir = self._dirs(unique, 0)
+        inputs = await self._queued_inputs(unique)
+        await self.host.data.write(f"{output_dir}/outputs.pb", inputs.SerializeToString())
         self._set_phase(unique, status, NodePhase.SUCCEEDED)
         self._node_event(unique, node, "Succeeded")
         return _PROGRESS
@@ -579,18 +644,31 @@ class WorkflowRun:
         if unique in self._dynamic or (status.workflow_state or {}).get("dynamic"):
             return await self._dynamic_node(node, unique)
         child = self._children.get(unique)
+        started = False
         if child is None and not status.terminal:
             try:
                 child = await self._start_child(dag, node, unique, status)
             except TaskplugError as e:
                 error = {"kind": str(ErrorKind.USER), "code": e.code, "message": str(e)}
                 return self._node_failed(unique, node, status, error)
-        if child is not None and unique not in self._rounded and not status.terminal:
+            started = True
+        if (
+            child is not None
+            and unique not in self._rounded
+            and not status.terminal
+            and self._needs_round(unique, started)
+        ):
             self._rounded.add(unique)
+            self._woken.discard(unique)
+            self._due.pop(unique, None)
             await child.round()
         if status.terminal:
-            self._children.pop(unique, None)
+            ended = self._children.pop(unique, None)
             self._finished.discard(unique)
+            elements = ended.elements_json() if ended is not None else None
+            if elements is not None:
+                self._elements[unique] = elements  # a map node's elements, for the result
+            self._due.pop(unique, None)
             if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
                 _, output_dir = self._dirs(unique, status.attempt)
                 futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
@@ -603,12 +681,19 @@ class WorkflowRun:
         self._parallelism += 1
         return _PENDING
 
+    async def _queued_inputs(self, unique: str) -> literals_pb2.LiteralMap:
+        """The inputs node ``unique`` was queued with: kept from ``_queue``, or read back after a restart."""
+        inputs = self._inputs.pop(unique, None)
+        if inputs is None:
+            data_dir, _ = self._dirs(unique, 0)
+            inputs = literals_pb2.LiteralMap()
+            inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        return inputs
+
     async def _start_child(
         self, dag: _Dag, node: workflow_pb2.Node, unique: str, status: ExecutionRecord
     ) -> RootNode:
-        data_dir, _ = self._dirs(unique, 0)
-        inputs = literals_pb2.LiteralMap()
-        inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        inputs = await self._queued_inputs(unique)
         if node.WhichOneof("target") == "array_node":
             task = self._task(dag, node.array_node.node.task_node.reference_id, node.id)
             spec = node_array_spec(self.spec, node, task, inputs, unique, interruptible=self._interruptible)
@@ -621,6 +706,8 @@ class WorkflowRun:
         child = self.child_node[kind](_ChildHost(self, unique), spec, status, plugin, self.settings)
         if isinstance(child, AllowsDynamic):
             child.allow_dynamic = True  # propeller runs every task node through its dynamic handler
+        if kind is NodeKind.TASK and hasattr(child, "inputs_in_store"):
+            child.inputs_in_store = True  # _queue wrote them, where the task node would: not twice
         self._children[unique] = child
         return child
 
@@ -811,7 +898,7 @@ class WorkflowRun:
         wait = self.settings.resync_period if outcome.wake_in is None else outcome.wake_in
         if timeout > 0:
             wait = min(wait, max(0.0, started + timeout - now))
-        self.child_wake_after(max(wait, 0.0))
+        self._wake_in(max(wait, 0.0))
         return _PENDING
 
     def _child_ended(self, node: workflow_pb2.Node, unique: str, status: ExecutionRecord) -> _Report:
@@ -836,9 +923,7 @@ class WorkflowRun:
         state = status.workflow_state
         assert state is not None
         if "taken" not in state:
-            data_dir, _ = self._dirs(unique, 0)
-            inputs = literals_pb2.LiteralMap()
-            inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+            inputs = await self._queued_inputs(unique)
             try:
                 taken = evaluate_branch(node.branch_node.if_else, inputs)
             except BranchError as e:
@@ -853,7 +938,7 @@ class WorkflowRun:
             return _PROGRESS
         leaf = dag.below(compiler_pb2.CompiledWorkflow(), unique)
         taken_node = dag.nodes[state["taken"]]
-        leaf.nodes[taken_node.id] = taken_node
+        leaf.add(taken_node)
         child = leaf.unique_id(taken_node.id)
         phase = self._phase(child)
         if phase is NodePhase.NOT_YET_STARTED:
@@ -900,11 +985,10 @@ class WorkflowRun:
             return self._node_failed(unique, node, status, error)
         starting = NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED  # type: ignore[index]
         if starting:
-            data_dir, _ = self._dirs(unique, 0)
             _, start_out = self._dirs(sub.unique_id(START_NODE), 0)
-            await self.host.data.write(
-                f"{start_out}/outputs.pb", await self.host.data.read(f"{data_dir}/inputs.pb") or b""
-            )
+            inputs = await self._queued_inputs(unique)
+            await self.host.data.write(f"{start_out}/outputs.pb", inputs.SerializeToString())
+            self._outputs[f"{start_out}/outputs.pb"] = inputs
             self._set_phase(unique, status, NodePhase.RUNNING)
         state = status.workflow_state
         assert state is not None
@@ -1071,7 +1155,7 @@ class WorkflowRun:
         status = self._nodes.get(unique)
         if status is None or status.workflow_state is None:
             return NodePhase.NOT_YET_STARTED
-        return NodePhase(status.workflow_state.get("phase", 0))
+        return _NODE_PHASES[status.workflow_state.get("phase", 0)]
 
     def _status(self, unique: str) -> ExecutionRecord:
         status = self._nodes.get(unique)
@@ -1189,19 +1273,25 @@ class WorkflowRun:
         attempt = self._nodes[unique].attempt if unique in self._nodes else 0
         _, output_dir = self._dirs(unique, attempt)
         path = f"{output_dir}/outputs.pb"
+        cached = self._outputs.get(path)
+        if cached is not None:
+            return cached, path
         data = await self.host.data.read(path)
         if data is None:
             return None, path
         outputs = literals_pb2.LiteralMap()
         outputs.ParseFromString(data)
+        self._outputs[path] = outputs
         return outputs, path
 
     # -- what children reach through their host ------------------------------------------------------------
-    def child_wake(self) -> None:
+    def child_wake(self, unique: str) -> None:
+        self._woken.add(unique)
         self.host.wake(self.key)
 
-    def child_wake_after(self, seconds: float) -> None:
-        self._child_wake = seconds if self._child_wake is None else min(self._child_wake, seconds)
+    def child_wake_after(self, unique: str, seconds: float) -> None:
+        due = self.host.clock.monotonic() + seconds
+        self._due[unique] = min(self._due.get(unique, due), due)
         self.host.wake_after(self.key, seconds)
 
     def child_finished(self, unique: str) -> None:
@@ -1341,10 +1431,10 @@ class _ChildHost:
         self.parent.child_unindexed(name)
 
     def wake(self, key: str) -> None:
-        self.parent.child_wake()
+        self.parent.child_wake(self.unique)
 
     def wake_after(self, key: str, seconds: float) -> None:
-        self.parent.child_wake_after(seconds)
+        self.parent.child_wake_after(self.unique, seconds)
 
     def finish(self, key: str) -> None:
         self.parent.child_finished(self.unique)
