@@ -39,6 +39,7 @@ def test_help_lists_every_command_with_its_summary(runner: CliRunner) -> None:
         "executor",
         "serve",
         "gc",
+        "cache",
         "token",
     ]
     assert rows == {name: summary for name, (_, summary) in COMMANDS.items()}

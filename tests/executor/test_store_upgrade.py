@@ -22,7 +22,7 @@ from executor.fixtures.state_v2 import (
     settings,
     single_spec,
 )
-from taskplug.executor import SQLiteStateStore
+from taskplug.executor import ExecutionRecord, SQLiteStateStore
 from taskplug.executor._executor import Executor
 
 FIXTURE = Path(__file__).with_name("fixtures") / "state_v2.sqlite"
@@ -40,9 +40,9 @@ def test_opening_a_version_2_state_db_converts_its_elements_into_node_records(tm
 
     db = sqlite3.connect(path)
     try:
-        assert db.execute("PRAGMA user_version").fetchone() == (4,)
+        assert db.execute("PRAGMA user_version").fetchone() == (5,)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert "elements" not in tables and {"nodes", "signals"} <= tables
+        assert "elements" not in tables and {"nodes", "signals", "catalog", "catalog_reservations"} <= tables
         nodes = db.execute("SELECT key, path, record FROM nodes ORDER BY path").fetchall()
         records = dict(db.execute("SELECT key, record FROM executions").fetchall())
     finally:
@@ -93,3 +93,29 @@ async def test_executions_in_a_version_2_state_db_resume_to_success_without_crea
         "single-v2-n0-0": STEPS_BEFORE_STOP,
         **{f"map-v2-n0-0-n{i}-0": STEPS_BEFORE_STOP for i in range(len(MAP_INPUTS))},
     }
+
+
+def test_a_version_4_state_db_gets_the_catalog_tables_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SQLiteStateStore(path)
+    store.save(ExecutionRecord(key="p/d/e1/n0", outcome="Success", terminal=True))
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE catalog")
+    db.execute("DROP TABLE catalog_reservations")
+    db.execute("PRAGMA user_version = 4")
+    db.commit()
+    db.close()
+    store = SQLiteStateStore(path)
+    try:
+        record = store.load("p/d/e1/n0")
+        assert record is not None and record.outcome == "Success"
+    finally:
+        store.close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone() == (5,)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"catalog", "catalog_reservations"} <= tables
+    finally:
+        db.close()

@@ -497,3 +497,19 @@ def test_the_openapi_document_describes_the_api(client: TestClient) -> None:
     schema = paths["/api/v1/executions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert set(schema["properties"]) == {"spec", "labels", "key"}
     assert not any(p.startswith("/executions") for p in paths), "the web view's pages are not API"
+
+
+def test_an_execution_says_its_cache_status_once_its_root_node_has_one(
+    client: TestClient, postgres_dsn: str
+) -> None:
+    spec = pod_spec("cached-one")
+    spec["execution"]["overwriteCache"] = True  # accepted as part of the spec (Flyte's overwrite_cache)
+    assert submit(client, spec).status_code == 201
+    key = "p/d/cached-one/n0"
+    assert client.get(f"/api/v1/executions/{key}").json()["cache_status"] is None
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE taskplug_executions SET record = %s::jsonb WHERE key = %s",
+            (orjson.dumps({"key": key, "path": "n0", "cache": {"status": "CACHE_HIT"}}).decode(), key),
+        )
+    assert client.get(f"/api/v1/executions/{key}").json()["cache_status"] == "CACHE_HIT"

@@ -270,3 +270,24 @@ def test_a_new_owner_finding_an_earlier_intent_without_meta_is_told_the_create_o
     new.save(ExecutionRecord(key="x", task_phase=3, plugin_state={"phase": 2, "resourceMeta": {"job": "j"}}))
     assert new.write_create_intent("x", 1, "i3-n0-1") is False
     new.close()
+
+
+def test_a_cacheable_tasks_events_keep_their_cache_status(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "k9", pod_document("k9"))
+    rid = replica_row(conn)
+    store = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=rid)
+    key = "p/d/k9/n0"
+    store.claim(key, claim_row(conn, rid, "k9"))
+    store.save(ExecutionRecord(key=key, task_phase=6, cache={"status": "CACHE_HIT"}))
+    hit = _event(0, "Success")
+    hit.cache = {"status": "CACHE_HIT", "key": {"tag": "flyte_cached-x"}}
+    store.append_event(key, hit)
+    store.append_event(key, _event(0, "Other"))
+    store.flush()
+    try:
+        assert [e.cache for e in store.events(key)] == [hit.cache, None]
+        assert store.events(key)[0].to_json()["cacheStatus"] == "CACHE_HIT"
+    finally:
+        store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import click
 
@@ -57,9 +58,15 @@ def parse_age(text: str) -> timedelta:
     help="Executions per transaction.",
 )
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option(
+    "--catalog",
+    "prune_catalog",
+    is_flag=True,
+    help="Also forget cached results kept more than --older-than ago (the data catalog; kept otherwise).",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @handles_bad_input
-def gc(store: str, older_than: str, batch: int, dry_run: bool, output: str) -> None:
+def gc(store: str, older_than: str, batch: int, dry_run: bool, prune_catalog: bool, output: str) -> None:
     """Delete executions that finished long ago (replicas' database).
 
     Every execution that reached a terminal phase more than --older-than ago goes, with its events,
@@ -76,6 +83,7 @@ def gc(store: str, older_than: str, batch: int, dry_run: bool, output: str) -> N
         with psycopg.connect(store, connect_timeout=10, autocommit=True) as conn:
             migrate(conn)
             report = collect_garbage(conn, older_than=age, batch=batch, dry_run=dry_run)
+            cached = _prune_catalog(conn, report.cutoff.timestamp(), dry_run) if prune_catalog else None
     except psycopg.Error as e:
         raise store_error(store, e) from None
     if output == "json":
@@ -86,6 +94,8 @@ def gc(store: str, older_than: str, batch: int, dry_run: bool, output: str) -> N
             "batches": report.batches,
             "dry_run": report.dry_run,
         }
+        if cached is not None:
+            document["cached_results"] = cached
         click.echo(dump(document), nl=False)
         return
     verb = "would delete" if dry_run else "deleted"
@@ -93,3 +103,14 @@ def gc(store: str, older_than: str, batch: int, dry_run: bool, output: str) -> N
         f"{verb} {report.executions} execution(s) and {report.events} event(s) finished before "
         f"{report.cutoff.isoformat(timespec='seconds')}"
     )
+    if cached is not None:
+        click.echo(f"{verb} {cached} cached result(s) kept before then")
+
+
+def _prune_catalog(conn: Any, cutoff: float, dry_run: bool) -> int:
+    """The catalog's results older than the cutoff, forgotten (counted only on a dry run)."""
+    from taskplug.service import PostgresCatalog
+
+    catalog = PostgresCatalog(conn)
+    old = catalog.entries(older_than=cutoff)
+    return len(old) if dry_run else catalog.delete(old)

@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "executor": ("taskplug.cli._executor_cmd:executor", "Run one executor replica until stopped."),
     "serve": ("taskplug.cli._serve:serve", "Serve the HTTP API and the live web view of the executions..."),
     "gc": ("taskplug.cli._gc:gc", "Delete executions that finished long ago (replicas' database)."),
+    "cache": (
+        "taskplug.cli._cache_cmd:cache",
+        "The data catalog: the results cacheable tasks (cache=True) keep.",
+    ),
     "token": ("taskplug.cli._token_cmd:token", "API tokens for `taskplug serve`: create, list, revoke."),
 }
 """name → (``module:attribute`` of the click command, its summary as ``--help`` lists it)."""

@@ -238,6 +238,8 @@ class EventLines:
         lines = [f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"]
         if reason:
             lines[0] += f"  {reason[:300]}"
+        if event.cache is not None:  # a cacheable task: where its result came from or went
+            lines[0] += f"  [{event.cache.get('status')}]"
         if event.external_resources is not None:
             # A map task: what its elements did, as the live view shows it — the counts, and each failure.
             lines[0] += f"  ({len(event.external_resources)} element(s) changed)"

@@ -260,6 +260,7 @@ def run_remote(
     as_json: bool,
     poll: float = 0.5,
     token_file: Path | None = None,
+    overwrite_cache: bool = False,
     document: dict[str, Any] | None = None,
 ) -> ExecutionResult:
     """Submit ``spec`` (or the ``document`` already made of it: a module's workflow) to the server and
@@ -268,6 +269,8 @@ def run_remote(
     ``token_file``'s, else ``$TASKPLUG_TOKEN``'s (none: the server may not want one)."""
     if document is None:
         document, _ = remote_document(spec)
+    if overwrite_cache:  # Flyte's overwrite_cache execution flag, as the spec's execution section says it
+        document["execution"] = {**(document.get("execution") or {}), "overwriteCache": True}
     token, token_source = read_token(token_file)
     console = plain_console(stderr=True)
     noted: set[str] = set()
@@ -384,11 +387,13 @@ def _result(server: _Server, execution: dict[str, Any], events: list[dict[str, A
                 **({"logs": e["logs"]} if e["logs"] else {}),
                 **({"kind": e["kind"]} if e.get("kind", "task") != "task" else {}),
                 **({"node": e["node"]} if e.get("node") is not None else {}),
+                **({"cacheStatus": e["cache"].get("status")} if e.get("cache") else {}),
             }
             for e in events
         ],
         nodes=nodes,
         node=execution["key"].rpartition("/")[2],
+        cache_status=execution.get("cache_status"),
     )
 
 

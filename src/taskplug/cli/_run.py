@@ -72,6 +72,7 @@ from taskplug.executor import (
     GuardedKubeClient,
     LocalCoordinator,
     Platform,
+    SQLiteCatalog,
     SQLiteStateStore,
     check_state_file,
     load_spec,
@@ -138,6 +139,7 @@ async def _run(
                     kube_client=GuardedKubeClient(client, coordinator.guard),
                     store=store,
                     on_event=on_event,
+                    catalog=SQLiteCatalog(store),  # shared by every run on this state file
                 ) as ex,
                 _committing(store),
             ):
@@ -468,6 +470,12 @@ def _check_remote(
 )
 @click.option("-o", "--output", "fmt", type=click.Choice(["live", "json"]), default="live", show_default=True)
 @click.option(
+    "--overwrite-cache",
+    is_flag=True,
+    help="Run cacheable tasks without looking them up, and replace their cached results (Flyte's "
+    "overwrite_cache).",
+)
+@click.option(
     "--server",
     metavar="URL",
     help="Submit to a `taskplug serve` at URL and follow the execution there, instead of running it here.",
@@ -488,6 +496,7 @@ def run(
     cluster_mode: str,
     rerun: bool,
     fmt: str,
+    overwrite_cache: bool,
     server: str | None,
     token_file: Path | None,
     images: tuple[str, ...],
@@ -527,7 +536,14 @@ def run(
         release()
         from taskplug.cli._remote_run import run_remote
 
-        result = run_remote(spec, server, as_json=fmt == "json", token_file=token_file, document=document)
+        result = run_remote(
+            spec,
+            server,
+            as_json=fmt == "json",
+            token_file=token_file,
+            document=document,
+            overwrite_cache=overwrite_cache,
+        )
         _print_result(result, fmt)
         return
     if token_file is not None:
@@ -548,6 +564,8 @@ def run(
             execution_name=execution_name,
             environment=environment,
         )
+    if overwrite_cache:
+        loaded = dataclasses.replace(loaded, overwrite_cache=True)
     try:
         result, finished = asyncio.run(
             _run(

@@ -35,6 +35,15 @@ from taskplug.executor._spec import (
 from taskplug.executor._tasks import task_context_for
 
 if TYPE_CHECKING:
+    from taskplug.executor._catalog import (
+        CacheStatus,
+        Catalog,
+        CatalogEntry,
+        CatalogKey,
+        Reservation,
+        SQLiteCatalog,
+        catalog_key,
+    )
     from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
     from taskplug.executor._executor import (
         ExecutionResult,
@@ -65,6 +74,7 @@ if TYPE_CHECKING:
         signal_type_name,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED, NodePhase
+    from taskplug.executor.nodes._cache import cached_outputs, kept_outputs, populate
     from taskplug.executor.nodes._host import AsyncFlush
     from taskplug.executor.nodes._ids import unique_node_id
 
@@ -78,6 +88,10 @@ __all__ = [
     "ArrayNodeConfig",
     "ArrayNodeSpec",
     "AsyncFlush",
+    "CacheStatus",
+    "Catalog",
+    "CatalogEntry",
+    "CatalogKey",
     "Coordinator",
     "Event",
     "ExecutionPaths",
@@ -99,6 +113,8 @@ __all__ = [
     "NodeRecord",
     "OpenPlugins",
     "Platform",
+    "Reservation",
+    "SQLiteCatalog",
     "SQLiteStateStore",
     "Signal",
     "SignalError",
@@ -106,14 +122,18 @@ __all__ = [
     "StateStoreError",
     "SubmissionLimits",
     "WritesCreateIntent",
+    "cached_outputs",
+    "catalog_key",
     "check_limits",
     "check_signal_value",
     "check_state_file",
     "executor_settings",
+    "kept_outputs",
     "load_spec",
     "observed_phase",
     "open_executor",
     "parse_spec",
+    "populate",
     "render_object",
     "signal_not_found",
     "signal_type_name",
@@ -127,6 +147,16 @@ __getattr__ = lazy_exports(
     __name__,
     {
         "AsyncFlush": "taskplug.executor.nodes._host",
+        "CacheStatus": "taskplug.executor._catalog",
+        "Catalog": "taskplug.executor._catalog",
+        "CatalogEntry": "taskplug.executor._catalog",
+        "CatalogKey": "taskplug.executor._catalog",
+        "Reservation": "taskplug.executor._catalog",
+        "SQLiteCatalog": "taskplug.executor._catalog",
+        "catalog_key": "taskplug.executor._catalog",
+        "cached_outputs": "taskplug.executor.nodes._cache",
+        "kept_outputs": "taskplug.executor.nodes._cache",
+        "populate": "taskplug.executor.nodes._cache",
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "NodePhase": "taskplug.executor.nodes._phase",
         "unique_node_id": "taskplug.executor.nodes._ids",

@@ -58,6 +58,7 @@ from taskplug.core import (
     SystemClock,
     TaskExecutionContext,
 )
+from taskplug.executor._catalog import Catalog
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._limits import SubmissionLimits, check_limits
 from taskplug.executor._spec import ExecutionSpec, NodeKind
@@ -65,7 +66,7 @@ from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor.nodes._factory import first_context, root_node
 from taskplug.executor.nodes._host import AsyncFlush, RootNode, flush_store
 from taskplug.executor.nodes._retry import retry_delay
-from taskplug.executor.nodes._settings import ArrayNodeSettings, NodeSettings, RunSettings
+from taskplug.executor.nodes._settings import ArrayNodeSettings, CacheSettings, NodeSettings, RunSettings
 from taskplug.executor.nodes._step import NodeStep
 from taskplug.executor.nodes._task_node import end_record
 from taskplug.k8s import owner_key
@@ -126,6 +127,8 @@ class ExecutorSettings:
     ignore_retry_cause: bool = False  # node-config.ignore-retry-cause
     limits: SubmissionLimits = field(default_factory=SubmissionLimits)  # the most one submission may ask
     array: ArrayNodeSettings = field(default_factory=ArrayNodeSettings)  # how ArrayNodes (map tasks) run
+    cache_heartbeat: float = 10.0  # executor.cache.reservation-heartbeat: a serialized holder's extensions
+    cache_grace_multiplier: int = 3  # executor.cache.reservation-grace-multiplier: expiry in heartbeats
 
     def node_settings(self) -> NodeSettings:
         """What every node's rounds follow."""
@@ -154,6 +157,7 @@ class ExecutionResult:
     nodes: list[dict[str, Any]] | None = None  # a workflow's nodes: id, name, phase, attempts, error, nodes
     leftovers: list[dict[str, str]] | None = None  # objects a given-up cleanup may have left: kind, ns, name
     node: str = ""  # the root node's path
+    cache_status: str | None = None  # a cacheable task's catalog status (CACHE_HIT, CACHE_POPULATED …)
 
     @property
     def succeeded(self) -> bool:
@@ -174,6 +178,8 @@ class ExecutionResult:
             out["nodes"] = self.nodes
         if self.leftovers is not None:
             out["leftovers"] = self.leftovers
+        if self.cache_status is not None:
+            out["cacheStatus"] = self.cache_status
         return out
 
 
@@ -203,6 +209,7 @@ class Executor:
         resource_manager: ResourceManager | None = None,
         on_event: Callable[[str, Event], None] | None = None,
         on_unknown_create: Callable[[], None] | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         if (resolver is None) == (plugins is None):
             raise ValueError("give the executor either a resolver or a way to open its plugins, not both")
@@ -217,6 +224,7 @@ class Executor:
         self.resource_manager = resource_manager
         self.on_event = on_event
         self.on_unknown_create = on_unknown_create
+        self.catalog = catalog  # where cacheable tasks' results are kept (None: caching off)
         self.unknown_creates = 0  # creates sent again after an earlier one's outcome was lost
         self._executions: dict[str, _Execution] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
@@ -366,6 +374,7 @@ class Executor:
             resync_period=s.resync_period,
             max_plugin_phase_versions=s.max_plugin_phase_versions,
             array=s.array,
+            cache=CacheSettings(self.catalog, s.cache_heartbeat, s.cache_grace_multiplier),
         )
 
     def _wake_after(self, key: str, seconds: float) -> None:
@@ -454,6 +463,7 @@ class Executor:
             nodes=execution.node.nodes_json(),
             leftovers=leftovers,
             node=record.path,
+            cache_status=(record.cache or {}).get("status"),
         )
 
     def status(self, key: str) -> ExecutionRecord:
@@ -503,6 +513,11 @@ class Executor:
                 self._running.discard(key)
             if execution.flush_due:
                 await self._flush_terminal(execution)
+            elif self._queue.empty() and not self._running and not isinstance(self.store, AsyncFlush):
+                # Idle: commit the batch now rather than at the next round's write, so that another process
+                # sharing the state file (a second `taskplug run` waiting on a serialized cache) is not
+                # kept waiting on this one's open transaction.
+                self.store.flush()
             if key in self._dirty:
                 self._dirty.discard(key)
                 self.wake(key)

@@ -144,6 +144,25 @@ class LimitsConfig(StrictModel):
     sub-workflow's nodes counted every time it is called."""
 
 
+class CacheConfig(StrictModel):
+    """``executor.cache``: the serialized-cache reservations (``cache_serialize=True`` tasks), as
+    datacatalog and propeller time them; see ``docs/cache.md``."""
+
+    reservation_heartbeat: GoDuration = timedelta(seconds=10)
+    """Go duration between a reservation holder's extensions, and how often an execution waiting on
+    another's reservation looks again (propeller's workflow re-evaluation interval); more than 0."""
+    reservation_grace_multiplier: int = Field(default=3, ge=1, le=1000)
+    """A reservation expires this many heartbeats after its last extension, and is then taken over by a
+    waiting execution (datacatalog's ``heartbeat-grace-period-multiplier``)."""
+
+    @field_validator("reservation_heartbeat")
+    @classmethod
+    def _positive_heartbeat(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be longer than 0s (a waiting execution would look again at once, forever)")
+        return value
+
+
 class ExecutorConfig(StrictModel):
     """``executor``: taskplug's own settings for running tasks, in the place of flytepropeller's
     (no Flyte section; the nearest is flytepropeller/pkg/controller/config/config.go)."""
@@ -180,6 +199,8 @@ class ExecutorConfig(StrictModel):
     ``array-node``, where earlier versions documented them."""
     array_node: ArrayNodeConfig = Field(default_factory=ArrayNodeConfig)
     """How ArrayNodes (flytekit map tasks) run."""
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    """The data catalog's serialized-cache reservations."""
 
     @model_validator(mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from taskplug.core import TASKS_SECTION, Clock, PluginResolver
 from taskplug.engine import open_plugins
+from taskplug.executor._catalog import Catalog
 from taskplug.executor._executor import Executor, ExecutorSettings
 from taskplug.executor._limits import submission_limits
 from taskplug.executor._platform import EXECUTOR_SECTION, Platform
@@ -38,6 +39,8 @@ def executor_settings(platform: Platform) -> ExecutorSettings:
         default_max_attempts=cfg.node.default_max_attempts,
         limits=submission_limits(platform),
         ignore_retry_cause=cfg.node.ignore_retry_cause,
+        cache_heartbeat=cfg.cache.reservation_heartbeat.total_seconds(),
+        cache_grace_multiplier=cfg.cache.reservation_grace_multiplier,
         array=ArrayNodeSettings(
             parallelism_behavior=ParallelismBehavior(array.default_parallelism_behavior),
             max_parallelism=array.max_parallelism,
@@ -56,6 +59,7 @@ async def open_executor(
     clock: Clock | None = None,
     on_event: Callable[[str, Event], None] | None = None,
     metrics_registry: CollectorRegistry | None = None,
+    catalog: Catalog | None = None,
 ) -> AsyncIterator[Executor]:
     """An executor with every enabled plugin loaded, running until the block exits; the plugin machinery's
     metrics (plugin managers, web-API adapters) go to ``metrics_registry`` when given, with the executor's
@@ -92,5 +96,6 @@ async def open_executor(
         clock=clock,
         on_event=on_event,
         on_unknown_create=unknown_creates.inc if unknown_creates is not None else None,
+        catalog=catalog,
     ) as executor:
         yield executor

@@ -166,6 +166,9 @@ class ExecutionSpec:
     """Whether the spec gave ``execution.id.name``; False when the name was made for it (see
     :func:`parse_spec`)."""
     workflow: WorkflowSpec | None = None
+    overwrite_cache: bool = False
+    """Flyte's ``overwrite_cache`` execution flag (``execution.overwriteCache``, ``taskplug run
+    --overwrite-cache``): cacheable tasks run without a lookup and their results replace the cached ones."""
 
     @property
     def kind(self) -> NodeKind:
@@ -393,6 +396,7 @@ class _Execution(_Section):
     platform_resources: _Resources | None = None
     overrides: _Overrides | None = None
     owner_reference: _OwnerReference | None = None
+    overwrite_cache: bool | None = None
 
 
 class _ArrayNode(_Section):
@@ -546,7 +550,7 @@ def parse_spec(
         return closure_form
     whole = _load_whole_workflow(spec, document, base_dir, source=source, fresh_name=fresh_name)
     if whole is not None:
-        return whole
+        return _overwriting(whole, execution)
     workflow = _load_workflow(spec, base_dir)
     template = workflow.task if workflow is not None else _load_template(spec, base_dir)
     _check_task_pod_metadata(template)
@@ -565,7 +569,8 @@ def parse_spec(
             metadata = replace(metadata, overrides=_task_node_overrides(workflow))
         inputs = workflow.node_inputs(raw_inputs)
         array = _workflow_array(workflow, execution)
-        return ExecutionSpec(template, metadata, inputs, source, array, named=given is not None)
+        spec_ = ExecutionSpec(template, metadata, inputs, source, array, named=given is not None)
+        return _overwriting(spec_, execution)
     metadata = _load_metadata(execution, template, name=name)
     interface = template.interface.inputs if template.HasField("interface") else None
     inputs = literal_map_from_plain(raw_inputs, interface, "inputs")
@@ -576,7 +581,12 @@ def parse_spec(
     hand_array = None
     if "array_node" in spec.model_fields_set:
         hand_array = _load_array(spec.array_node or _ArrayNode(), template, execution)
-    return ExecutionSpec(template, metadata, inputs, source, hand_array, named=given is not None)
+    spec_ = ExecutionSpec(template, metadata, inputs, source, hand_array, named=given is not None)
+    return _overwriting(spec_, execution)
+
+
+def _overwriting(spec: ExecutionSpec, execution: _Execution) -> ExecutionSpec:
+    return replace(spec, overwrite_cache=True) if execution.overwrite_cache else spec
 
 
 # -- array nodes -----------------------------------------------------------------------------------------
@@ -916,6 +926,7 @@ def child_workflow_spec(
         workflow=WorkflowSpec(
             launched.closure, parent.workflow.launch_plans, parent.workflow.max_parallelism
         ),
+        overwrite_cache=parent.overwrite_cache,  # propeller hands the flag to the child execution
     )
 
 

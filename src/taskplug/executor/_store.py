@@ -51,6 +51,7 @@ from google.protobuf import json_format, text_format
 from google.protobuf.message import DecodeError
 
 from taskplug.core import SpecError, TaskplugError, plain_to_literal
+from taskplug.executor._catalog import CATALOG_TABLES
 
 __all__ = [
     "SIGNAL_NOT_CASTABLE",
@@ -123,6 +124,9 @@ class Event:
     # own root node).
     kind: str = "task"
     node: str | None = None
+    # A cacheable task's catalog use (Flyte's TaskNodeMetadata ``cache_status`` and ``catalog_key``):
+    # ``{"status": "CACHE_HIT", "key": {...}, "source": ...}``; None for a task that is not cacheable.
+    cache: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -142,6 +146,10 @@ class Event:
             out["kind"] = self.kind
         if self.node is not None:
             out["node"] = self.node
+        if self.cache is not None:
+            out["cacheStatus"] = self.cache.get("status")
+            if self.cache.get("key"):
+                out["catalogKey"] = self.cache["key"]
         return out
 
 
@@ -186,6 +194,9 @@ class NodeRecord:
     # sub-workflow's phase and error, a gate's, a launch plan's child); a workflow execution's root: the
     # workflow's phase and the error it is failing with. None for nodes outside a workflow.
     workflow_state: dict[str, Any] | None = None
+    # A cacheable task node's catalog use: ``status`` (CACHE_HIT, CACHE_MISS, CACHE_POPULATED …), the
+    # ``key``, the hit's ``source`` execution, a serialized node's ``reservation``. None when not cacheable.
+    cache: dict[str, Any] | None = None
 
     @property
     def index(self) -> int:
@@ -476,10 +487,10 @@ class MemoryStateStore:
 _APPLICATION_ID = 0x74706C67
 # 2: the leases table (fenced writes). 3: node records keyed by node path (``nodes`` replaces ``elements``, the
 # records' JSON speaks NodeRecord's key names). 4: gate nodes' signals (``signals``). An older file is upgraded
-# when opened (:func:`_upgrade`).
-_SCHEMA_VERSION = 4
+# when opened (:func:`_upgrade`). 5: the data catalog (``catalog``, ``catalog_reservations``).
+_SCHEMA_VERSION = 5
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_TABLES = {"executions", "events", "nodes", "leases", "signals"}
+_TABLES = {"executions", "events", "nodes", "leases", "signals", "catalog", "catalog_reservations"}
 # What a state DB written before the marker, or by an earlier schema, may hold: adopted (and upgraded) rather
 # than refused.
 _KNOWN_TABLES = _TABLES | {"elements"}
@@ -494,6 +505,7 @@ _SCHEMA = (
     # A signal's type and value are flyteidl LiteralType / Literal protobuf bytes; value NULL until set.
     "CREATE TABLE IF NOT EXISTS signals (key TEXT NOT NULL, signal_id TEXT NOT NULL, type BLOB NOT NULL, "
     "value BLOB, PRIMARY KEY (key, signal_id))",
+    *CATALOG_TABLES,
 )
 # A held execution's writes: the same statements, applied only while its lease row is the one this process
 # took (the fence, in the statement that writes).
@@ -834,6 +846,12 @@ class SQLiteStateStore:
             with contextlib.suppress(OSError):
                 name.unlink()
             os.close(fd)
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The store's connection, for the data catalog's tables in the same file (``SQLiteCatalog``): it
+        calls :meth:`flush` before it writes, so its writes commit at once and never wait on this store."""
+        return self._db
 
     def flush(self) -> None:
         if self._in_tx:

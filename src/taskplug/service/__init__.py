@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extr
     from taskplug.service._api_app import create_app, serve_http
     from taskplug.service._api_submit import platform_task_types
     from taskplug.service._auth import AuthSettings, OidcSettings, auth_settings, local_warning
+    from taskplug.service._catalog import PostgresCatalog
     from taskplug.service._gc import GcReport, collect_garbage
     from taskplug.service._hosts import HostPolicy, host_policy
     from taskplug.service._limits import ServeLimits
@@ -30,6 +31,7 @@ __all__ = [
     "GcReport",
     "HostPolicy",
     "OidcSettings",
+    "PostgresCatalog",
     "PostgresStateStore",
     "Replica",
     "ReplicaSettings",
@@ -54,6 +56,7 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "PostgresCatalog": "taskplug.service._catalog",
         "PostgresStateStore": "taskplug.service._pgstore",
         "Replica": "taskplug.service._replica",
         "ReplicaSettings": "taskplug.service._replica",

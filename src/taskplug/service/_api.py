@@ -151,6 +151,7 @@ class Execution(_Out):
     submitted_by: str | None
     """Who submitted (or relaunched) it: ``token:<name>``, ``proxy:<user>``, ``oidc:<email or sub>``, ``local``."""
     node: str | None  # the root node's path (``n0``) once a replica drove it
+    cache_status: str | None = None  # a cacheable task's: CACHE_HIT, CACHE_POPULATED … (docs/cache.md)
 
 
 class ExecutionPage(_Out):
@@ -179,6 +180,8 @@ class EventOut(_Out):
     # workflow's own); ``node`` is the workflow node's unique id (None for the execution's own task).
     kind: str = "task"
     node: str | None = None
+    # A cacheable task's catalog status at this event: status (CACHE_HIT …), key, source (docs/cache.md).
+    cache: dict[str, Any] | None = None
 
 
 class NodeOut(_Out):
@@ -335,6 +338,7 @@ def execution_view(row: Row) -> dict[str, Any]:
         "duration_seconds": duration,
         "submitted_by": row.get("submitted_by"),
         "node": row.get("node"),
+        "cache_status": row.get("cache_status"),
     }
 
 

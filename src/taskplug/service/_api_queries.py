@@ -77,6 +77,7 @@ _SELECT_EXECUTION: Final = sql.SQL(
     " (SELECT ev.reason FROM taskplug_events ev WHERE ev.execution_id = e.id ORDER BY ev.seq DESC LIMIT 1)"
     " AS reason,"
     " e.record->>'path' AS node,"  # the root node's path (NodeRecord's JSON), once a replica drove it
+    " e.record->'cache'->>'status' AS cache_status,"  # a cacheable task's catalog status (NodeRecord's)
     " r.host AS owner_host, r.pid AS owner_pid"
     " FROM taskplug_executions e LEFT JOIN taskplug_replicas r ON r.id = e.owner_id"
 ).format(columns=sql.SQL(", ").join(sql.SQL("e.") + sql.Identifier(c) for c in EXECUTION_COLUMNS))
@@ -227,7 +228,7 @@ class ServiceDB:
         return await self._rows(
             sql.SQL(
                 "SELECT seq, attempt, phase, version, reason, occurred_at, recorded_at, error, logs,"
-                " external_resources, kind, node"
+                " external_resources, kind, node, cache"
                 " FROM taskplug_events WHERE execution_id = %(id)s AND seq > %(after)s ORDER BY seq LIMIT %(n)s"
             ),
             {"id": execution_id, "after": after_seq, "n": limit},

@@ -124,14 +124,16 @@ WITH upd AS (
 ), ev AS (
     INSERT INTO taskplug_events
         (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch,
-         kind, node)
+         kind, node, cache)
     SELECT v.id, v.attempt, v.phase, v.version, v.reason, v.occurred_at::timestamptz, v.error::jsonb,
-           v.logs::jsonb, v.external::jsonb, v.epoch, v.kind, v.node
+           v.logs::jsonb, v.external::jsonb, v.epoch, v.kind, v.node, v.cache::jsonb
     FROM unnest(%(ev_ids)s::bigint[], %(ev_attempts)s::int[], %(ev_phases)s::text[], %(ev_versions)s::int[],
                 %(ev_reasons)s::text[], %(ev_times)s::text[], %(ev_errors)s::text[], %(ev_logs)s::text[],
-                %(ev_external)s::text[], %(ev_epochs)s::bigint[], %(ev_kinds)s::text[], %(ev_nodes)s::text[])
+                %(ev_external)s::text[], %(ev_epochs)s::bigint[], %(ev_kinds)s::text[], %(ev_nodes)s::text[],
+                %(ev_cache)s::text[])
                 WITH ORDINALITY
-        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, kind, node, ord)
+        AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, kind, node, cache,
+             ord)
     WHERE v.id IN (SELECT id FROM upd)
     ORDER BY v.ord
     RETURNING seq
@@ -261,7 +263,7 @@ path, index)`` a map element's, ``(unique id, -1)`` a workflow's task node's."""
 _PARAMS = (
     "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
     "ev_ids", "ev_attempts", "ev_phases", "ev_versions", "ev_reasons", "ev_times", "ev_errors", "ev_logs",
-    "ev_external", "ev_epochs", "ev_kinds", "ev_nodes",
+    "ev_external", "ev_epochs", "ev_kinds", "ev_nodes", "ev_cache",
     "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
     "at_epochs", "at_final",
     "nd_ids", "nd_paths", "nd_records", "nd_epochs",
@@ -460,7 +462,8 @@ class PostgresStateStore:
         if claim is None:
             return []
         rows = self._conn.execute(
-            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources, kind, node "
+            "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources, kind, node, "
+            "cache "
             "FROM taskplug_events WHERE execution_id = %s ORDER BY seq",
             (claim.id,),
         ).fetchall()
@@ -477,8 +480,9 @@ class PostgresStateStore:
                 external_resources=x,
                 kind=k,
                 node=n,
+                cache=c,
             )
-            for a, p, v, r, o, e, lg, x, k, n in rows
+            for a, p, v, r, o, e, lg, x, k, n, c in rows
         ]
 
     def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
@@ -707,6 +711,7 @@ class PostgresStateStore:
                     ("ev_epochs", claim.epoch),
                     ("ev_kinds", ev.kind),
                     ("ev_nodes", ev.node),
+                    ("ev_cache", _dumps(ev.cache)),
                 ):
                     params[column].append(value)
                 if ev.kind != "task" or ev.node is not None:

@@ -65,6 +65,7 @@ from taskplug.executor import (
     parse_spec,
 )
 from taskplug.k8s import K8S_SECTION, KubeClient, owner_key
+from taskplug.service._catalog import PostgresCatalog
 from taskplug.service._migrations import migrate
 from taskplug.service._pgstore import SIGNAL_CHANNEL, Claim, PostgresStateStore
 from taskplug.service._reaper import reap_orphans, reaped_resource_types
@@ -282,6 +283,9 @@ class Replica:
                 on_lost=lambda keys: self._lost(rid, keys),
                 fencing=s.fencing,
             )
+            # The catalog every replica shares (its own connection: its writes commit at once, outside the
+            # store's batch).
+            catalog = PostgresCatalog(psycopg.connect(self.dsn, autocommit=True))
             inc = _Incarnation(rid, store)
             self._current = inc
             if self.on_incarnation is not None:
@@ -295,6 +299,7 @@ class Replica:
                     store=inc.store,
                     settings=self.executor_settings,
                     metrics_registry=inc.registry,
+                    catalog=catalog,
                 ) as executor:
                     inc.executor = executor
                     async with asyncio.TaskGroup() as group:
@@ -320,6 +325,8 @@ class Replica:
                 self.stats.statements += inc.store.statements + inc.claim_statements + inc.statements
                 with contextlib.suppress(Exception):
                     inc.store.close()
+                with contextlib.suppress(Exception):
+                    catalog.close()
                 self._current = None
             return not stop.is_set() and bool(inc.why)
 

@@ -37,6 +37,11 @@ Deviations from propeller, each for a reason:
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
   than shifting later outputs down a place.
 
+A discoverable sub-task is cached per element (ArrayNode caching: the element's slice of the inputs, the
+de-listed interface): an element found in the catalog succeeds without a pod, its kept outputs copied into
+its output dir; an element that succeeds is kept; a serialized one waits on another's reservation
+(:mod:`._cache`). A map re-run after elements were appended runs only the new ones.
+
 (The element's kept plugin state is ``NodeRecord``'s deviation.)
 """
 
@@ -64,9 +69,10 @@ from taskplug.core import (
     TaskExecutionContext,
     literal_map_to_plain,
 )
+from taskplug.executor._catalog import CacheStatus
 from taskplug.executor._paths import node_dirs
 from taskplug.executor._spec import ArrayNodeSpec, ExecutionSpec
-from taskplug.executor._store import Event, ExecutionRecord, NodeRecord
+from taskplug.executor._store import Closing, Event, ExecutionRecord, NodeRecord
 from taskplug.executor.nodes._array_context import ElementContext, array_paths, element_parts
 from taskplug.executor.nodes._array_rules import (
     DEFAULT_GENERATED_NAME_MAX_LENGTH,
@@ -76,6 +82,7 @@ from taskplug.executor.nodes._array_rules import (
     count_phases,
     delisted_template,
     element_generated_name,
+    element_inputs,
     element_unique_id,
     external_resource_id,
     gather_outputs,
@@ -86,6 +93,7 @@ from taskplug.executor.nodes._array_rules import (
     task_phase_for_node_phase,
     window,
 )
+from taskplug.executor.nodes._cache import WAITING_ON_CACHE, NodeCache
 from taskplug.executor.nodes._host import NodeHost, flush_store
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import max_attempts_for
@@ -108,6 +116,10 @@ class _Step:
     error: bool = False  # the plugin could not decide (nothing changed)
     retried: bool = False  # its attempt ended and the next one is due
     next_round_in: float | None = None  # when the element wants its next round without an event
+
+
+def _decided(node: NodeRecord) -> Closing | None:
+    return node.closing
 
 
 def _now_iso(clock: Clock) -> str:
@@ -160,6 +172,16 @@ class ArrayRun:
         # A cleanup given up (executor.max-round-errors): the message and what may be left behind.
         self._given_up: dict[str, Any] | None = state.get("cleanupFailed")
         self._names: dict[int, str] = {}
+        cache = NodeCache(
+            settings.cache,
+            host.data,
+            settings.data_root,
+            self.element_template,
+            self.execution_id.project,
+            self.execution_id.domain,
+            spec.overwrite_cache,
+        )
+        self.cache = cache if cache.active else None  # per-element lookup and write-back (None: off)
         if self.size:
             self._load_elements()
 
@@ -297,6 +319,8 @@ class ArrayRun:
             entry["reason"] = element.error.get("message", "")
         elif element.reason:
             entry["reason"] = element.reason
+        if element.cache is not None:
+            entry["cacheStatus"] = element.cache.get("status")
         return entry
 
     def _all_entries(self, reported: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -485,6 +509,8 @@ class ArrayRun:
         if self.record.abort_requested and NodePhase(element.node_phase) is NodePhase.NOT_YET_STARTED:
             # An abort arrived while this round runs: start nothing more (the next round aborts what runs).
             return step
+        if self.cache is not None and await self._element_cache(element, step):
+            return step
         self._index(element)
         evaluation = await self.host.step.evaluate(
             element,
@@ -496,11 +522,66 @@ class ArrayRun:
         )
         step.changed = evaluation.changed
         step.next_round_in = evaluation.next_round_in
+        if element.cache is not None and element.cache.get("reservation") == "RESERVATION_ACQUIRED":
+            # The holder comes back every heartbeat to extend its reservation.
+            heartbeat = self.settings.cache.heartbeat
+            step.next_round_in = min(step.next_round_in or heartbeat, heartbeat)
         if evaluation.info is None:  # the plugin could not decide: evaluated again after a back-off
             step.error = True
             return step
+        closing = _decided(element)  # set by the step this round
+        if self.cache is not None and element.cache is not None and closing and not closing.get("retry"):
+            # The element's end is decided: a success is kept in the catalog; the reservation goes.
+            if evaluation.info.phase is Phase.SUCCESS and evaluation.outputs is not None:
+                inputs = element_inputs(self.spec.inputs, index, self.array.bound_inputs)
+                source = f"{self.key}#{element.path}"
+                await self.cache.write(element.cache, inputs, evaluation.outputs, source)
+            self.cache.release(element.cache, self._owner(element))
         self._record(element, evaluation.info, step)
         return step
+
+    # -- the catalog, per element (nodes/cache.go over the element's node) -------------------------------
+    def _owner(self, element: NodeRecord) -> str:
+        return f"{self.key}#{element.path}"
+
+    async def _element_cache(self, element: NodeRecord, step: _Step) -> bool:
+        """An element's lookup before it starts (a hit ends it Succeeded with the kept outputs, no task
+        run), its reservation when serialized (waiting while another holds it), the holder's extension
+        while it runs. Whether the element's round is over."""
+        cache = self.cache
+        assert cache is not None
+        state = element.cache if element.cache is not None else {}
+        if element.node_phase != NodePhase.NOT_YET_STARTED:
+            if state.get("reservation") == "RESERVATION_ACQUIRED" and element.closing is None:
+                cache.reserve(state, self._owner(element))
+            return False
+        waiting = state.get("reservation") == "RESERVATION_EXISTS"
+        if element.cache is None or waiting:
+            inputs = element_inputs(self.spec.inputs, element.index, self.array.bound_inputs)
+            found = await cache.lookup(inputs)
+            state.update(found.to_json())
+            element.cache = state
+            step.changed = True
+            if found.status is CacheStatus.CACHE_HIT and found.outputs is not None:
+                _, output_dir = node_dirs(
+                    self.settings.data_root,
+                    self.execution_id,
+                    element.path,
+                    (self.node_attempt, element.attempt),
+                )
+                await self.host.data.write(f"{output_dir}/outputs.pb", found.outputs.SerializeToString())
+                element.node_phase = int(NodePhase.SUCCEEDED)
+                element.task_phase, element.phase_version, element.reason = int(Phase.SUCCESS), 0, "cache hit"
+                step.entry = self._entry(element, Phase.SUCCESS)
+                return True
+        if not cache.serialized or cache.key_of(state) is None or cache.reserve(state, self._owner(element)):
+            return False
+        if element.reason != WAITING_ON_CACHE:
+            element.task_phase, element.reason = int(Phase.WAITING_FOR_CACHE), WAITING_ON_CACHE
+            step.changed = True
+            step.entry = self._entry(element, Phase.WAITING_FOR_CACHE)
+        step.next_round_in = self.settings.cache.heartbeat
+        return True
 
     def _record(self, element: NodeRecord, info: PhaseInfo, step: _Step) -> None:
         phase = info.phase
@@ -607,6 +688,8 @@ class ArrayRun:
                 errors.collect(index, str(cleanup.error))
                 return _Step(index, error=True)
             element.closing = None
+            if self.cache is not None and element.cache is not None:
+                self.cache.release(element.cache, self._owner(element))  # a waiting execution goes on now
             if NodePhase(element.node_phase) is NodePhase.SUCCEEDING:
                 # Its outputs are checked; only cleanup was left.
                 element.node_phase = int(NodePhase.SUCCEEDED)
@@ -720,6 +803,8 @@ class ArrayRun:
                     {**link, "name": f"{link.get('name', '')}-{element.index}"} for link in element.logs or []
                 ],
             }
+            if element.cache is not None:
+                entry["cacheStatus"] = element.cache.get("status")
             out.append(entry)
         return out
 

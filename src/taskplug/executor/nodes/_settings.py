@@ -7,9 +7,13 @@ Plain values, no rules: the step, the kinds and the scheduler all import them, s
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-__all__ = ["ArrayNodeSettings", "NodeSettings", "ParallelismBehavior", "RunSettings"]
+if TYPE_CHECKING:
+    from taskplug.executor._catalog import Catalog
+
+__all__ = ["ArrayNodeSettings", "CacheSettings", "NodeSettings", "ParallelismBehavior", "RunSettings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,21 @@ class ArrayNodeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheSettings:
+    """The catalog an executor keeps task results in (None: caching off) and the serialized-cache
+    reservations' timing (config ``executor.cache``)."""
+
+    catalog: Catalog | None = None
+    heartbeat: float = 10.0  # seconds between a holder's extensions; a waiter re-checks this often
+    grace_multiplier: int = 3  # a reservation expires this many heartbeats after its last extension
+
+    @property
+    def expiry(self) -> float:
+        """Seconds a reservation lasts after its last extension."""
+        return self.heartbeat * self.grace_multiplier
+
+
+@dataclass(frozen=True, slots=True)
 class RunSettings:
     """The executor settings a root node's rounds use beyond the node step's."""
 
@@ -49,3 +68,4 @@ class RunSettings:
     resync_period: float
     max_plugin_phase_versions: int
     array: ArrayNodeSettings
+    cache: CacheSettings = field(default_factory=CacheSettings)

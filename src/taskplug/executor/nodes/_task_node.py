@@ -6,6 +6,11 @@ the whole execution: every new phase or version the plugin reports becomes an ev
 ``RetriesExhausted|<code>``) is saved before the cleanup runs; an abort request aborts and finalizes; a
 cleanup given up ends the execution ``CleanupFailed``, listing what may be left behind.
 
+A cacheable task (``metadata.discoverable``) goes through the data catalog first (:mod:`._cache`, after
+nodes/cache.go): a hit ends the node Succeeded with the kept outputs and one event, no plugin call; a
+serialized one waits while another execution holds its key's reservation; a success is kept, the
+reservation released. A workflow's task nodes are this node too, so they are cached the same way.
+
 The inputs (and, for a task whose command line asks for ``{{.TaskTemplatePath}}``, the template) are written
 to the data store in the first round, as part of the round, so a store that refuses them errors the round
 within the same bound as an API that cannot be reached.
@@ -29,16 +34,18 @@ from taskplug.core import (
     TaskExecutionContext,
     literal_map_to_plain,
 )
+from taskplug.executor._catalog import CacheStatus
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Closing, ExecutionRecord
 from taskplug.executor._tasks import task_context_for
+from taskplug.executor.nodes._cache import WAITING_ON_CACHE, NodeCache
 from taskplug.executor.nodes._host import NodeHost, flush_store, phase_event
 from taskplug.executor.nodes._phase import NodePhase
 from taskplug.executor.nodes._retry import max_attempts_for
 from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._step import CLEANUP_FAILED, GivenUp, NodeRuntime, NodeState
-from taskplug.executor.nodes._task import TaskHandler, needs_template_file
+from taskplug.executor.nodes._task import FUTURES_FILE, TaskHandler, needs_template_file
 
 __all__ = ["TaskNode", "end_record", "task_timeout"]
 
@@ -59,6 +66,7 @@ class TaskNode:
         "_inputs_written",
         "abort_reason",
         "allow_dynamic",
+        "cache",
         "host",
         "inputs_in_store",
         "key",
@@ -96,6 +104,17 @@ class TaskNode:
         self._generated_name = ""
         self.abort_reason = "aborted by request"  # a workflow aborting its nodes gives its own reason
         self.allow_dynamic = False  # a workflow's task node may be @dynamic: its futures.pb is no failure
+        execution = spec.metadata.task_execution_id.id.node_execution_id.execution_id
+        cache = NodeCache(
+            settings.cache,
+            host.data,
+            settings.data_root,
+            spec.template,
+            execution.project,
+            execution.domain,
+            spec.overwrite_cache,
+        )
+        self.cache = cache if cache.active else None  # the catalog's lookup and write-back (None: off)
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
@@ -170,6 +189,8 @@ class TaskNode:
         if record.abort_requested:
             await self._abort(handler, reason=self.abort_reason)
             return
+        if self.cache is not None and await self._cache_round(handler):
+            return
         evaluation = await self.host.step.evaluate(
             record,
             handler,
@@ -182,15 +203,20 @@ class TaskNode:
         if info is None or evaluation.observed is None:  # the plugin could not decide this round
             if evaluation.changed:
                 self.host.store.save(record)
-            self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
+            self.host.wake_after(self.key, self._due(evaluation.next_round_in or self.settings.resync_period))
             return
+        decided = _decided(record)  # set by the step this round
+        if self.cache is not None and decided is not None and not decided.get("retry"):
+            # The attempt's end is decided: a success is kept in the catalog (its status on the success
+            # event), and the reservation goes either way.
+            await self._cache_end(handler, evaluation.outputs if info.phase is Phase.SUCCESS else None)
         # The plugin's phase, then the node's decision when it differs (a retry budget spent:
         # RetriesExhausted), each an event as they are for Flyte's task and node.
         self._report(evaluation.observed)
         self._report(info)
         closing = _decided(record)  # set by the step this round
         if closing is None:
-            self.host.wake_after(self.key, evaluation.next_round_in or self.settings.resync_period)
+            self.host.wake_after(self.key, self._due(evaluation.next_round_in or self.settings.resync_period))
             self.host.store.save(record)
             return
         if closing.get("retry"):
@@ -211,7 +237,74 @@ class TaskNode:
     def _report(self, info: PhaseInfo) -> None:
         event = phase_event(self.record, info)
         if event is not None:
+            if self.record.cache is not None:
+                event.cache = {k: v for k, v in self.record.cache.items() if k in ("status", "key", "source")}
             self.host.emit(self.key, event)
+
+    # -- the catalog (nodes/cache.go) -----------------------------------------------------------------------
+    def _due(self, delay: float) -> float:
+        """When the next round is due: a reservation's holder comes back every heartbeat to extend it."""
+        held = (
+            self.record.cache is not None and self.record.cache.get("reservation") == "RESERVATION_ACQUIRED"
+        )
+        return min(delay, self.settings.cache.heartbeat) if held else delay
+
+    def _owner(self) -> str:
+        # Deviation: propeller's owner also names the attempt; a retry here keeps the reservation its first
+        # attempt took (it is released when the node ends), so the owner is the node's execution key.
+        return self.key
+
+    async def _cache_round(self, handler: TaskHandler) -> bool:
+        """Before the task starts (and while it waits on another's reservation): look up, then reserve a
+        serialized task's key; while it runs, extend the reservation. Whether the round is over."""
+        record = self.record
+        cache = self.cache
+        assert cache is not None
+        state = record.cache if record.cache is not None else {}
+        if record.node_phase != NodePhase.NOT_YET_STARTED:
+            if state.get("reservation") == "RESERVATION_ACQUIRED":
+                cache.reserve(state, self._owner())  # the holder's heartbeat
+            return False
+        waiting = state.get("reservation") == "RESERVATION_EXISTS"
+        if record.cache is None or waiting:
+            found = await cache.lookup(self.spec.inputs)
+            state.update(found.to_json())
+            record.cache = state
+            if found.status is CacheStatus.CACHE_HIT and found.outputs is not None:
+                await self._cache_hit(handler, found.outputs)
+                return True
+        if not cache.serialized or cache.key_of(state) is None or cache.reserve(state, self._owner()):
+            return False
+        self._report(PhaseInfo(Phase.WAITING_FOR_CACHE, 0, None, None, WAITING_ON_CACHE))
+        self.host.store.save(record)
+        self.host.wake_after(self.key, self.settings.cache.heartbeat)
+        return True
+
+    async def _cache_hit(self, handler: TaskHandler, outputs: literals_pb2.LiteralMap) -> None:
+        """A hit: the kept outputs where the task's would be, the node Succeeded, no task run (one event)."""
+        record = self.record
+        paths = ExecutionPaths.for_attempt(self.settings.data_root, handler.tctx.metadata)
+        await self.host.data.write(paths.input_path, self.spec.inputs.SerializeToString())
+        await self.host.data.write(paths.outputs_path, outputs.SerializeToString())
+        record.outputs = self._plain_outputs(outputs)
+        record.node_phase = int(NodePhase.SUCCEEDED)
+        record.outcome = str(Phase.SUCCESS)
+        record.error = None
+        self._report(PhaseInfo(Phase.SUCCESS, 0, None, None, "cache hit"))
+        self.host.finish(self.key)
+
+    async def _cache_end(self, handler: TaskHandler, outputs: literals_pb2.LiteralMap | None) -> None:
+        record = self.record
+        cache = self.cache
+        if cache is None or record.cache is None:  # started before caching was on: nothing to keep
+            return
+        if outputs is not None:
+            prefix = handler.tctx.output_writer.output_prefix
+            if self.allow_dynamic and await self.host.data.read(f"{prefix}/{FUTURES_FILE}") is not None:
+                pass  # a @dynamic task is cached on its workflow's outputs (the workflow node writes them)
+            else:
+                await cache.write(record.cache, self.spec.inputs, outputs, self.key)
+        cache.release(record.cache, self._owner())
 
     def _plain_outputs(self, outputs: literals_pb2.LiteralMap | None) -> dict[str, Any]:
         # Shown by the declared types (a dataclass's fields as the values they are, a duration as one).
@@ -243,6 +336,8 @@ class TaskNode:
             self.host.wake_after(self.key, cleanup.next_round_in or self.settings.resync_period)
             return
         record.node_phase = int(NodePhase.ABORTED)
+        if self.cache is not None and record.cache is not None:
+            self.cache.release(record.cache, self._owner())
         self._report(PhaseInfo(Phase.ABORTED, 0, None, None, reason))
         record.outcome = str(Phase.ABORTED)
         record.error = {"code": "Aborted", "message": reason, "kind": str(ErrorKind.USER)}

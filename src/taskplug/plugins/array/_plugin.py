@@ -21,8 +21,10 @@ informer (the pods carry the workflow's owner reference). Here each round GETs t
 sub-tasks from the API, concurrently (one call each), and the plugin's own pod watch wakes the map task
 when one of them changes (``_watch.PodWakeups``).
 
-Deviation: taskplug has no data catalog. A discoverable map task runs every sub-task, as Flyte does when
-its cache lookup fails ("Skipping cache check due to err [...]"), and writes nothing to a cache.
+Deviation: this plugin does not reach the data catalog (a map task run as an ArrayNode, what flytekit's
+``map_task`` serializes, is cached per element by the node executor: ``docs/cache.md``). A discoverable
+``container_array`` task given to this plugin runs every sub-task, as Flyte does when its cache lookup fails
+("Skipping cache check due to err [...]"), and writes nothing to the catalog.
 
 Deviation: assembling outputs and errors runs in the round (bounded by ``workers`` concurrent reads), not
 in Flyte's background work queues; a failed assembly is tried again in later rounds, ``maxRetries`` times,
