@@ -873,6 +873,7 @@ def workflow_execution_spec(
         inputs,
         source,
         named=given is not None,
+        overwrite_cache=bool(model.overwrite_cache),
         workflow=WorkflowSpec(
             closure,
             dict(launch_plans or {}),

@@ -54,6 +54,7 @@ from taskplug.core import (
     format_go_duration,
     literal_map_to_plain,
 )
+from taskplug.executor._catalog import CacheStatus
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._paths import node_dirs
 from taskplug.executor._spec import (
@@ -71,6 +72,7 @@ from taskplug.executor.nodes._bindings import (
     resolve_inputs,
 )
 from taskplug.executor.nodes._branch_rules import BranchError, evaluate_branch
+from taskplug.executor.nodes._cache import cached_outputs, populate
 from taskplug.executor.nodes._deadlines import EXECUTION_DEADLINE_CODE
 from taskplug.executor.nodes._dynamic import COMPILED_FUTURES_FILE, compile_dynamic
 from taskplug.executor.nodes._gate_rules import GatePhase, evaluate_gate, signal_request
@@ -330,6 +332,8 @@ class WorkflowRun:
                 "error": status.error if status is not None else None,
             }
             children = self._child_dag(dag, node, unique)
+            if status is not None and status.cache:
+                entry["cacheStatus"] = status.cache.get("status")
             live = self._children.get(unique)
             elements = live.elements_json() if live is not None else self._elements.get(unique)
             if elements is not None:
@@ -596,8 +600,15 @@ class WorkflowRun:
             inputs = await self._resolve(dag, node, failure)
         except BindingError as e:
             return self._node_failed(unique, node, status, _error(e.error))
-        data_dir, _ = self._dirs(unique, 0)
+        data_dir, output_dir = self._dirs(unique, 0)
         await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
+        if node.WhichOneof("target") == "task_node" and await self._cache_hit(
+            dag, node, status, inputs, output_dir
+        ):
+            # propeller's preExecute: a hit is Succeeded at once, one SUCCEEDED event, no task run.
+            self._set_phase(unique, status, NodePhase.SUCCEEDED)
+            self._node_event(unique, node, "Succeeded", cache=status.cache)
+            return _PROGRESS
         self._inputs[unique] = inputs
         self._set_phase(unique, status, NodePhase.QUEUED)
         self._node_event(unique, node, "Queued")
@@ -642,7 +653,7 @@ class WorkflowRun:
         task that wrote a dynamic workflow (``@dynamic``) goes on as that workflow (:meth:`_dynamic_node`)."""
         status = self._nodes[unique]
         if unique in self._dynamic or (status.workflow_state or {}).get("dynamic"):
-            return await self._dynamic_node(node, unique)
+            return await self._dynamic_node(dag, node, unique)
         child = self._children.get(unique)
         started = False
         if child is None and not status.terminal:
@@ -680,6 +691,35 @@ class WorkflowRun:
             self._node_event(unique, node, "Running")
         self._parallelism += 1
         return _PENDING
+
+    async def _cache_hit(
+        self,
+        dag: _Dag,
+        node: workflow_pb2.Node,
+        status: ExecutionRecord,
+        inputs: literals_pb2.LiteralMap,
+        output_dir: str,
+    ) -> bool:
+        """The catalog's answer for a cacheable task node about to be queued (``nodes/cache.go``): on a hit
+        its outputs are written where the task's would be (attempt 0) and True is returned."""
+        catalog = self.settings.cache.catalog
+        task = dag.tasks.get(_id_key(node.task_node.reference_id))
+        if catalog is None or task is None or not task.metadata.discoverable:
+            return False
+        lookup = await cached_outputs(
+            catalog,
+            self.host.data,
+            task,
+            inputs,
+            project=self.execution_id.project,
+            domain=self.execution_id.domain,
+            overwrite=self.spec.overwrite_cache,
+        )
+        if lookup.status is not CacheStatus.CACHE_HIT or lookup.outputs is None:
+            return False
+        await self.host.data.write(f"{output_dir}/outputs.pb", lookup.outputs.SerializeToString())
+        status.cache = lookup.to_json()
+        return True
 
     async def _queued_inputs(self, unique: str) -> literals_pb2.LiteralMap:
         """The inputs node ``unique`` was queued with: kept from ``_queue``, or read back after a restart."""
@@ -734,7 +774,7 @@ class WorkflowRun:
         self._node_event(unique, node, "DynamicRunning")
         return _PROGRESS
 
-    async def _dynamic_node(self, node: workflow_pb2.Node, unique: str) -> _Report:
+    async def _dynamic_node(self, dag: _Dag, node: workflow_pb2.Node, unique: str) -> _Report:
         """``Executing``: the dynamic workflow's nodes run under the node; its end node's outputs are the
         node's (written where the task's would be: ``outputs.pb``)."""
         status = self._nodes[unique]
@@ -761,9 +801,37 @@ class WorkflowRun:
             }
             return self._node_failed(unique, node, status, error)
         await self.host.data.write(f"{output_dir}/outputs.pb", outputs or b"")
+        await self._populate_dynamic(dag, node, unique, status, outputs or b"")
         self._set_phase(unique, status, NodePhase.SUCCEEDED)
-        self._node_event(unique, node, "Succeeded")
+        self._node_event(unique, node, "Succeeded", cache=status.cache)
         return _PROGRESS
+
+    async def _populate_dynamic(
+        self, dag: _Dag, node: workflow_pb2.Node, unique: str, status: ExecutionRecord, outputs: bytes
+    ) -> None:
+        """A cacheable ``@dynamic`` task is cached on its final outputs (its dynamic workflow's), as propeller
+        caches it; never raises."""
+        catalog = self.settings.cache.catalog
+        task = dag.tasks.get(_id_key(node.task_node.reference_id))
+        if catalog is None or task is None or not task.metadata.discoverable:
+            return
+        data_dir, _ = self._dirs(unique, 0)
+        inputs = literals_pb2.LiteralMap()
+        inputs.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
+        final = literals_pb2.LiteralMap()
+        final.ParseFromString(outputs)
+        result = await populate(
+            catalog,
+            self.host.data,
+            self.settings.data_root,
+            task,
+            inputs,
+            final,
+            project=self.execution_id.project,
+            domain=self.execution_id.domain,
+            source=f"{self.key}#{unique}",
+        )
+        status.cache = {**(status.cache or {}), "status": str(result)}
 
     # -- launch plans ------------------------------------------------------------------------------------------
     async def _launch_plan(self, node: workflow_pb2.Node, unique: str) -> _Report:
@@ -1209,6 +1277,7 @@ class WorkflowRun:
         *,
         error: dict[str, Any] | None = None,
         reason: str = "",
+        cache: dict[str, Any] | None = None,
     ) -> None:
         event = Event(
             attempt=0,
@@ -1219,6 +1288,7 @@ class WorkflowRun:
             error=error,
             kind="node",
             node=unique,
+            cache=cache,
         )
         self.host.emit(self.key, event)
 
