@@ -142,7 +142,7 @@ def test_a_version_1_state_db_is_upgraded_and_keeps_its_records(tmp_path: Path) 
         store.close()
     db = sqlite3.connect(path)
     try:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
     finally:
         db.close()
 
