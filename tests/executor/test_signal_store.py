@@ -169,7 +169,7 @@ def test_opening_a_version_3_state_db_adds_the_signals_table(tmp_path: Path) -> 
         store.close()
     db = sqlite3.connect(path)
     try:
-        assert db.execute("PRAGMA user_version").fetchone() == (4,)
+        assert db.execute("PRAGMA user_version").fetchone() == (5,)
         columns = [row[1] for row in db.execute("PRAGMA table_info(signals)")]
     finally:
         db.close()
@@ -182,5 +182,5 @@ def test_a_version_4_state_db_is_refused_by_a_taskplug_that_reads_up_to_3(
     path = tmp_path / "state.db"
     SQLiteStateStore(path).close()
     monkeypatch.setattr("taskplug.executor._store._SCHEMA_VERSION", 3)
-    with pytest.raises(StateStoreError, match="schema version 4, written by a newer taskplug"):
+    with pytest.raises(StateStoreError, match="schema version 5, written by a newer taskplug"):
         SQLiteStateStore(path)
