@@ -25,6 +25,7 @@ from flyteidl.core import compiler_pb2, identifier_pb2, interface_pb2, literals_
 from flyteidl.core import workflow_pb2 as core_workflow_pb2
 
 from taskplug.compiler import (
+    START_NODE_ID,
     LaunchPlanInterface,
     SerializedEntities,
     WorkflowBundle,
@@ -51,8 +52,6 @@ __all__ = [
 _LOCAL_VERSION: Final = "local"
 """The version of every entity a bundle holds (pyflyte serialize leaves it empty; flytectl register fills it
 with the registration's version)."""
-
-_START_NODE = "start-node"
 
 
 @dataclass(frozen=True)
@@ -228,7 +227,7 @@ def _resolve(
         )
     if kind == "promise":
         promise = binding.promise
-        if promise.node_id not in ("", _START_NODE):
+        if promise.node_id not in ("", START_NODE_ID):
             raise SpecError(
                 path,
                 f"node {node_id!r} takes this input from node {promise.node_id!r}'s output {promise.var!r}; "

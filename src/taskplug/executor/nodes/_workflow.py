@@ -13,9 +13,19 @@ runs its failure node, and fails with the failed node's error.
 Node kinds: start and end; **task** and **array** (a ``map_task``) nodes run the task or map-task root node
 (:mod:`._task_node`, :mod:`._array`) as a child — the same node step, task handler and plugin calls as a
 single task, through a :class:`_ChildHost` that keeps the child's record among this execution's node
-records and tags its events with the node; **branch** (evaluated once, the cases not taken Skipped without
-events, the taken node run as the branch's child); **sub-workflow** (its nodes run under the node, its
-outputs copied up).
+records and tags its events with the node; a cacheable task node is looked up in the catalog before it is
+queued (``nodes/cache.go``); a task that writes a ``futures.pb`` is **@dynamic**: the workflow it describes
+(:mod:`._dynamic`) runs under the node (``nodes/dynamic``); **branch** (evaluated once by
+:mod:`._branch_rules`, the cases not taken Skipped without events, the taken node run as the branch's
+child); **sub-workflow** (its nodes run under the node, its outputs copied up, its own failure node run when
+it fails); **launch plan** (a child execution through ``NodeHost.launch``, named from this execution, the
+node and its attempt: ``nodes/subworkflow/launchplan.go``); **gate** (a sleep, or the execution's signal:
+:mod:`._gate_rules`).
+
+Which running children get a round: propeller gives every running node a round on every evaluation; with
+many running nodes that is a round of each for every event of one. Here a child gets one when an informer
+event names its object (``woken``), when it asked (``wake`` / ``wake_after``), or when the workflow was woken
+without knowing which object changed (``woken_all``, a restart).
 
 Every node's status is an :class:`~taskplug.executor._store.ExecutionRecord` kept among the execution's node
 records under the node's unique id (propeller's ``FixedLengthUniqueIDForParts`` of the parent's id, its
@@ -39,7 +49,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, tasks_pb2, workflow_pb2
 
-from taskplug.compiler import execution_inputs, id_key
+from taskplug.compiler import END_NODE_ID, START_NODE_ID, execution_inputs, id_key
 from taskplug.core import (
     Clock,
     ErrorKind,
@@ -87,8 +97,8 @@ __all__ = ["END_NODE", "START_NODE", "WorkflowRun"]
 
 log = logging.getLogger(__name__)
 
-START_NODE: Final = "start-node"
-END_NODE: Final = "end-node"
+START_NODE: Final = START_NODE_ID
+END_NODE: Final = END_NODE_ID
 _MAX_STREAK: Final = 8  # propeller's max-streak-length: rounds back to back while nodes make progress
 
 ChildFactory = Mapping[
