@@ -154,6 +154,46 @@ def test_the_graph_shows_gates_launch_plans_and_escapes_what_users_wrote(
     assert '<span class="badge kind-workflow">workflow</span>' in listed
 
 
+def test_a_node_whose_result_came_from_the_cache_says_so_and_links_the_execution_that_made_it(
+    client: TestClient, postgres_dsn: str, serialized: Serialized
+) -> None:
+    key = "p/d/gated-3/wf"
+    insert(
+        postgres_dsn,
+        key,
+        gated_spec(serialized, "gated-3"),
+        {
+            "n1": {
+                "workflow_state": {"phase": 5},
+                "cache": {"status": "CACHE_HIT", "source": "p/d/earlier-run/wf#n1"},
+            },
+            "n2": {"workflow_state": {"phase": 5}, "cache": {"status": "CACHE_POPULATED"}},
+        },
+    )
+    html = client.get(f"/executions/{key}").text
+    assert '<span class="badge cache">CACHE_HIT</span>' in html
+    assert '<a class="cache-source" href="/executions/p/d/earlier-run/wf">p/d/earlier-run/wf</a>' in html
+    assert '<span class="badge cache">CACHE_POPULATED</span>' in html
+    assert html.count('class="cache-source"') == 1  # only a hit names where its outputs came from
+
+
+def test_a_single_tasks_page_says_its_result_came_from_the_cache(
+    client: TestClient, postgres_dsn: str
+) -> None:
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO taskplug_executions (key, task_type, spec, record) VALUES (%s, 'python-task', %s, %s)",
+            (
+                "p/d/cached-1/n0",
+                Jsonb({"execution": {"id": {"name": "cached-1"}}}),
+                Jsonb({"key": "p/d/cached-1/n0", "cache": {"status": "CACHE_HIT", "source": "p/d/first/n0"}}),
+            ),
+        )
+    html = client.get("/executions/p/d/cached-1/n0").text
+    assert '<dd id="cache"><span class="badge cache">CACHE_HIT</span>' in html
+    assert '<a id="cache-source" href="/executions/p/d/first/n0">p/d/first/n0</a>' in html
+
+
 def test_events_get_their_node_once_the_schema_has_one(
     client: TestClient, postgres_dsn: str, serialized: Serialized
 ) -> None:

@@ -78,6 +78,7 @@ _SELECT_EXECUTION: Final = sql.SQL(
     " AS reason,"
     " e.record->>'path' AS node,"  # the root node's path (NodeRecord's JSON), once a replica drove it
     " e.record->'cache'->>'status' AS cache_status,"  # a cacheable task's catalog status (NodeRecord's)
+    " e.record->'cache'->>'source' AS cache_source,"  # a hit's: the execution (and node) that produced it
     " r.host AS owner_host, r.pid AS owner_pid"
     " FROM taskplug_executions e LEFT JOIN taskplug_replicas r ON r.id = e.owner_id"
 ).format(columns=sql.SQL(", ").join(sql.SQL("e.") + sql.Identifier(c) for c in EXECUTION_COLUMNS))

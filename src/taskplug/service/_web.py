@@ -218,6 +218,7 @@ async def _detail(request: Request, key: str) -> dict[str, Any] | None:
     spec = row["spec"] if isinstance(row["spec"], dict) else {}
     workflow, problem, event_nodes = await _workflow(request, row, spec, events)
     ex = execution_view(row)
+    ex["cache_source"] = _cache_source(row.get("cache_source"))
     return {
         "workflow": workflow,
         "workflow_problem": problem,
@@ -245,6 +246,11 @@ def _controls_of(ex: Row) -> str:
     if ex["terminal"]:
         return "relaunch"
     return "aborting" if ex["aborting"] else "abort"
+
+
+def _cache_source(source: Any) -> str | None:
+    """The execution whose outputs a cache hit reused (a catalog entry's source: ``<key>`` or ``<key>#<node>``)."""
+    return str(source).partition("#")[0] or None if source else None
 
 
 def is_workflow(row: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
@@ -306,7 +312,8 @@ def _read_closure(spec: dict[str, Any], key: str) -> compiler_pb2.CompiledWorkfl
 
 _NODE_ROWS: Final = (
     "SELECT path, record->'workflow_state' AS workflow_state, record->'attempt' AS attempt,"
-    " record->'error' AS error, record->'logs' AS logs, record->>'reason' AS reason"
+    " record->'error' AS error, record->'logs' AS logs, record->>'reason' AS reason,"
+    " record->'cache' AS cache"
     " FROM taskplug_nodes WHERE execution_id = %(id)s AND strpos(path, '/') = 0 ORDER BY path LIMIT %(n)s"
 )
 _ELEMENT_COUNTS: Final = (

@@ -97,6 +97,8 @@ class NodeView:
     logs: list[Any] = field(default_factory=list)
     reason: str = ""
     child_execution: str | None = None
+    cache: str | None = None  # a cacheable task node's catalog status (CACHE_HIT, CACHE_POPULATED …)
+    cache_source: str | None = None  # a hit's: the execution that produced the outputs
     gate: GateView | None = None
     elements: dict[str, int] = field(default_factory=dict)
     children: GraphView | None = None
@@ -294,6 +296,8 @@ class _Builder:
             logs=list(logs) if isinstance(logs, list) else [],
             reason=str(record.get("reason") or ""),
             child_execution=str(child) if isinstance(child, str) and child else None,
+            cache=_cache(record).get("status"),
+            cache_source=(_cache(record).get("source") or "").partition("#")[0] or None,
             gate=_gate(node, state),
             elements=dict(self.elements.get(unique, {})),
         )
@@ -429,6 +433,12 @@ def _placed(
             edges.append(EdgeView(a.id, b.id, f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2 - 6},{y2}"))
     edges.sort(key=lambda e: (e.source, e.target))
     return GraphView(graph_id, title, views, edges, max(width, 200), max(height, 60))
+
+
+def _cache(record: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A node record's catalog use (``status``, ``source``), empty when the node is not cacheable."""
+    cache = (record or {}).get("cache")
+    return cache if isinstance(cache, Mapping) else {}
 
 
 def workflow_view(
