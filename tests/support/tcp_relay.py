@@ -22,6 +22,8 @@ class Relay:
         self.port = self._listener.getsockname()[1]
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.accepted = 0
+        """Connections accepted so far (each a client's new connection)."""
         self._serve()
 
     def _serve(self) -> None:
@@ -34,6 +36,8 @@ class Relay:
                 client, _ = listener.accept()
             except OSError:
                 return  # cut
+            with self._lock:
+                self.accepted += 1
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from taskplug.core import ConfigError, FakeClock
 from taskplug.engine.k8s._informer import Informer
@@ -63,6 +64,33 @@ async def test_create_get_list_patch_replace_delete_round_trip(served: tuple[Any
     with pytest.raises(KubeApiError) as info:
         await client.get(TEMPLATES, NS, "a")
     assert (info.value.status, info.value.reason) == (404, "NotFound")
+
+
+async def test_bursts_of_requests_reuse_the_connections_the_first_opened(
+    local_cluster: Any, tmp_path: Path
+) -> None:
+    """Over TLS a new connection is a handshake on both sides: a burst of concurrent requests opens at most
+    the pool's 32 connections and the pool keeps them all (httpx's default kept 20 and closed the rest once
+    used), so the next bursts open none. Counted at a relay between the client and the cluster."""
+    from support.tcp_relay import Relay
+
+    url = await local_cluster.serve_http(port=0)
+    relay = Relay(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+    kubeconfig = local_cluster.kubeconfig(tmp_path / "kubeconfig")
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    client = LightkubeClient(kubeconfig, trust_env=False)
+    try:
+        await asyncio.gather(*(client.list(TEMPLATES, NS) for _ in range(60)))
+        first = relay.accepted
+        assert 20 < first <= 32  # more than httpx keeps by default, no more than the pool's bound
+        for _ in range(3):
+            await asyncio.gather(*(client.list(TEMPLATES, NS) for _ in range(first)))
+        assert relay.accepted == first
+    finally:
+        await client.close()
+        relay.cut()
 
 
 async def test_watch_streams_events_from_a_resource_version(served: tuple[Any, LightkubeClient]) -> None:
