@@ -37,6 +37,8 @@ PUBLIC_PATHS: Final = frozenset({"healthz", "livez", "readyz", "version"})
 """First path segments anyone may read (kube-apiserver's ``system:public-info-viewer``)."""
 
 _UNAUTHORIZED: Final = KubeApiError(401, "Unauthorized", "Unauthorized")
+_HOSTS_REMEMBERED: Final = 64
+"""Distinct Host headers whose reading is remembered (the names and spellings clients use)."""
 
 
 def new_token() -> str:
@@ -55,11 +57,22 @@ class AccessPolicy:
         self.hosts = frozenset(
             canonical_host(h) for h in (*LOOPBACK_NAMES, bound_host, *extra_hosts) if h.strip()
         )
+        # Host header -> whether it names a host served here. A client sends the same one on every request,
+        # and reading it (a URL parse, an IP literal's canonical form) cost more than the rest of the checks.
+        self._host_answers: dict[str, bool] = {}
+
+    def _answers(self, header: str) -> bool:
+        known = self._host_answers.get(header)
+        if known is None:
+            host = host_of(header)
+            known = host is not None and host in self.hosts
+            if len(self._host_answers) < _HOSTS_REMEMBERED:  # any client may send any Host: bounded
+                self._host_answers[header] = known
+        return known
 
     def check(self, path_head: str, headers: Mapping[str, str]) -> KubeApiError | None:
         """The error to answer, or None when the request may go on. ``path_head`` is the first path segment."""
-        host = host_of(headers.get("Host", ""))
-        if host is None or host not in self.hosts:
+        if not self._answers(headers.get("Host", "")):
             return KubeApiError(
                 403,
                 "Forbidden",
