@@ -58,9 +58,13 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
 }
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-_POOL: Final = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0)
-"""The connection pool: as many kept open as may be open (client-go keeps its idle connections too), each for
-30 s idle, within the 60 s after which ``taskplug cluster serve`` closes an idle one (90 s for Go servers)."""
+_POOL: Final = httpx2.Limits(max_connections=32, max_keepalive_connections=32, keepalive_expiry=30.0)
+"""The connection pool: at most 32 connections (each watch holds one while it lasts; the rest carry requests,
+more than enough to keep an API server busy), every one kept for 30 s idle, within the 60 s after which
+``taskplug cluster serve`` closes an idle one (90 s for Go servers). httpx's default (100 open, 20 kept)
+closed every connection past 20 once used, so under more concurrent requests each next one opened (over TLS:
+handshaked) a new connection, and its pool's bookkeeping, which walks every connection for each request,
+cost more than the requests' own work at 100."""
 _MIN_WATCH_TIMEOUT = 300
 """client-go's ``minWatchTimeout``: a watch without a timeout of its own asks for 5 to 10 minutes."""
 _REASONS_BY_STATUS = {
@@ -130,9 +134,7 @@ class LightkubeClient:
         self.timeout = timeout if timeout is not None and timeout > 0 else None
         params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(self.timeout), trust_env=trust_env)
         try:
-            # lightkube's AsyncClient with the pool's limits set: lightkube's own keeps httpx's default of 20
-            # idle connections, so under more concurrent requests every connection past 20 is closed once
-            # used and the next request opens (and, over TLS, handshakes) a new one.
+            # lightkube's AsyncClient with the pool's limits set (lightkube's own has httpx's: see _POOL).
             self._http: httpx2.AsyncClient = httpx2.AsyncClient(
                 **params.httpx_params(self.config), limits=_POOL
             )
