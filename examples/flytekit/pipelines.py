@@ -232,7 +232,7 @@ def overridden(a: int = 4) -> int:
         name="twice",
         retries=2,
         timeout=timedelta(minutes=5),
-        requests=Resources(cpu="100m", mem="200Mi"),
+        requests=Resources(cpu="100m", mem="1Gi"),  # a Python task with flytekit needs a few hundred MiB
     )
 
 

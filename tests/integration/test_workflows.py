@@ -322,7 +322,7 @@ async def test_node_overrides_reach_the_pod(served: tuple[LocalCluster, Path], t
     (pod,) = created
     (container,) = pod["spec"]["containers"]
     # with_overrides(requests=...) replaced the task's requests (the node's task overrides reach the plugin).
-    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "200Mi"}
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "1Gi"}
 
 
 # -- a module written for the tests below: its tasks keep a journal -----------------------------------------
