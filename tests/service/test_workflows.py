@@ -476,7 +476,8 @@ async def test_a_failed_and_an_aborted_workflow_show_their_phase_and_error(
 
 def test_a_module_workflow_launching_a_launch_plan_compiles_on_the_server_as_here(tmp_path: Path) -> None:
     module = tmp_path / "service_wf_demo.py"
-    module.write_text(DEMO)
+    # flytekit names launch plans in one registry per process: another test's module has a sub_lp too.
+    module.write_text(DEMO.replace('name="sub_lp"', 'name="service_sub_lp"'))
     with click.Context(run, info_name="taskplug run").scope():
         document, key = module_document(module, ["wf", "--x", "2"], ModuleTarget(name="demo1"))
     assert key == "flytesnacks/development/demo1/wf"
