@@ -28,7 +28,7 @@ from rich.text import Text
 
 from taskplug.cli._text import error_text
 from taskplug.core import Phase
-from taskplug.executor import Event, ExecutionSpec, NodeKind, NodeRecord
+from taskplug.executor import Event, ExecutionSpec, NodeKind, NodePhase, NodeRecord
 from taskplug.k8s import fixed_length_unique_id
 
 __all__ = [
@@ -44,22 +44,7 @@ __all__ = [
     "workflow_phase_name",
 ]
 
-NODE_PHASE_NAMES: Final = (
-    "NotYetStarted",
-    "Queued",
-    "Running",
-    "Failing",
-    "Succeeding",
-    "Succeeded",
-    "Failed",
-    "Skipped",
-    "RetryableFailure",
-    "TimingOut",
-    "TimedOut",
-    "DynamicRunning",
-    "Recovered",
-    "Aborted",
-)
+NODE_PHASE_NAMES: Final = tuple(str(phase) for phase in NodePhase)
 """A node's phase by the number its record stores (propeller's ``v1alpha1.NodePhase``, plus taskplug's
 Aborted = 13)."""
 
