@@ -18,6 +18,7 @@ import yaml
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from taskplug.core import Phase
+from taskplug.executor import NodePhase
 
 __all__ = [
     "NODE_PHASES",
@@ -34,22 +35,7 @@ __all__ = [
 PHASES: Final = tuple(str(p) for p in Phase)
 """The phase names an execution's row takes (the plugin phases, as ``taskplug run`` prints them)."""
 
-NODE_PHASES: Final = (
-    "NotYetStarted",
-    "Queued",
-    "Running",
-    "Failing",
-    "Succeeding",
-    "Succeeded",
-    "Failed",
-    "Skipped",
-    "RetryableFailure",
-    "TimingOut",
-    "TimedOut",
-    "DynamicRunning",
-    "Recovered",
-    "Aborted",
-)
+NODE_PHASES: Final = tuple(str(phase) for phase in NodePhase)
 """A map element's node phase by number (propeller's ``v1alpha1.NodePhase``, plus taskplug's Aborted = 13),
 as the executor stores it in ``taskplug_nodes.record``."""
 
