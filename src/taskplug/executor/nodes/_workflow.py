@@ -277,7 +277,6 @@ class WorkflowRun:
             if isinstance(node, ExecutionRecord) and node.workflow_state is not None:
                 self._nodes[node.path] = node
         self._children: dict[str, RootNode] = {}  # running task and map nodes, by unique id
-        self._finished: set[str] = set()  # children that ended since they were last looked at
         self._names: dict[str, str] = {}  # generated name -> the child's unique id
         self._changed: set[str] = set()
         self._dirty: set[str] = set()  # nodes modified in this walk (propeller's IsDirty)
@@ -685,7 +684,6 @@ class WorkflowRun:
             await child.round()
         if status.terminal:
             ended = self._children.pop(unique, None)
-            self._finished.discard(unique)
             elements = ended.elements_json() if ended is not None else None
             if elements is not None:
                 self._elements[unique] = elements  # a map node's elements, for the result
@@ -1382,7 +1380,6 @@ class WorkflowRun:
         status = self._nodes[unique]
         status.terminal = True
         self.host.store.save_nodes(self.key, [status])
-        self._finished.add(unique)
         self.host.wake(self.key)
 
     def child_saved(self, record: NodeRecord) -> None:
