@@ -255,3 +255,38 @@ def test_logs_and_metrics_of_a_connector_task_come_from_its_connector(
     assert result["metric"] == "polls"
     assert result["data"]["job_id"] == job
     assert result["data"]["polls"] >= 2
+
+
+def test_an_unreachable_flyte2_deployment_is_named_with_its_protocol(tmp_path: Path) -> None:
+    from support.net import free_port
+
+    endpoint = f"127.0.0.1:{free_port()}"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "plugins": {
+                    "connector-service": {
+                        "connectors": {
+                            "far": {"endpoint": endpoint, "insecure": True, "protocol": "flyteidl2"}
+                        }
+                    }
+                }
+            }
+        )
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(task(Side("flyteidl2", "scripted_job2", tmp_path, list, list), "far")))
+    proc = subprocess.run(
+        args("run", str(spec), config, tmp_path, "--cluster-mode", "simulated"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+
+    assert proc.returncode == 2
+    assert (
+        f"failed to list connectors of deployment [far] at [{endpoint}] (protocol flyteidl2)" in proc.stderr
+    )
+    assert "no plugin defined for Handler type [scripted_job2]" in proc.stderr

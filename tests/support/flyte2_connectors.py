@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flyte.connectors import AsyncConnector, ConnectorRegistry, Resource, ResourceMeta
 from flyteidl2.connector.connector_pb2 import (
     GetTaskLogsResponse,
     GetTaskLogsResponseBody,
@@ -36,8 +37,6 @@ from flyteidl2.core.metrics_pb2 import ExecutionMetricResult
 from flyteidl2.logs.dataplane.payload_pb2 import LogLine
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
-
-from flyte.connectors import AsyncConnector, ConnectorRegistry, Resource, ResourceMeta
 
 STATE = Path(os.environ["TASKPLUG_TEST_CONNECTOR_STATE"])
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})

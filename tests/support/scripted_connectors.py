@@ -31,7 +31,6 @@ from typing import Any
 from flyteidl.admin.agent_pb2 import (
     GetTaskLogsResponse,
     GetTaskLogsResponseBody,
-    GetTaskLogsResponseHeader,
     GetTaskMetricsResponse,
 )
 from flyteidl.core.execution_pb2 import TaskExecution

@@ -135,7 +135,7 @@ def metrics(
     state_db: Path | None,
     output: str,
 ) -> None:
-    """Print a connector task's metrics, as its connector answers GetTaskMetrics.
+    """Print a connector task's metrics, as its connector gives them (GetTaskMetrics).
 
     EXECUTION is the execution's name or its key PROJECT/DOMAIN/NAME/NODE. The connector deployment is the one
     the config (--config, as the run used) routes the task type to.

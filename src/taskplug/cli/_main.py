@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "metrics": (
         "taskplug.cli._jobs:metrics",
-        "Print a connector task's metrics, as its connector answers GetTaskMetrics...",
+        "Print a connector task's metrics, as its connector gives them...",
     ),
     "signal": ("taskplug.cli._signal_cmd:signal", "Answer the gate nodes an execution waits on..."),
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),

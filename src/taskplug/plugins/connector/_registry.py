@@ -91,23 +91,26 @@ def build_registry(
 async def discover(config: ConnectorConfig, client: ConnectorClient) -> ConnectorRegistry:
     """Ask every deployment for its connectors and build the registry; a failing deployment is skipped."""
     listings: list[tuple[Deployment, Sequence[agent_pb2.Agent]]] = []
+    names = {id(d): name for name, d in config.connectors.items()}
+    names[id(config.default_connector)] = "defaultConnector"
     for deployment in deployments_of(config):
+        where = f"[{names.get(id(deployment), '?')}] at [{deployment.endpoint}]"
         try:
             response = await client.list_agents(deployment, deployment.timeout_for(LIST_OPERATION))
         except ConnectorRpcError as e:
             if e.status == "Unimplemented":
                 log.warning(
-                    "connector deployment [%s] (protocol %s) does not implement the metadata service of its "
+                    "connector deployment %s (protocol %s) does not implement the metadata service of its "
                     "protocol (a Flyte %s connector?): %s",
-                    deployment.endpoint,
+                    where,
                     deployment.protocol,
                     "1" if deployment.protocol == FLYTEIDL2 else "2",
                     e.details,
                 )
             else:
                 log.error(
-                    "failed to list connectors of deployment [%s] (protocol %s): %s",
-                    deployment.endpoint,
+                    "failed to list connectors of deployment %s (protocol %s): %s",
+                    where,
                     deployment.protocol,
                     e,
                 )
