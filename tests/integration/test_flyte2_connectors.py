@@ -112,7 +112,7 @@ def task(side: Side, name: str, **custom: Any) -> dict[str, Any]:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "FLYTE_SECRET_demo_key": SECRET}
+    return {**os.environ, "FLYTE_SECRET_demo_key": SECRET, "FLYTE_SECRET_countdown_token": "t0ken"}
 
 
 def args(command: str, target: str, config: Path, tmp_path: Path, *extra: str) -> list[str]:
@@ -290,3 +290,39 @@ def test_an_unreachable_flyte2_deployment_is_named_with_its_protocol(tmp_path: P
         f"failed to list connectors of deployment [far] at [{endpoint}] (protocol flyteidl2)" in proc.stderr
     )
     assert "no plugin defined for Handler type [scripted_job2]" in proc.stderr
+
+
+def test_the_flyte2_example_runs_and_shows_its_logs_and_metrics(
+    flyte2_connector_server: Flyte2ConnectorServer, connector_server: ConnectorServer, tmp_path: Path
+) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples" / "connector"
+    config = yaml.safe_load((examples / "config-flyte2.yaml").read_text())
+    deployments = config["plugins"]["connector-service"]["connectors"]
+    deployments["flyte1"]["endpoint"] = connector_server.endpoint
+    deployments["flyte2"]["endpoint"] = flyte2_connector_server.endpoint
+    config["executor"]["data-root"] = str(tmp_path / "data")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    document = yaml.safe_load((examples / "countdown.yaml").read_text())
+    document["template"]["custom"]["seconds"] = 1
+
+    code, out, stderr = run(document, tmp_path / "config.yaml", tmp_path)
+    assert code == 0, stderr
+    assert out["outputs"] == {"doubled": 42}
+
+    logs = subprocess.run(
+        args("logs", "countdown-1", tmp_path / "config.yaml", tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert logs.returncode == 0, logs.stderr
+    first, second = logs.stdout.splitlines()
+    assert first.endswith(": counting down from 1s") and second.endswith(": 42 is ready")
+    metrics = subprocess.run(
+        args("metrics", "countdown-1", tmp_path / "config.yaml", tmp_path, "--query", "elapsed"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert metrics.returncode == 0, metrics.stderr
+    assert metrics.stdout.startswith('elapsed: {"elapsed_seconds": ')

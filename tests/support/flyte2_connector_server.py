@@ -2,7 +2,7 @@
 
 The ``flyte`` SDK's ``c0`` runs in the Flyte 2 environment of ``support.flyte2_env`` (built on first use),
 through the example's ``examples/connector/c0_loopback.py`` (gRPC and prometheus bound to 127.0.0.1), with the
-test connectors of ``flyte2_connectors.py``; it is ready once a ListConnectors call answers and is always
+test connectors of ``flyte2_connectors.py`` and the example's ``example_flyte2_connectors.py``; it is ready once a ListConnectors call answers and is always
 stopped afterwards. Import ``flyte2_connector_server_fixture`` into a test module to use the fixture
 ``flyte2_connector_server``.
 """
@@ -26,7 +26,8 @@ from support.net import free_port, stop_process, wait_until_ready
 __all__ = ["Flyte2ConnectorServer", "flyte2_connector_server_fixture", "start_flyte2_connector_server"]
 
 HERE = Path(__file__).resolve().parent
-LOOPBACK_WRAPPER = HERE.parents[1] / "examples" / "connector" / "c0_loopback.py"
+EXAMPLES = HERE.parents[1] / "examples" / "connector"
+LOOPBACK_WRAPPER = EXAMPLES / "c0_loopback.py"
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,11 @@ def start_flyte2_connector_server(workdir: Path) -> tuple[subprocess.Popen[bytes
     state_dir.mkdir(parents=True, exist_ok=True)
     port, prometheus_port = free_port(), free_port()
     log_path = workdir / "server.log"
-    # Only the test connectors' folder on the path: the Flyte 2 environment must not see taskplug's packages.
+    # Only the connectors' folders on the path: the Flyte 2 environment must not see taskplug's packages.
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(workdir),
-        "PYTHONPATH": str(HERE),
+        "PYTHONPATH": f"{HERE}:{EXAMPLES}",
         "TASKPLUG_TEST_CONNECTOR_STATE": str(state_dir),
     }
     command = [
@@ -99,6 +100,8 @@ def start_flyte2_connector_server(workdir: Path) -> tuple[subprocess.Popen[bytes
         "1800",
         "--modules",
         "flyte2_connectors",
+        "--modules",
+        "example_flyte2_connectors",
     ]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)

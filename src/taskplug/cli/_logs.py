@@ -295,6 +295,9 @@ def logs(
     EXECUTION is the execution's name (`--name`, or the fresh one a run printed), or its key
     PROJECT/DOMAIN/NAME/NODE as `-o json` and the state DB name it. For a workflow, the logs of each of its
     nodes, or of the node --node names.
+
+    A connector task has no pod: its job's logs are asked of its connector (GetTaskLogs, page after page),
+    at the deployment the config (--config, as the run used) routes its task type to.
     """
     parts = execution.split("/")
     if len(parts) == 4:

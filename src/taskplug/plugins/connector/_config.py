@@ -190,7 +190,8 @@ class ConnectorConfig(_CamelModel):
     connectors: Annotated[dict[str, Deployment], BeforeValidator(list_of_maps_to_map)] = Field(
         default_factory=dict
     )
-    """Connector deployments by id, each asked for its connectors (ListAgents)."""
+    """Connector deployments by id, each asked for its connectors (ListAgents; ListConnectors for a
+    ``protocol: flyteidl2`` one)."""
     connector_for_task_types: Annotated[dict[str, str], BeforeValidator(list_of_maps_to_map)] = Field(
         default_factory=dict, alias="connectorForTaskTypes"
     )

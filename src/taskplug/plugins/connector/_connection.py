@@ -47,7 +47,7 @@ class EnvSecretManager:
         environ = self._environ if self._environ is not None else os.environ
         value = environ.get(self._prefix + key)
         if value is None:
-            raise KeyError(f"secret [{key}] not found: set the environment variable {self._prefix}{key}")
+            raise LookupError(f"secret [{key}] not found: set the environment variable {self._prefix}{key}")
         return value
 
 
