@@ -473,7 +473,7 @@ class ConnectorPlugin:
                 f" ({where}: it does not serve this call of {deployment.protocol}'s connector services; "
                 f"a Flyte {flyte} connector wants protocol: {other})"
             )
-        elif error.status in ("Unavailable", "DeadlineExceeded"):
+        elif error.status in ("Unavailable", "DeadlineExceeded") and deployment.endpoint:
             hint = f" ({where}: unreachable; is the connector running there, and is `insecure` right?)"
         else:
             hint = ""
