@@ -220,6 +220,10 @@ def test_an_abort_reaches_the_connectors_delete(side: Side, config: Path, tmp_pa
     assert proc.returncode == 1, stderr
     assert json.loads(stdout)["phase"] == "Aborted"
     assert job in side.deleted()
+    if side.protocol == "flyteidl2":
+        calls = [json.loads(line) for line in (side.state_dir / f"{job}.calls.jsonl").read_text().splitlines()]
+        # DeleteTask carries the connection too.
+        assert calls[-1] == {"call": "delete", "kwargs": {"api_key": SECRET, "region": "eu-1"}}
 
 
 def test_logs_and_metrics_of_a_connector_task_come_from_its_connector(
