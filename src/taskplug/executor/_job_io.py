@@ -15,7 +15,8 @@ Not in Flyte's backend: Flyte's UI asks a connector for a job's logs and metrics
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,7 +36,7 @@ def web_api_resource_meta(plugin_state: Mapping[str, Any] | None) -> Any | None:
     return plugin_state.get("resourceMeta")
 
 
-async def _plugins(platform: Platform, capability: str) -> AsyncIterator[Any]:
+async def _plugins(platform: Platform, capability: str) -> AsyncGenerator[Any, None]:
     """Each enabled web-API plugin that has ``capability``, loaded (closed once the caller moves on)."""
     setup = SetupContext(
         enqueue_owner=lambda namespace, name: None,
@@ -75,20 +76,22 @@ async def web_api_log_lines(platform: Platform, plugin_state: Mapping[str, Any] 
     meta = web_api_resource_meta(plugin_state)
     if meta is None:
         raise PluginError(ErrorCode.SPEC_ERROR, "the attempt has no job (nothing was created on a service)")
-    async for plugin in _plugins(platform, "task_log_lines"):
-        lines = plugin.task_log_lines(meta)
-        try:
-            first = await anext(lines)
-        except StopAsyncIteration:
+    # aclosing: leaving the loop early must close the plugin it is on now, not when the generator is collected.
+    async with aclosing(_plugins(platform, "task_log_lines")) as plugins:
+        async for plugin in plugins:
+            async with aclosing(plugin.task_log_lines(meta)) as lines:
+                try:
+                    first = await anext(lines)
+                except StopAsyncIteration:
+                    return
+                except PluginError as e:
+                    if _not_its_job(e):
+                        continue
+                    raise
+                yield first
+                async for line in lines:
+                    yield line
             return
-        except PluginError as e:
-            if _not_its_job(e):
-                continue
-            raise
-        yield first
-        async for line in lines:
-            yield line
-        return
     raise _no_reader("logs")
 
 
@@ -106,11 +109,12 @@ async def web_api_metrics(
     meta = web_api_resource_meta(plugin_state)
     if meta is None:
         raise PluginError(ErrorCode.SPEC_ERROR, "the attempt has no job (nothing was created on a service)")
-    async for plugin in _plugins(platform, "task_metrics"):
-        try:
-            return await plugin.task_metrics(meta, queries, start=start, end=end, step=step)
-        except PluginError as e:
-            if _not_its_job(e):
-                continue
-            raise
+    async with aclosing(_plugins(platform, "task_metrics")) as plugins:
+        async for plugin in plugins:
+            try:
+                return await plugin.task_metrics(meta, queries, start=start, end=end, step=step)
+            except PluginError as e:
+                if _not_its_job(e):
+                    continue
+                raise
     raise _no_reader("metrics")

@@ -620,19 +620,24 @@ class ConnectorPlugin:
                 resource_meta=meta.connector_resource_meta,
                 token=token,
             )
-            next_token = ""
             try:
-                async for message in self._client.get_task_logs(
-                    deployment, request, deployment.timeout_for("GetTaskLogs")
-                ):
-                    if message.HasField("header"):
-                        next_token = message.header.token
-                    elif message.HasField("body"):
-                        body = message.body
-                        for line in body.structured_lines or body.results:
-                            yield line if isinstance(line, str) else line.message
+                # One call's whole stream first: a caller that stops reading leaves no call open.
+                page = [
+                    message
+                    async for message in self._client.get_task_logs(
+                        deployment, request, deployment.timeout_for("GetTaskLogs")
+                    )
+                ]
             except ConnectorRpcError as e:
                 raise self._failure("failed to get task logs from connector with", deployment, e) from e
+            next_token = ""
+            for message in page:
+                if message.HasField("header"):
+                    next_token = message.header.token
+                elif message.HasField("body"):
+                    body = message.body
+                    for line in body.structured_lines or body.results:
+                        yield line if isinstance(line, str) else line.message
             if not next_token or next_token in asked:
                 return
             token = next_token
