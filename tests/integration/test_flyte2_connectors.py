@@ -221,7 +221,9 @@ def test_an_abort_reaches_the_connectors_delete(side: Side, config: Path, tmp_pa
     assert json.loads(stdout)["phase"] == "Aborted"
     assert job in side.deleted()
     if side.protocol == "flyteidl2":
-        calls = [json.loads(line) for line in (side.state_dir / f"{job}.calls.jsonl").read_text().splitlines()]
+        calls = [
+            json.loads(line) for line in (side.state_dir / f"{job}.calls.jsonl").read_text().splitlines()
+        ]
         # DeleteTask carries the connection too.
         assert calls[-1] == {"call": "delete", "kwargs": {"api_key": SECRET, "region": "eu-1"}}
 
@@ -330,3 +332,54 @@ def test_the_flyte2_example_runs_and_shows_its_logs_and_metrics(
     )
     assert metrics.returncode == 0, metrics.stderr
     assert metrics.stdout.startswith('elapsed: {"elapsed_seconds": ')
+
+
+WORKFLOW_MODULE = """
+from flytekit import workflow
+from flytekit.core.base_task import PythonTask
+from flytekit.core.interface import Interface
+
+
+class Scripted(PythonTask):
+    def __init__(self, name: str, task_type: str) -> None:
+        super().__init__(
+            task_type=task_type, name=name, task_config=None,
+            interface=Interface(inputs={"x": int}, outputs={"o0": int}),
+        )
+
+    def get_custom(self, settings):
+        return {"script": ["SUCCEEDED"]}
+
+
+job = Scripted("job", "scripted_job2")
+
+
+@workflow
+def wf(x: int) -> int:
+    return job(x=x)
+"""
+
+
+def test_logs_of_a_workflows_connector_node_come_from_its_connector(
+    flyte2_connector_server: Flyte2ConnectorServer, config: Path, tmp_path: Path
+) -> None:
+    module = tmp_path / "connector_wf.py"
+    module.write_text(WORKFLOW_MODULE)
+    name = unique("wflogs")
+    before = {p.name for p in flyte2_connector_server.state_dir.glob("*.request.json")}
+    options = ["--name", name, "--config", str(config), "--state-db", str(tmp_path / "run.db")]
+    proc = subprocess.run(
+        [str(TASKPLUG), "run", *options, "--cluster-mode", "simulated", str(module), "wf", "--x", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env(),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (request,) = {p.name for p in flyte2_connector_server.state_dir.glob("*.request.json")} - before
+    job = request.removesuffix(".request.json")
+
+    logs = subprocess.run(args("logs", name, config, tmp_path), capture_output=True, text=True, timeout=60)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.splitlines() == [f"{job} page {page} line {i}" for page in (1, 2, 3) for i in range(4)]
