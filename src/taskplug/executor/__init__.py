@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
+from taskplug.executor._job_io import web_api_log_lines, web_api_metrics, web_api_resource_meta
 from taskplug.executor._limits import SubmissionLimits, check_limits, submission_limits
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
@@ -150,6 +151,9 @@ __all__ = [
     "submission_limits",
     "task_context_for",
     "unique_node_id",
+    "web_api_log_lines",
+    "web_api_metrics",
+    "web_api_resource_meta",
     "workflow_spec",
 ]
 
