@@ -16,6 +16,7 @@ from taskplug.core import (
     StaticTaskExecutionContext,
     StaticTaskReader,
 )
+from taskplug.executor._flyte2 import flyte2_environment, is_flyte2_task
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.k8s import fixed_length_unique_id
@@ -36,7 +37,8 @@ def task_context_for(
 
     ``generated_name_max_length`` is the plugin's (Flyte's ``PluginProperties.GeneratedNameMaxLength``, e.g.
     47 for Ray, whose operator derives longer names from it): a longer generated name is replaced by its
-    fixed-length unique id, as propeller's ``FixedLengthUniqueIDForParts`` does.
+    fixed-length unique id, as propeller's ``FixedLengthUniqueIDForParts`` does. A task written by Flyte 2's
+    SDK gets the environment Flyte 2's executor gives it (:mod:`._flyte2`).
     """
     metadata = spec.metadata
     name = metadata.task_execution_id.generated_name
@@ -45,6 +47,9 @@ def task_context_for(
         metadata = replace(
             metadata, task_execution_id=replace(metadata.task_execution_id, generated_name=short)
         )
+    if is_flyte2_task(spec.template):
+        # Flyte 2's executor gives every task the variables its SDK's entry point reads.
+        metadata = replace(metadata, environment_variables=flyte2_environment(data_root, metadata))
     paths = ExecutionPaths.for_attempt(data_root, metadata)
     return StaticTaskExecutionContext(
         metadata=metadata,
