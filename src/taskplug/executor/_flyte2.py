@@ -4,7 +4,8 @@ gives a task: the environment of Flyte 2's executor, and its output folder befor
 Follows Flyte 2's backend (github.com/flyteorg/flyte, branch ``main``): ``executor/pkg/plugin/
 task_exec_metadata.go`` (``NewTaskExecutionMetadata``: ``ACTION_NAME``, ``RUN_NAME``, ``_U_RUN_BASE`` and
 ``_U_ORG_NAME`` = ``local`` in every task's environment, the platform's values winning over the run's own
-env vars; the task execution id's node is the action, its execution the run) and ``executor/pkg/plugin/
+env vars; the labels ``run``, ``action`` and ``attempt`` (1-based) beside Flyte 1's ``task-name``; the task
+execution id's node is the action, its execution the run) and ``executor/pkg/plugin/
 task_exec_context.go`` (the output prefix per action and attempt). The SDK's runtime entry point ``a0``
 (``flyte/_bin/runtime.py``) reads those variables (``--run-name`` and ``--name`` stay ``{{.runName}}`` /
 ``{{.actionName}}`` in its arguments: no backend templating expands them, ``a0`` takes the variables instead),
@@ -32,6 +33,7 @@ named execution would make the same spec look like another on resume.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -40,7 +42,14 @@ from flyteidl.core import tasks_pb2
 from taskplug.core import TaskExecutionMetadata
 from taskplug.executor._paths import normalize_root
 
-__all__ = ["FLYTE2_ORG", "PYTHON_TASK_TYPE", "flyte2_environment", "is_flyte2_task", "run_base"]
+__all__ = [
+    "FLYTE2_ORG",
+    "PYTHON_TASK_TYPE",
+    "flyte2_environment",
+    "flyte2_labels",
+    "is_flyte2_task",
+    "run_base",
+]
 
 PYTHON_TASK_TYPE: Final = "python"
 """Flyte 2's task type for a plain Python task (the pod plugin's, as flyteplugins on ``main`` registers it)."""
@@ -80,3 +89,32 @@ def flyte2_environment(data_root: str, metadata: TaskExecutionMetadata) -> Mappi
     for key, value in metadata.environment_variables.items():
         environment.setdefault(key, value)
     return environment
+
+
+def flyte2_labels(metadata: TaskExecutionMetadata) -> Mapping[str, str]:
+    """The execution's labels with those Flyte 2's executor adds to every pod so that per-pod metrics can be
+    joined back to the run, the action and the attempt (``RunLabel``, ``ActionLabel``, ``AttemptLabel``);
+    they win over the run's own, as ``UnionMaps(ta.Labels, injectLabels)`` makes them."""
+    tid = metadata.task_execution_id.id
+    node = tid.node_execution_id
+    labels = dict(metadata.labels)
+    for key, value in (("run", node.execution_id.name), ("action", node.node_id)):
+        sanitized = _label_value(value)
+        if sanitized:
+            labels[key] = sanitized
+    labels["attempt"] = str(tid.retry_attempt + 1)
+    return labels
+
+
+def _label_value(value: str) -> str:
+    """A label value as Flyte's ``SanitizeLabelValue`` (pluginmachinery/utils/labels.go) makes one: other
+    characters than ``[a-zA-Z0-9._-]`` become ``-``, at most 63 characters, a first or last character that is
+    not alphanumeric becomes ``x``; empty stays empty."""
+    if not value:
+        return ""
+    sanitized = re.sub(r"[^a-zA-Z0-9._-]", "-", value)[:63]
+    if not sanitized[0].isascii() or not sanitized[0].isalnum():
+        sanitized = "x" + sanitized[1:]
+    if not sanitized[-1].isascii() or not sanitized[-1].isalnum():
+        sanitized = sanitized[:-1] + "x"
+    return sanitized

@@ -16,7 +16,7 @@ from taskplug.core import (
     StaticTaskExecutionContext,
     StaticTaskReader,
 )
-from taskplug.executor._flyte2 import flyte2_environment, is_flyte2_task
+from taskplug.executor._flyte2 import flyte2_environment, flyte2_labels, is_flyte2_task
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.k8s import fixed_length_unique_id
@@ -48,8 +48,12 @@ def task_context_for(
             metadata, task_execution_id=replace(metadata.task_execution_id, generated_name=short)
         )
     if is_flyte2_task(spec.template):
-        # Flyte 2's executor gives every task the variables its SDK's entry point reads.
-        metadata = replace(metadata, environment_variables=flyte2_environment(data_root, metadata))
+        # Flyte 2's executor gives every task the variables its SDK's entry point reads, and its labels.
+        metadata = replace(
+            metadata,
+            environment_variables=flyte2_environment(data_root, metadata),
+            labels=flyte2_labels(metadata),
+        )
     paths = ExecutionPaths.for_attempt(data_root, metadata)
     return StaticTaskExecutionContext(
         metadata=metadata,
