@@ -85,9 +85,10 @@ def flyte2_python() -> Path:
 def flyte2_python_fixture() -> Iterator[Path]:
     """The Flyte 2 virtualenv's Python (built on the session's first use)."""
     try:
-        yield flyte2_python()
+        python = flyte2_python()
     except RuntimeError as e:
         pytest.fail(str(e))
+    yield python
 
 
 if __name__ == "__main__":
