@@ -48,13 +48,17 @@ def main() -> int:
     if not isinstance(task, TaskTemplate):
         tasks = sorted(name for name, value in vars(module).items() if isinstance(value, TaskTemplate))
         parser.error(f"{args.module} has no task {args.task!r}: it has {', '.join(tasks) or 'none'}")
-    context = SerializationContext(version=args.version, project=args.project, domain=args.domain, root_dir=root)
+    context = SerializationContext(
+        version=args.version, project=args.project, domain=args.domain, root_dir=root
+    )
     template = serialize(task, context).task_template
     if args.local and template.HasField("container"):
         template.container.env.extend(
             [
                 literals_pb2.KeyValuePair(key="PYTHONPATH", value=str(root)),
-                literals_pb2.KeyValuePair(key="PATH", value=f"{pathlib.Path(sys.executable).parent}:/usr/bin:/bin"),
+                literals_pb2.KeyValuePair(
+                    key="PATH", value=f"{pathlib.Path(sys.executable).parent}:/usr/bin:/bin"
+                ),
             ]
         )
     args.out.write_bytes(template.SerializeToString())

@@ -28,8 +28,9 @@ DEADLINE = 240.0
 
 
 @pytest.fixture
-def flyte2(flyte2_python_fixture: Path) -> Path:
-    return flyte2_python_fixture
+def flyte2(flyte2_python: Path) -> Path:
+    """The Python of the Flyte 2 virtualenv (its bin holds ``a0``)."""
+    return flyte2_python
 
 
 def _env(flyte2: Path) -> dict[str, str]:
@@ -50,7 +51,9 @@ def _taskplug(flyte2: Path, cwd: Path, *args: str | Path) -> subprocess.Complete
 
 
 def _run_json(flyte2: Path, cwd: Path, *args: str | Path) -> dict[str, Any]:
-    done = _taskplug(flyte2, cwd, "run", "--state-db", cwd / "state.db", "--cluster-mode", "process", "-o", "json", *args)
+    done = _taskplug(
+        flyte2, cwd, "run", "--state-db", cwd / "state.db", "--cluster-mode", "process", "-o", "json", *args
+    )
     assert done.stdout, done.stderr
     document: dict[str, Any] = json.loads(done.stdout)
     return document
@@ -147,9 +150,18 @@ def test_a_flyte2_dask_task_runs_on_the_scheduler_and_workers_the_dask_operator_
     assert all("-default-worker-" in name for name in workers)
 
 
-def test_a_spec_whose_template_file_is_the_sdks_binary_task_template_runs(flyte2: Path, tmp_path: Path) -> None:
+def test_a_spec_whose_template_file_is_the_sdks_binary_task_template_runs(
+    flyte2: Path, tmp_path: Path
+) -> None:
     written = subprocess.run(
-        [str(flyte2), str(EXAMPLES / "write_template.py"), "--local", str(HELLO), "add", str(tmp_path / "add.pb")],
+        [
+            str(flyte2),
+            str(EXAMPLES / "write_template.py"),
+            "--local",
+            str(HELLO),
+            "add",
+            str(tmp_path / "add.pb"),
+        ],
         capture_output=True,
         text=True,
         timeout=DEADLINE,
@@ -162,7 +174,9 @@ def test_a_spec_whose_template_file_is_the_sdks_binary_task_template_runs(flyte2
     assert document["execution"].endswith("/a0")
 
 
-def test_render_shows_the_pod_with_the_task_environments_resources_and_env(flyte2: Path, tmp_path: Path) -> None:
+def test_render_shows_the_pod_with_the_task_environments_resources_and_env(
+    flyte2: Path, tmp_path: Path
+) -> None:
     done = _taskplug(flyte2, tmp_path, "render", HELLO, "add", "--a", "2")
     assert done.returncode == 0, done.stderr
     pod = json.loads(done.stdout)

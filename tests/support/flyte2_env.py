@@ -9,7 +9,7 @@ exclusive ``fcntl`` lock on a file beside it, so two test processes never build 
 then reuses); a build that was interrupted (no ``.complete`` marker) is removed and made again.
 
 ``flyte2_python()`` returns its Python (its ``bin`` also holds ``a0``, the SDK's runtime entry point);
-``flyte2_python_fixture`` is the session fixture over it. ``python tests/support/flyte2_env.py`` builds it
+``flyte2_python_fixture`` is the session fixture ``flyte2_python`` over it (import it into the test module). ``python tests/support/flyte2_env.py`` builds it
 ahead of a test run and prints its Python.
 """
 
@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,7 +62,15 @@ def flyte2_python() -> Path:
                 [sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=300
             )
             done = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *FLYTE2_REQUIREMENTS],
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    *FLYTE2_REQUIREMENTS,
+                ],
                 capture_output=True,
                 text=True,
                 timeout=_BUILD_SECONDS,
@@ -81,14 +88,13 @@ def flyte2_python() -> Path:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-@pytest.fixture(scope="session")
-def flyte2_python_fixture() -> Iterator[Path]:
-    """The Flyte 2 virtualenv's Python (built on the session's first use)."""
+@pytest.fixture(scope="session", name="flyte2_python")
+def flyte2_python_fixture() -> Path:
+    """The Flyte 2 virtualenv's Python (built on the session's first use); the fixture ``flyte2_python``."""
     try:
-        python = flyte2_python()
+        return flyte2_python()
     except RuntimeError as e:
         pytest.fail(str(e))
-    yield python
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ from flyteidl.core import literals_pb2, tasks_pb2
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
+from taskplug.cli import _flytekit_module as fk
+from taskplug.cli._flytekit_module import ModuleTarget
 from taskplug.core import SpecError, TaskplugError
 from taskplug.executor import ExecutionSpec, parse_spec
 
@@ -204,7 +206,11 @@ def _on_host(template: tasks_pb2.TaskTemplate, root: Path, flyte2: Flyte2Python,
             if container.get("name") != primary:
                 continue
             env = [e for e in container.get("env") or [] if e.get("name") not in ("PYTHONPATH", "PATH")]
-            container["env"] = [*env, {"name": "PYTHONPATH", "value": str(root)}, {"name": "PATH", "value": path}]
+            container["env"] = [
+                *env,
+                {"name": "PYTHONPATH", "value": str(root)},
+                {"name": "PATH", "value": path},
+            ]
             container["image"] = image
         template.k8s_pod.pod_spec.Clear()
         template.k8s_pod.pod_spec.update(spec)
@@ -218,14 +224,12 @@ def _with_image(template: tasks_pb2.TaskTemplate, image: str) -> None:
 def flyte2_module_spec(
     path: Path,
     arguments: Sequence[str],
-    target: Any,
+    target: ModuleTarget,
     *,
     fresh_name: bool = True,
 ) -> ExecutionSpec:
-    """The execution spec of ``SPEC.py TASK [--INPUT VALUE]...`` for a Flyte 2 module (``target``: a
-    :class:`~taskplug.cli._flytekit_module.ModuleTarget`); ``--help`` after the task prints its inputs."""
-    from taskplug.cli import _flytekit_module as fk
-
+    """The execution spec of ``SPEC.py TASK [--INPUT VALUE]...`` for a Flyte 2 module (its images, project,
+    domain, name and env from ``target``, as a flytekit module's); ``--help`` after the task prints its inputs."""
     parent = click.get_current_context()
     resolved = path.resolve()
     flyte2 = _require_flyte2(path)
@@ -258,7 +262,9 @@ def flyte2_module_spec(
         default = _decode(item["literal"], literals_pb2.Literal(), "default") if item["literal"] else None
         variable = template.interface.inputs.variables.get(item["name"])
         if variable is None:
-            raise TaskplugError(f"the task's interface has no input {item['name']!r}, which its function takes")
+            raise TaskplugError(
+                f"the task's interface has no input {item['name']!r}, which its function takes"
+            )
         inputs.append(
             fk.ModuleInput(
                 name=item["name"],
@@ -271,7 +277,9 @@ def flyte2_module_spec(
                 type_text=item["type"],
             )
         )
-    summary = f"Flyte 2 task {tasks[task_name]} ({described['type']}) from {path.name}: its inputs as options."
+    summary = (
+        f"Flyte 2 task {tasks[task_name]} ({described['type']}) from {path.name}: its inputs as options."
+    )
     doc = described["doc"]
     command = click.Command(
         task_name,

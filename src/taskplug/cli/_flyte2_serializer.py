@@ -52,7 +52,9 @@ def _describe(task: Any, spec: Any) -> dict[str, Any]:
                 "name": name,
                 "type": _type_text(python_type),
                 "default": repr(default) if has_default else None,
-                "literal": base64.b64encode(literal.SerializeToString()).decode() if literal is not None else None,
+                "literal": base64.b64encode(literal.SerializeToString()).decode()
+                if literal is not None
+                else None,
                 "description": descriptions.get(name, "") if descriptions.get(name, "") != name else "",
             }
         )

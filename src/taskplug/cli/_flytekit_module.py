@@ -696,10 +696,6 @@ def module_spec(
     resolved = path.resolve()
     if not resolved.is_file():
         raise SpecError("SPEC", f"no such file: {str(path)!r}")
-    from taskplug.cli._flyte2_module import flyte2_module_spec, is_flyte2_module
-
-    if is_flyte2_module(resolved):
-        return flyte2_module_spec(path, arguments, target, fresh_name=fresh_name)
     _require_flytekit(path)
     root = _project_root(resolved)
     module = _import(resolved, root)

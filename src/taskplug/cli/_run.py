@@ -45,6 +45,7 @@ from rich.live import Live
 from rich.text import Text
 
 from taskplug.cli._cluster_options import cluster_options, kube_client
+from taskplug.cli._flyte2_module import flyte2_module_spec, is_flyte2_module
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
@@ -683,7 +684,11 @@ def _load(
             environment=environment,
             on_host=kubeconfig is None,
         )
-        loaded = module_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
+        arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+        if is_flyte2_module(spec):
+            loaded = flyte2_module_spec(spec, arguments, target)
+        else:
+            loaded = module_spec(spec, arguments, target)
         return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)
