@@ -125,8 +125,14 @@ def test_a_raised_error_reaches_the_executions_error_after_three_attempts_with_r
     # Each attempt its own pod, each written its error document into its own output folder.
     run = tmp_path / ".taskplug" / "data" / "metadata" / "flytesnacks" / "development"
     (execution,) = run.iterdir()
-    assert sorted(p.name for p in (execution / "a0").iterdir() if p.is_dir()) == ["0", "1", "2"]
-    assert all((execution / "a0" / str(attempt) / "error.pb").is_file() for attempt in range(3))
+    assert sorted(p.name for p in (execution / "n0").iterdir() if p.is_dir()) == ["0", "1", "2"]
+    assert all((execution / "n0" / str(attempt) / "error.pb").is_file() for attempt in range(3))
+    # What a0 printed is kept, attempt by attempt.
+    logs = _taskplug(
+        flyte2, tmp_path, "logs", "--state-db", tmp_path / "state.db", execution.name, "--attempt", "2"
+    )
+    assert logs.returncode == 0, logs.stderr
+    assert "ValueError: no luck today" in logs.stdout
 
 
 def test_a_flyte2_dask_task_runs_on_the_scheduler_and_workers_the_dask_operator_started(
@@ -171,7 +177,7 @@ def test_a_spec_whose_template_file_is_the_sdks_binary_task_template_runs(
     (tmp_path / "add.yaml").write_text((EXAMPLES / "add.yaml").read_text())
     document = _run_json(flyte2, tmp_path, tmp_path / "add.yaml")
     assert (document["phase"], document["outputs"]) == ("Success", {"o0": 5})
-    assert document["execution"].endswith("/a0")
+    assert document["execution"].startswith("flytesnacks/development/")
 
 
 def test_render_shows_the_pod_with_the_task_environments_resources_and_env(
@@ -186,7 +192,7 @@ def test_render_shows_the_pod_with_the_task_environments_resources_and_env(
     assert container["resources"]["requests"] == {"cpu": "500m", "memory": "400Mi"}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["GREETING"] == "hello"
-    assert env["ACTION_NAME"] == "a0"
+    assert env["ACTION_NAME"] == "n0"
     assert env["RUN_NAME"] == pod["metadata"]["labels"]["run"]
     assert env["_U_ORG_NAME"] == "local"
     assert env["_U_RUN_BASE"].endswith(f"/metadata/flytesnacks/development/{env['RUN_NAME']}")

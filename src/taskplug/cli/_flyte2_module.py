@@ -290,10 +290,13 @@ def flyte2_module_spec(
     given = fk.parse_task_arguments(parent, path, task_name, command, rest)
     plain = {item.name: fk.input_value(item, given.get(item.name), on_host=target.on_host) for item in inputs}
     if target.on_host:
-        _on_host(template, root, flyte2, target.images[0] if target.images else fk.host_image())
+        image = target.images[0].rpartition("=")[2] if target.images else fk.host_image()
+        _on_host(template, root, flyte2, image)
     elif target.images:
-        _with_image(template, target.images[0])
-    execution_id: dict[str, Any] = {"project": target.project, "domain": target.domain, "nodeId": "a0"}
+        _with_image(template, target.images[0].rpartition("=")[2])  # pyflyte's NAME=IMAGE form: the image
+    # The node is n0 as for every single-task execution here (Flyte 2 names a run's first action a0; a spec
+    # may too): ACTION_NAME is the node's id.
+    execution_id: dict[str, Any] = {"project": target.project, "domain": target.domain, "nodeId": "n0"}
     if target.name is not None:
         execution_id["name"] = target.name
     execution: dict[str, Any] = {"id": execution_id}
