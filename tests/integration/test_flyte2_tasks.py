@@ -211,3 +211,18 @@ def test_bad_input_exits_2_naming_it(flyte2: Path, tmp_path: Path, arguments: li
     assert done.returncode == 2, done.stderr
     assert f"error: {named}" in done.stderr
     assert not (tmp_path / ".taskplug" / "cluster").exists()  # nothing ran
+
+
+def test_a_task_that_calls_a_task_fails_at_the_call_instead_of_waiting_for_a_backend(
+    flyte2: Path, tmp_path: Path
+) -> None:
+    # Flyte 2 submits the callee to its backend services, which taskplug does not have (docs/flyte2.md).
+    (tmp_path / "nested.py").write_text(
+        "import flyte\n"
+        "env = flyte.TaskEnvironment(name='nested')\n\n"
+        "@env.task\nasync def inner(x: int) -> int:\n    return x + 1\n\n"
+        "@env.task\nasync def outer(x: int) -> int:\n    return await inner(x)\n"
+    )
+    document = _run_json(flyte2, tmp_path, tmp_path / "nested.py", "outer", "--x", "1")
+    assert (document["phase"], document["attempts"], document["outputs"]) == ("PermanentFailure", 1, None)
+    assert document["error"]["kind"] == "USER"
