@@ -81,3 +81,45 @@ def test_a_flyte2_module_without_the_sdk_exits_2_naming_the_package_to_install(
     )
     assert_bad_input(result, "Flyte 2", f"pip install {FLYTE2_PACKAGE}", "hello.py")
     assert not (tmp_path / ".taskplug").exists()
+
+
+def test_on_this_machine_the_primary_container_of_a_pod_template_task_gets_the_module_and_the_sdk(
+    tmp_path: Path,
+) -> None:
+    from flyteidl.core import tasks_pb2
+    from google.protobuf import json_format
+
+    from taskplug.cli._flyte2_module import Flyte2Python, _on_host
+
+    template = json_format.ParseDict(
+        {
+            "type": "python",
+            "config": {"primary_container_name": "primary"},
+            "k8sPod": {
+                "podSpec": {
+                    "containers": [
+                        {
+                            "name": "primary",
+                            "image": "ghcr.io/flyteorg/flyte:py3.11-v2.12.1",
+                            "args": ["a0"],
+                            "env": [
+                                {"name": "PATH", "value": "/opt/venv/bin"},
+                                {"name": "KEEP", "value": "1"},
+                            ],
+                        },
+                        {"name": "sidecar", "image": "busybox"},
+                    ]
+                }
+            },
+        },
+        tasks_pb2.TaskTemplate(),
+    )
+    _on_host(template, tmp_path, Flyte2Python(Path("/venv/bin/python"), Path("/venv/bin")), "localhost/x:1")
+    primary, sidecar = json_format.MessageToDict(template.k8s_pod.pod_spec)["containers"]
+    assert primary["image"] == "localhost/x:1"
+    assert primary["env"] == [
+        {"name": "KEEP", "value": "1"},
+        {"name": "PYTHONPATH", "value": str(tmp_path)},
+        {"name": "PATH", "value": "/venv/bin:/usr/local/bin:/usr/bin:/bin"},
+    ]
+    assert sidecar == {"name": "sidecar", "image": "busybox"}
