@@ -673,8 +673,8 @@ def _load(
         if kubeconfig is not None and not images:
             raise SpecError(
                 "--image",
-                "required with --kubeconfig for a flytekit or Flyte 2 module: a real cluster runs the task in "
-                "an image that holds the SDK (flytekit or flyte) and the module (taskplug uploads no code)",
+                "required with --kubeconfig for a module: a real cluster runs the task in an image that holds "
+                "flytekit and the module (flyte and the module, for a Flyte 2 module; taskplug uploads no code)",
             )
         target = module_target_from_options(
             images=images,
