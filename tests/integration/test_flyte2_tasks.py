@@ -226,3 +226,13 @@ def test_a_task_that_calls_a_task_fails_at_the_call_instead_of_waiting_for_a_bac
     document = _run_json(flyte2, tmp_path, tmp_path / "nested.py", "outer", "--x", "1")
     assert (document["phase"], document["attempts"], document["outputs"]) == ("PermanentFailure", 1, None)
     assert document["error"]["kind"] == "USER"
+
+
+def test_render_with_an_image_puts_nothing_of_this_machine_in_the_pod(flyte2: Path, tmp_path: Path) -> None:
+    done = _taskplug(flyte2, tmp_path, "render", "--image", "ghcr.io/me/tasks:v1", HELLO, "add", "--a", "2")
+    assert done.returncode == 0, done.stderr
+    (container,) = json.loads(done.stdout)["spec"]["containers"]
+    assert container["image"] == "ghcr.io/me/tasks:v1"
+    env = {e["name"] for e in container["env"]}
+    assert not {"PYTHONPATH", "PATH"} & env
+    assert {"ACTION_NAME", "RUN_NAME", "_U_RUN_BASE", "_U_ORG_NAME"} <= env
