@@ -54,7 +54,14 @@ from taskplug.cli._flytekit_module import ModuleTarget
 from taskplug.core import SpecError, TaskplugError
 from taskplug.executor import ExecutionSpec, parse_spec
 
-__all__ = ["FLYTE2_PACKAGE", "Flyte2Python", "find_flyte2_python", "flyte2_module_spec", "is_flyte2_module"]
+__all__ = [
+    "FLYTE2_PACKAGE",
+    "Flyte2Python",
+    "find_flyte2_python",
+    "flyte2_module_document",
+    "flyte2_module_spec",
+    "is_flyte2_module",
+]
 
 FLYTE2_PACKAGE = "flyte"
 """The Flyte 2 SDK's distribution on PyPI."""
@@ -230,6 +237,24 @@ def flyte2_module_spec(
 ) -> ExecutionSpec:
     """The execution spec of ``SPEC.py TASK [--INPUT VALUE]...`` for a Flyte 2 module (its images, project,
     domain, name and env from ``target``, as a flytekit module's); ``--help`` after the task prints its inputs."""
+    return _spec_and_document(path, arguments, target, fresh_name=fresh_name)[0]
+
+
+def flyte2_module_document(
+    path: Path, arguments: Sequence[str], target: ModuleTarget
+) -> tuple[dict[str, Any], str]:
+    """The same task as the self-contained spec document ``taskplug run --server`` submits (the template
+    inline, the execution named) and its execution key."""
+    spec, document = _spec_and_document(path, arguments, target, fresh_name=True)
+    document["execution"]["id"]["name"] = (
+        spec.metadata.task_execution_id.id.node_execution_id.execution_id.name
+    )
+    return document, spec.execution_key
+
+
+def _spec_and_document(
+    path: Path, arguments: Sequence[str], target: ModuleTarget, *, fresh_name: bool
+) -> tuple[ExecutionSpec, dict[str, Any]]:
     parent = click.get_current_context()
     resolved = path.resolve()
     flyte2 = _require_flyte2(path)
@@ -303,15 +328,16 @@ def flyte2_module_spec(
     environment = fk.environment_of(target.environment)
     if environment:
         execution["environment"] = environment
-    spec_document = {
+    spec_document: dict[str, Any] = {
         "template": json_format.MessageToDict(template),
         "execution": execution,
         "inputs": plain,
     }
     try:
-        return parse_spec(spec_document, base_dir=resolved.parent, source=str(path), fresh_name=fresh_name)
+        spec = parse_spec(spec_document, base_dir=resolved.parent, source=str(path), fresh_name=fresh_name)
     except SpecError as e:
         if e.path.startswith("inputs."):
             name, _, rest_path = e.path.removeprefix("inputs.").partition(".")
             raise SpecError(f"--{name}{'.' + rest_path if rest_path else ''}", e.reason) from e
         raise
+    return spec, spec_document

@@ -45,7 +45,7 @@ from rich.live import Live
 from rich.text import Text
 
 from taskplug.cli._cluster_options import cluster_options, kube_client
-from taskplug.cli._flyte2_module import flyte2_module_spec, is_flyte2_module
+from taskplug.cli._flyte2_module import flyte2_module_document, flyte2_module_spec, is_flyte2_module
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
@@ -529,7 +529,11 @@ def run(
                 on_host=not images,  # no --image: the server's cluster runs this machine's Python
             )
             arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-            document, _ = module_document(spec, arguments, target)
+            if is_flyte2_module(spec):
+                # A Flyte 2 module's task: serialized here by the SDK, sent as a spec with its template inline.
+                document, _ = flyte2_module_document(spec, arguments, target)
+            else:
+                document, _ = module_document(spec, arguments, target)
         else:
             reject_module_options(
                 image=images, project=project, domain=domain, name=execution_name, env=environment
