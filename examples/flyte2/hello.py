@@ -12,6 +12,7 @@ on ``PATH``; see docs/flyte2.md):
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass
 
 import flyte
@@ -67,6 +68,12 @@ async def shout(text: str) -> File:
     async with f.open("wb") as fh:
         await fh.write(text.upper().encode())
     return f
+
+
+@env.task(cache="auto")
+def lucky(seed: int) -> float:
+    """Cached: a second run with the same seed is a cache hit, the same number."""
+    return seed + random.random()
 
 
 @env.task(retries=2)

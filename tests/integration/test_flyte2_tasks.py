@@ -113,6 +113,14 @@ def test_the_task_environments_env_vars_reach_the_task_in_its_pod(flyte2: Path, 
     assert (document["phase"], document["outputs"]) == ("Success", {"o0": "hello, taskplug"})
 
 
+def test_a_cached_task_run_again_with_the_same_inputs_is_a_cache_hit(flyte2: Path, tmp_path: Path) -> None:
+    first = _run_json(flyte2, tmp_path, HELLO, "lucky", "--seed", "7")
+    again = _run_json(flyte2, tmp_path, HELLO, "lucky", "--seed", "7")
+    assert first["phase"] == again["phase"] == "Success"
+    assert again["outputs"] == first["outputs"]
+    assert [e["reason"] for e in again["events"]] == ["cache hit"]
+
+
 def test_a_raised_error_reaches_the_executions_error_after_three_attempts_with_retries_2(
     flyte2: Path, tmp_path: Path
 ) -> None:
