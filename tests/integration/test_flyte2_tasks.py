@@ -244,3 +244,29 @@ def test_render_with_an_image_puts_nothing_of_this_machine_in_the_pod(flyte2: Pa
     env = {e["name"] for e in container["env"]}
     assert not {"PYTHONPATH", "PATH"} & env
     assert {"ACTION_NAME", "RUN_NAME", "_U_RUN_BASE", "_U_ORG_NAME"} <= env
+
+
+@pytest.mark.parametrize(
+    ("filename", "source", "said"),
+    [
+        pytest.param(
+            "json.py", "import flyte\n", "rename the file", id="a-module-named-as-the-standard-librarys"
+        ),
+        pytest.param(
+            "broken.py",
+            "import flyte\nraise RuntimeError('at import')\n",
+            "RuntimeError: at import",
+            id="a-module-that-fails-to-import",
+        ),
+    ],
+)
+def test_a_module_the_sdk_cannot_import_exits_2_saying_why(
+    flyte2: Path, tmp_path: Path, filename: str, source: str, said: str
+) -> None:
+    (tmp_path / filename).write_text(source)
+    done = _taskplug(
+        flyte2, tmp_path, "run", "--state-db", tmp_path / "state.db", tmp_path / filename, "task"
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr.split("error:")[-1]

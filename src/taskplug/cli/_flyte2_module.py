@@ -166,8 +166,9 @@ def _serialize(
             timeout=_SERIALIZE_SECONDS,
             check=False,
             cwd=root,
-            # The module's own folder first, as `flyte run` imports it; nothing of taskplug's path.
-            env={**os.environ, "PYTHONPATH": str(root)},
+            # Nothing of taskplug's path; the serializer puts the project root on its path itself, after its own
+            # imports (a module of the user's named like one of the standard library's must not replace it).
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise TaskplugError(f"cannot serialize {str(path)!r} with {flyte2.python}: {e}") from e

@@ -74,6 +74,7 @@ def main(argv: list[str]) -> int:
     root_dir = pathlib.Path(root).resolve()
     name = ".".join(source.relative_to(root_dir).with_suffix("").parts)
     document: dict[str, Any] = {}
+    module: Any = None
     stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
         sys.path.insert(0, str(root_dir))
@@ -87,6 +88,16 @@ def main(argv: list[str]) -> int:
         except Exception as e:
             document["error"] = f"cannot import {str(source)!r} as module {name!r}: {type(e).__name__}: {e}"
         else:
+            loaded = pathlib.Path(getattr(module, "__file__", None) or "").resolve()
+            if loaded != source:
+                # Another module of that name (the standard library's, an installed package's) came first: a0's
+                # import would find that one too.
+                document["error"] = (
+                    f"cannot import {str(source)!r} as module {name!r}: a module of that name is imported from "
+                    f"{getattr(module, '__file__', None) or 'a built-in'} instead; rename the file"
+                )
+                module = None
+        if module is not None and "error" not in document:
             tasks = {k: v for k, v in sorted(vars(module).items()) if isinstance(v, TaskTemplate)}
             document["tasks"] = {k: v.name for k, v in tasks.items()}
             task = tasks.get(task_name) if task_name is not None else None
