@@ -27,6 +27,10 @@ which taskplug does not have.
 
 Deviation: ``flyte run`` uploads the code as a bundle beside a stock image; taskplug uploads nothing, as with
 flytekit modules.
+
+Deviation: Flyte 2 names a run's first action ``a0``; a module's task here is node ``n0``, as every single
+task execution of taskplug is (``taskplug logs`` and ``status`` find it by the execution's name alone), so its
+``ACTION_NAME`` is ``n0``. A spec may name its node ``a0`` (``execution.id.nodeId``).
 """
 
 from __future__ import annotations
