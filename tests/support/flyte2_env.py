@@ -1,69 +1,106 @@
-"""A virtual environment with Flyte 2's SDK (``flyte``), built once per machine and shared by the tests.
+"""A virtualenv with Flyte 2's SDK (``flyte``), made once and kept for the tests that need it.
 
-``flyte`` is not one of taskplug's dependencies (it pins ``flyteidl2`` and ``protobuf`` versions of its own): the
-tests that need it — a Flyte 2 connector served by the SDK's ``c0``, Flyte 2 task specs run by ``a0`` — run it
-from this environment, in a subprocess. :func:`flyte2_python` creates the environment on first use (``pip
-install 'flyte[connector]==<version>'`` from the package index, as a fresh CI machine does) under a stable
-folder keyed by the version, and reuses it afterwards. An ``fcntl`` lock beside it makes sure two processes
-(two test sessions, two helpers' fixtures) never build it at once; a build cut short is removed and redone,
-because the environment only counts once its ``.complete`` stamp is written.
+taskplug does not depend on ``flyte`` (nor may its tests' environment: flytekit and ``flyte`` are different
+SDKs), so the Flyte 2 tests (tasks run by ``a0``, connectors served by ``c0``) install it into an environment of their own, as a Flyte 2 user's would be:
+``flyte`` at a pinned version with the plugins the tests use, from PyPI. It is kept under the user's cache
+folder (``$TASKPLUG_FLYTE2_ENV_ROOT``, else ``$XDG_CACHE_HOME`` or ``~/.cache`` + ``taskplug-tests``;
+``flyte2-<key>``), keyed by the requirements
+and this Python's version, so a rerun reuses it at once; a changed pin makes a new one. Building it holds an
+exclusive ``fcntl`` lock on a file beside it, so two test processes never build it at once (the second waits,
+then reuses); a build that was interrupted (no ``.complete`` marker) is removed and made again.
 
-The folder is ``$TASKPLUG_FLYTE2_ENV_ROOT`` if set, else ``~/.cache/taskplug-tests``.
+``flyte2_python()`` returns its Python (its ``bin`` also holds ``a0``, the SDK's runtime entry point);
+``flyte2_python_fixture`` is the session fixture ``flyte2_python`` over it (import it into the test module). ``python tests/support/flyte2_env.py`` builds it
+ahead of a test run and prints its Python.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Final
 
-__all__ = ["FLYTE2_VERSION", "flyte2_env_dir", "flyte2_python"]
+import pytest
 
-FLYTE2_VERSION: Final = "2.12.1"
-"""The Flyte 2 SDK the tests run (its ``c0`` connector server and ``a0`` task runtime)."""
+__all__ = ["FLYTE2_REQUIREMENTS", "FLYTE2_VERSION", "flyte2_python", "flyte2_python_fixture"]
 
-_STAMP = ".complete"
+FLYTE2_VERSION = "2.12.1"
+FLYTE2_REQUIREMENTS = (f"flyte[connector]=={FLYTE2_VERSION}", f"flyteplugins-dask=={FLYTE2_VERSION}")
+"""The SDK with its connector server (``c0``, for the Flyte 2 connector tests), and its Dask plugin (which
+brings ``dask[distributed]``) for the Dask task test."""
 
-
-def flyte2_env_dir(version: str = FLYTE2_VERSION) -> Path:
-    """Where the environment for ``version`` lives (keyed by the SDK's and this Python's versions)."""
-    root = Path(os.environ.get("TASKPLUG_FLYTE2_ENV_ROOT") or Path.home() / ".cache" / "taskplug-tests")
-    return root / f"flyte-{version}-py{sys.version_info.major}{sys.version_info.minor}"
+_BUILD_SECONDS = 900
 
 
-def flyte2_python(version: str = FLYTE2_VERSION) -> Path:
-    """The Python of an environment with ``flyte[connector]==version`` installed, created if missing."""
-    env = flyte2_env_dir(version)
-    python = env / "bin" / "python"
-    if (env / _STAMP).is_file():
-        return python
-    env.parent.mkdir(parents=True, exist_ok=True)
-    with (env.parent / f"{env.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if (env / _STAMP).is_file():  # another process built it while this one waited
+def _cache_root() -> Path:
+    given = os.environ.get("TASKPLUG_FLYTE2_ENV_ROOT")
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "taskplug-tests"
+
+
+def _key() -> str:
+    text = "\n".join([*FLYTE2_REQUIREMENTS, f"python{sys.version_info.major}.{sys.version_info.minor}"])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def flyte2_python() -> Path:
+    """The Python of the Flyte 2 virtualenv, created on first use and reused after (see the module)."""
+    root = _cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / f"flyte2-{FLYTE2_VERSION}-{_key()}"
+    python = folder / "bin" / "python"
+    marker = folder / ".complete"
+    with open(root / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if marker.exists() and python.exists():
+                return python
+            shutil.rmtree(folder, ignore_errors=True)
+            # The base interpreter's venv module (a venv made from inside a venv is based on its base Python).
+            subprocess.run(
+                [sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=300
+            )
+            done = subprocess.run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    *FLYTE2_REQUIREMENTS,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=_BUILD_SECONDS,
+                check=False,
+            )
+            if done.returncode != 0:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise RuntimeError(
+                    f"cannot install {' '.join(FLYTE2_REQUIREMENTS)} into {folder} (exit {done.returncode}): "
+                    f"{done.stderr.strip()[-2000:]}"
+                )
+            marker.write_text(" ".join(FLYTE2_REQUIREMENTS) + "\n")
             return python
-        shutil.rmtree(env, ignore_errors=True)  # a build cut short
-        # venv from the base interpreter: the environment must not see taskplug's own site-packages.
-        base = getattr(sys, "_base_executable", sys.executable)
-        _run([base, "-m", "venv", str(env)], env)
-        _run(
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             f"flyte[connector]=={version}"],
-            env,
-        )  # fmt: skip
-        (env / _STAMP).write_text(version)
-    return python
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _run(command: list[str], env: Path) -> None:
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    if proc.returncode != 0:
-        shutil.rmtree(env, ignore_errors=True)
-        raise RuntimeError(
-            f"building the Flyte 2 test environment failed: {' '.join(command)} exited {proc.returncode}\n"
-            f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-        )
+@pytest.fixture(scope="session", name="flyte2_python")
+def flyte2_python_fixture() -> Path:
+    """The Flyte 2 virtualenv's Python (built on the session's first use); the fixture ``flyte2_python``."""
+    try:
+        return flyte2_python()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+
+
+if __name__ == "__main__":
+    print(flyte2_python())
