@@ -12,7 +12,7 @@ Scripted faults apply before each call.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import orjson
@@ -33,10 +33,23 @@ KubeObject = dict[str, Any]
 class LocalKubeClient:
     """Implements :class:`taskplug.k8s.KubeClient` on the cluster's store."""
 
-    def __init__(self, store: Store, timers: Timers, faults: Faults | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        timers: Timers,
+        faults: Faults | None,
+        logs: Callable[..., str] | None = None,
+    ) -> None:
         self._store = store
         self._timers = timers
         self._faults = faults
+        self._logs = logs
+
+    async def pod_log(
+        self, namespace: str, name: str, container: str | None = None, *, tail_lines: int | None = None
+    ) -> str:
+        """A container's log, as ``pods/{name}/log`` answers it (:class:`taskplug.k8s.ReadsPodLogs`)."""
+        return self._logs(namespace, name, container, tail_lines=tail_lines) if self._logs is not None else ""
 
     async def _check(self, verb: str, rtype: ResourceType) -> None:
         if self._faults is not None:

@@ -1,0 +1,122 @@
+"""``GET /api/v1/executions/{key}/logs``: what an execution's containers printed, as text, followed while it
+runs (:mod:`._logs` reads them: the replicas' kept copies, and the cluster's ``pods/log`` for pods not kept).
+
+The read role suffices, as for the rest of an execution; a log can hold whatever a task printed (a secret it
+echoed included), which ``docs/security.md`` says. Flyte's admin API has no log route (its console opens the
+plugins' log links); this is ``kubectl logs`` over the service's own access to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+
+from taskplug.service._api import API_PREFIX, ApiError, _errors
+from taskplug.service._logs import ContainerLog, LogReader, follow_logs
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=API_PREFIX)
+
+LOG_POLL: Final = 1.0
+"""Seconds between two reads of a followed log (the cluster's ``pods/log`` and the kept copies)."""
+
+_ROW = "SELECT id, key, terminal, object_owner FROM taskplug_executions WHERE key = %s"
+_TERMINAL = "SELECT terminal FROM taskplug_executions WHERE id = %s"
+
+_TEXT: Final[dict[int | str, dict[str, Any]]] = {
+    200: {
+        "description": "The logs as text: with `node` and `attempt` both given, one container's log as it "
+        "printed it; otherwise each log after a `==> node N, attempt A: pod P, container C <==` line. With "
+        "`follow`, the answer stays open and carries what is printed until the attempt (or, without "
+        "`attempt`, the execution) has ended.",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get(
+    "/executions/{key:path}/logs",
+    response_class=StreamingResponse,
+    responses={**_TEXT, **_errors(404, 422)},
+)
+async def execution_logs(
+    request: Request,
+    key: str,
+    node: Annotated[
+        str | None,
+        Query(
+            max_length=256,
+            description="A node's unique id (`n0` for a task, a workflow node's `n1`, `n4-0-n0`); every "
+            "node when absent.",
+        ),
+    ] = None,
+    attempt: Annotated[int | None, Query(ge=0, le=1_000_000, description="One attempt only.")] = None,
+    follow: Annotated[bool, Query(description="Keep the answer open while the task prints.")] = False,
+    tail: Annotated[
+        int | None, Query(ge=0, le=1_000_000, description="The last N lines of each log.")
+    ] = None,
+) -> StreamingResponse:
+    """What the execution's containers printed: the copies the replicas kept when each attempt's pod ended,
+    and, for pods not kept yet, the cluster's own log (when this server reaches the cluster, ``taskplug
+    serve --kubeconfig``). 404 naming `node` or `attempt` when none of theirs is found (without `follow`)."""
+    pool = request.app.state.db.pool
+    reader: LogReader = LogReader(request.app.state.log_cluster)
+    async with pool.connection() as conn:
+        cur = await conn.execute(_ROW, (key,))
+        row = await cur.fetchone()
+        if row is None:
+            raise ApiError(404, f"no execution {key!r}", field="key")
+        execution_id, _, terminal, owner = row
+
+        async def read() -> list[ContainerLog]:
+            async with request.app.state.stream_reads, pool.connection() as c:
+                return await reader.read(
+                    c, execution_id=execution_id, key=key, object_owner=owner, node=node, attempt=attempt
+                )
+
+        first = await reader.read(
+            conn, execution_id=execution_id, key=key, object_owner=owner, node=node, attempt=attempt
+        )
+    if not first and (not follow or terminal):
+        field = "attempt" if attempt is not None else "node" if node is not None else "key"
+        what = " ".join(
+            part
+            for part in (
+                f"node {node}" if node is not None else "",
+                f"attempt {attempt}" if attempt is not None else "",
+            )
+            if part
+        )
+        where = f" ({reader.cluster_problem})" if reader.cluster_problem and not terminal else ""
+        raise ApiError(
+            404, f"no logs of {what + ' of ' if what else ''}execution {key!r} yet{where}", field=field
+        )
+
+    async def terminal_now() -> bool:
+        async with pool.connection() as c:
+            cur = await c.execute(_TERMINAL, (execution_id,))
+            found = await cur.fetchone()
+            return found is None or bool(found[0])
+
+    async def body() -> AsyncIterator[bytes]:
+        async for text in follow_logs(
+            read,
+            terminal_now,
+            headers=node is None or attempt is None or len(first) > 1,
+            tail=tail,
+            follow=follow and not terminal,
+            poll=request.app.state.log_poll,
+            first=first,
+            attempt=attempt,
+        ):
+            yield text.encode()
+
+    return StreamingResponse(
+        body(),
+        media_type="text/plain; charset=utf-8",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
