@@ -32,7 +32,7 @@ from taskplug.core import canonical_host
 from taskplug.executor import SubmissionLimits
 from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
 from taskplug.service._api import router as api_router
-from taskplug.service._api_logs import LOG_POLL
+from taskplug.service._api_logs import LOG_POLL, page_router
 from taskplug.service._api_logs import router as logs_router
 from taskplug.service._api_nodes import ClosureCache
 from taskplug.service._api_queries import ServiceDB
@@ -171,6 +171,7 @@ def create_app(
     app.add_exception_handler(psycopg.OperationalError, _on_database_down)
     app.include_router(tokens_router)
     app.include_router(logs_router)  # before the API's own: its /executions/{key:path} would take .../logs
+    app.include_router(page_router)  # before the web view's: its /executions/{key:path}/stream would take it
     app.include_router(api_router)
     # Where probes and Prometheus look by default, beside their /api/v1 places.
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)

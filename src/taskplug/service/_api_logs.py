@@ -17,9 +17,12 @@ from fastapi.responses import StreamingResponse
 from taskplug.service._api import API_PREFIX, ApiError, _errors
 from taskplug.service._logs import ContainerLog, LogReader, follow_logs
 
-__all__ = ["router"]
+__all__ = ["page_router", "router"]
 
 router = APIRouter(prefix=API_PREFIX)
+page_router = APIRouter()
+"""The web view's log panes: ``/executions/{key}/logs/stream`` (always followed, and empty rather than
+404 when an attempt kept no log, so that a page shows an empty pane rather than a failed request)."""
 
 LOG_POLL: Final = 1.0
 """Seconds between two reads of a followed log (the cluster's ``pods/log`` and the kept copies)."""
@@ -29,7 +32,7 @@ _TERMINAL = "SELECT terminal FROM taskplug_executions WHERE id = %s"
 
 _TEXT: Final[dict[int | str, dict[str, Any]]] = {
     200: {
-        "description": "The logs as text: with `node` and `attempt` both given, one container's log as it "
+        "description": "The logs as text: with `attempt` given and one container's log found, that log as it "
         "printed it; otherwise each log after a `==> node N, attempt A: pod P, container C <==` line. With "
         "`follow`, the answer stays open and carries what is printed until the attempt (or, without "
         "`attempt`, the execution) has ended.",
@@ -63,6 +66,30 @@ async def execution_logs(
     """What the execution's containers printed: the copies the replicas kept when each attempt's pod ended,
     and, for pods not kept yet, the cluster's own log (when this server reaches the cluster, ``taskplug
     serve --kubeconfig``). 404 naming `node` or `attempt` when none of theirs is found (without `follow`)."""
+    return await _logs(request, key, node=node, attempt=attempt, follow=follow, tail=tail, missing_ok=False)
+
+
+@page_router.get("/executions/{key:path}/logs/stream", include_in_schema=False)
+async def page_logs(
+    request: Request,
+    key: str,
+    node: Annotated[str | None, Query(max_length=256)] = None,
+    attempt: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+) -> StreamingResponse:
+    """A log pane's text: the API's answer with ``follow``, empty where the API would answer 404."""
+    return await _logs(request, key, node=node, attempt=attempt, follow=True, tail=None, missing_ok=True)
+
+
+async def _logs(
+    request: Request,
+    key: str,
+    *,
+    node: str | None,
+    attempt: int | None,
+    follow: bool,
+    tail: int | None,
+    missing_ok: bool,
+) -> StreamingResponse:
     pool = request.app.state.db.pool
     reader: LogReader = LogReader(request.app.state.log_cluster)
     async with pool.connection() as conn:
@@ -81,7 +108,7 @@ async def execution_logs(
         first = await reader.read(
             conn, execution_id=execution_id, key=key, object_owner=owner, node=node, attempt=attempt
         )
-    if not first and (not follow or terminal):
+    if not first and (not follow or terminal) and not missing_ok:
         field = "attempt" if attempt is not None else "node" if node is not None else "key"
         what = " ".join(
             part
@@ -106,7 +133,7 @@ async def execution_logs(
         async for text in follow_logs(
             read,
             terminal_now,
-            headers=node is None or attempt is None or len(first) > 1,
+            headers=attempt is None or len(first) > 1,
             tail=tail,
             follow=follow and not terminal,
             poll=request.app.state.log_poll,

@@ -1,0 +1,71 @@
+// The log panes of an execution page (a script file: the page's policy runs no inline one).
+// - A single task's attempts (the "attempts" section) each get a pane under "Logs", streamed from
+//   /executions/{key}/logs/stream?attempt=N: what the attempt prints while it runs, then its kept log.
+// - A workflow node's panel has a pane that streams that node's logs once opened.
+// The text is appended as text nodes: a log is never parsed as HTML.
+(() => {
+  "use strict";
+
+  function stream(pane, query) {
+    if (pane.getAttribute("data-state")) return;
+    pane.setAttribute("data-state", "opening");
+    const text = pane.querySelector("pre.log-text");
+    const key = encodeURI(pane.getAttribute("data-execution") || "");
+    fetch(`/executions/${key}/logs/stream?${query}`, { headers: { Accept: "text/plain" } })
+      .then(async (response) => {
+        if (!response.ok || !response.body) {
+          pane.setAttribute("data-state", "unavailable");
+          return;
+        }
+        pane.setAttribute("data-state", "streaming");
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          const atEnd = text.scrollTop + text.clientHeight >= text.scrollHeight - 4;
+          text.append(document.createTextNode(value));
+          if (atEnd) text.scrollTop = text.scrollHeight;
+        }
+        pane.setAttribute("data-state", text.textContent ? "ended" : "empty");
+      })
+      .catch(() => pane.setAttribute("data-state", "unavailable"));
+  }
+
+  function attemptPanes() {
+    const holder = document.getElementById("logs");
+    if (!holder) return;
+    for (const card of document.querySelectorAll("#attempts .attempt[id^='attempt-']")) {
+      const attempt = card.id.slice("attempt-".length);
+      if (!/^\d+$/.test(attempt) || holder.querySelector(`.log-pane[data-attempt="${attempt}"]`)) continue;
+      const pane = document.createElement("details");
+      pane.className = "log-pane";
+      pane.open = true;
+      pane.setAttribute("data-attempt", attempt);
+      pane.setAttribute("data-execution", holder.getAttribute("data-execution") || "");
+      const summary = document.createElement("summary");
+      summary.textContent = `Attempt ${attempt}`;
+      const text = document.createElement("pre");
+      text.className = "log-text";
+      pane.append(summary, text);
+      holder.append(pane);
+      stream(pane, `attempt=${attempt}`);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", attemptPanes);
+  document.addEventListener("htmx:sseMessage", (event) => {
+    const target = event.target;
+    if (target instanceof Element && target.id === "attempts") attemptPanes();
+  });
+  // A node panel's pane streams once opened ("toggle" does not bubble: caught on the way down).
+  document.addEventListener(
+    "toggle",
+    (event) => {
+      const pane = event.target;
+      if (!(pane instanceof HTMLDetailsElement) || !pane.open || !pane.classList.contains("log-pane")) return;
+      const node = pane.getAttribute("data-node");
+      if (node) stream(pane, `node=${encodeURIComponent(node)}`);
+    },
+    true,
+  );
+})();

@@ -1,0 +1,79 @@
+"""An attempt's log in the web view, in a real browser: a shell task run by a ``taskplug executor`` replica on
+``taskplug cluster serve --mode process``, the server on uvicorn with the cluster's kubeconfig, Chromium.
+
+The page shows the lines the task prints while it runs (the task waits for a file the test writes), without a
+reload; after the attempt ended and its pod was deleted from the cluster, the page shows the whole log (the
+replica's kept copy). A line that looks like HTML is shown as text. No console error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from service.test_browser import CHROMIUM_ARGS, Problems, screenshot
+from service.test_logs_api import RUN, Service, gated_script, service, wait_until
+
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (extra `test`)"
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+__all__ = ["service"]  # the module's fixture, used here
+
+expect = playwright_sync.expect
+SHOWN = int(RUN * 1000)  # ms: a deadline for the page to show what the task printed, not a timing
+
+
+@pytest.fixture
+def page(service: Service) -> Iterator[Any]:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (scripts/setup installs Debian's chromium)")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        context = browser.new_context(base_url=service.url, viewport={"width": 1400, "height": 900})
+        problems = Problems()
+        pg = context.new_page()
+        problems.watch(pg)
+        try:
+            yield pg
+        finally:
+            context.close()
+            browser.close()
+        assert problems.found == [], problems.found
+
+
+def test_the_page_streams_a_running_attempts_log_and_shows_the_kept_log_after_its_pod_is_gone(
+    page: Any, service: Service, tmp_path: Any
+) -> None:
+    gate = service.tmp / "gate-browser"
+    key = service.submit("logs-browser", gated_script(gate))
+    page.goto(f"/executions/{key}")
+    text = page.locator('#logs .log-pane[data-attempt="0"] pre.log-text')
+    expect(text).to_contain_text("second line", timeout=SHOWN)
+    # Printed while the attempt runs: the task is still waiting for the gate.
+    assert "after the gate" not in text.text_content()
+    assert service.execution(key)["terminal"] is False
+    expect(text).to_contain_text("first line <b>")  # as text: the log is not parsed as HTML
+    assert text.locator("b").count() == 0
+    screenshot(page, tmp_path, "logs-running")
+    gate.touch()
+    expect(text).to_contain_text("after the gate", timeout=SHOWN)
+    expect(page.locator('#logs .log-pane[data-attempt="0"]')).to_have_attribute(
+        "data-state", "ended", timeout=SHOWN
+    )
+
+    wait_until(lambda: service.kept(key), what="the log kept")
+    pod = next(p for p in service.pods() if p["metadata"]["labels"].get("execution-id") == "logs-browser")
+    service.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+    wait_until(
+        lambda: not any(p["metadata"]["name"] == pod["metadata"]["name"] for p in service.pods()),
+        what="the pod gone",
+    )
+    page.reload()
+    expect(text).to_have_text("first line <b>\nsecond line\nafter the gate\n", timeout=SHOWN)
+    screenshot(page, tmp_path, "logs-kept")
