@@ -325,7 +325,7 @@ async def follow_logs(
     have all ended (``attempt`` given) or the execution ended (``await terminal()``)."""
     shown: dict[tuple[str, int, str, str], int] = {}
     logs: Iterable[ContainerLog] = first
-    done = False
+    done = attempt is not None and bool(first) and all(item.ended for item in first)
     while True:
         for item in logs:
             at = shown.get(item.ident)

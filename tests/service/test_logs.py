@@ -1,0 +1,83 @@
+"""The pure parts of the service's task logs (:mod:`taskplug.service._logs`): which attempt a pod ran, what
+of a long log is kept, and how a followed log is cut into what was not shown yet."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from taskplug.k8s import ATTEMPT_ANNOTATION
+from taskplug.service._logs import ContainerLog, follow_logs, keep_tail, pod_attempt
+
+
+def pod(annotation: str | None) -> dict[str, Any]:
+    annotations = {ATTEMPT_ANNOTATION: annotation} if annotation is not None else {}
+    return {"metadata": {"name": "x", "annotations": annotations}}
+
+
+def test_a_pods_attempt_comes_from_its_attempt_annotation() -> None:
+    assert pod_attempt(pod("p/d/name/n4-0-n0/2")) == ("p/d/name/", "n4-0-n0", 2)
+    assert pod_attempt(pod(None)) is None
+    assert pod_attempt(pod("p/d/name/n0/x")) is None
+    assert pod_attempt(pod("p/d//n0/0")) is None
+    assert pod_attempt(pod("p/d/name/n0/0/extra")) is None
+
+
+@given(st.text(), st.integers(min_value=4, max_value=200))
+def test_the_kept_tail_is_an_end_of_the_log_within_the_bound_and_still_utf8(text: str, bound: int) -> None:
+    data = text.encode()
+    kept = keep_tail(data, bound)
+    assert data.endswith(kept) and len(kept) <= bound
+    kept.decode()  # never a split character
+    if len(data) <= bound:
+        assert kept == data
+
+
+def test_the_kept_tail_starts_at_a_line_when_one_begins_early() -> None:
+    data = b"".join(f"line {i}\n".encode() for i in range(100))
+    kept = keep_tail(data, 64)
+    assert kept.startswith(b"line ") and data.endswith(kept)
+
+
+def log(data: bytes, *, start: int = 0, ended: bool = False) -> ContainerLog:
+    return ContainerLog("n0", 0, "pod", "c", data, start, ended)
+
+
+def collect(reads: list[list[ContainerLog]], *, attempt: int | None = 0, headers: bool = False) -> list[str]:
+    first, *later = reads
+
+    async def read() -> list[ContainerLog]:
+        return later.pop(0)
+
+    async def terminal() -> bool:
+        return False
+
+    async def run() -> list[str]:
+        return [
+            text
+            async for text in follow_logs(
+                read, terminal, headers=headers, tail=None, follow=True, poll=0, first=first, attempt=attempt
+            )
+        ]
+
+    return asyncio.run(run())
+
+
+def test_a_followed_log_sends_what_was_appended_until_its_pod_ended() -> None:
+    chunks = collect([[log(b"a\n")], [log(b"a\n")], [log(b"a\nb\n")], [log(b"a\nb\nc\n", ended=True)]])
+    assert chunks == ["a\n", "b\n", "c\n"]
+
+
+def test_a_followed_log_that_was_kept_cut_says_what_is_missing() -> None:
+    # Shown "a\n" (2 bytes) live; the kept copy holds bytes 4.. of the whole log: 2 bytes were never seen.
+    chunks = collect([[log(b"a\n")], [log(b"c\nd\n", start=4, ended=True)]])
+    assert chunks == ["a\n", "[2 bytes not kept]\nc\nd\n"]
+
+
+def test_a_log_kept_cut_says_so_before_its_text() -> None:
+    (text,) = collect([[log(b"z\n", start=10, ended=True)]], headers=True)
+    assert text.startswith("==> node n0, attempt 0: pod pod, container c <==\n[the first 10 bytes")
+    assert text.endswith("z\n")
