@@ -21,6 +21,10 @@ playwright_sync = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (extra `test`)"
 )
 
+replica_helpers = pytest.importorskip(
+    "service.replica_helpers", reason="the replicas' test helpers are absent"
+)
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 __all__ = ["service"]  # the module's fixture, used here
 
@@ -77,3 +81,37 @@ def test_the_page_streams_a_running_attempts_log_and_shows_the_kept_log_after_it
     page.reload()
     expect(text).to_have_text("first line <b>\nsecond line\nafter the gate\n", timeout=SHOWN)
     screenshot(page, tmp_path, "logs-kept")
+
+
+def shell_workflow(name: str, script: str) -> dict[str, Any]:
+    """``workflow_document``'s workflow (``n0``, then ``m0``, then ``end``) whose task runs ``script``."""
+    document: dict[str, Any] = replica_helpers.workflow_document(name, fan_out=1)
+    document["workflowClosure"]["tasks"][0]["template"]["container"]["command"] = ["sh", "-c", script]
+    document["execution"]["annotations"] = {}
+    return document
+
+
+def test_a_workflow_nodes_panel_streams_that_nodes_log(page: Any, service: Service, tmp_path: Any) -> None:
+    gate = service.tmp / "gate-workflow"
+    response = page.request.post(
+        "/api/v1/executions", data={"spec": shell_workflow("logs-wf", gated_script(gate))}
+    )
+    assert response.status == 201, response.text()
+    key = response.json()["key"]
+    page.goto(f"/executions/{key}")
+    page.locator('g.node[data-node="n0"]').click()
+    pane = page.locator('#node-n0 details.log-pane[data-node="n0"]')
+    pane.locator("summary").click()
+    text = pane.locator("pre.log-text")
+    expect(text).to_contain_text("second line", timeout=SHOWN)
+    assert "after the gate" not in text.text_content()
+    expect(text).to_contain_text("==> node n0, attempt 0: pod ")  # a node's logs: each attempt headed
+    gate.touch()
+    expect(text).to_contain_text("after the gate", timeout=SHOWN)
+    expect(page.locator("#header")).to_contain_text("Success", timeout=SHOWN)
+    page.locator('g.node[data-node="end"]').click()
+    last = page.locator('#node-end details.log-pane[data-node="end"]')
+    last.locator("summary").click()
+    expect(last.locator("pre.log-text")).to_contain_text("after the gate", timeout=SHOWN)
+    expect(last).to_have_attribute("data-state", "ended", timeout=SHOWN)
+    screenshot(page, tmp_path, "logs-workflow-node")

@@ -258,3 +258,23 @@ def test_the_openapi_document_lists_the_logs_route(service: Service) -> None:
     route = schema["paths"]["/api/v1/executions/{key}/logs"]["get"]
     assert {p["name"] for p in route["parameters"]} >= {"key", "node", "attempt", "follow", "tail"}
     assert "text/plain" in route["responses"]["200"]["content"]
+
+
+def test_an_aborted_attempts_log_is_kept_before_its_pod_is_deleted(service: Service) -> None:
+    gate = service.tmp / "gate-abort"  # never written: the task is aborted while it waits
+    key = service.submit("logs-abort", gated_script(gate))
+    wait_running(service, key)
+    wait_until(
+        lambda: "second line" in httpx.get(f"{service.url}/api/v1/executions/{key}/logs", timeout=30).text,
+        what="the first lines printed",
+    )
+    aborted = httpx.post(f"{service.url}/api/v1/executions/{key}/abort", timeout=30)
+    assert aborted.status_code == 202, aborted.text
+    wait_until(lambda: service.execution(key)["terminal"], what="aborted")
+    wait_until(
+        lambda: not any(p["metadata"]["labels"].get("execution-id") == "logs-abort" for p in service.pods()),
+        what="the pod deleted by the abort",
+    )
+    assert [(n, a) for n, a, _, _ in service.kept(key)] == [("n0", 0)]
+    kept = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", params={"attempt": 0}, timeout=30)
+    assert kept.status_code == 200 and kept.text == "first line <b>\nsecond line\n"
