@@ -81,3 +81,15 @@ def test_a_log_kept_cut_says_so_before_its_text() -> None:
     (text,) = collect([[log(b"z\n", start=10, ended=True)]], headers=True)
     assert text.startswith("==> node n0, attempt 0: pod pod, container c <==\n[the first 10 bytes")
     assert text.endswith("z\n")
+
+
+def test_a_followed_log_counts_as_a_live_stream_and_a_plain_read_does_not() -> None:
+    from taskplug.service._limits import is_stream
+
+    def scope(path: str, query: bytes = b"") -> dict[str, Any]:
+        return {"type": "http", "method": "GET", "path": path, "query_string": query}
+
+    assert is_stream(scope("/api/v1/executions/p/d/x/n0/logs", b"attempt=0&follow=true"))
+    assert is_stream(scope("/executions/p/d/x/n0/logs/stream", b"attempt=0"))
+    assert not is_stream(scope("/api/v1/executions/p/d/x/n0/logs", b"attempt=0"))
+    assert not is_stream(scope("/api/v1/executions/p/d/x/n0/logs", b"follow=false"))

@@ -27,7 +27,7 @@ page_router = APIRouter()
 LOG_POLL: Final = 1.0
 """Seconds between two reads of a followed log (the cluster's ``pods/log`` and the kept copies)."""
 
-_ROW = "SELECT id, key, terminal, object_owner FROM taskplug_executions WHERE key = %s"
+_ROW = "SELECT id, terminal FROM taskplug_executions WHERE key = %s"
 _TERMINAL = "SELECT terminal FROM taskplug_executions WHERE id = %s"
 
 _TEXT: Final[dict[int | str, dict[str, Any]]] = {
@@ -91,23 +91,18 @@ async def _logs(
     missing_ok: bool,
 ) -> StreamingResponse:
     pool = request.app.state.db.pool
-    reader: LogReader = LogReader(request.app.state.log_cluster)
     async with pool.connection() as conn:
         cur = await conn.execute(_ROW, (key,))
         row = await cur.fetchone()
-        if row is None:
-            raise ApiError(404, f"no execution {key!r}", field="key")
-        execution_id, _, terminal, owner = row
+    if row is None:
+        raise ApiError(404, f"no execution {key!r}", field="key")
+    execution_id, terminal = int(row[0]), bool(row[1])
+    reader = LogReader(pool, request.app.state.log_cluster, reads=request.app.state.stream_reads)
 
-        async def read() -> list[ContainerLog]:
-            async with request.app.state.stream_reads, pool.connection() as c:
-                return await reader.read(
-                    c, execution_id=execution_id, key=key, object_owner=owner, node=node, attempt=attempt
-                )
+    async def read() -> list[ContainerLog]:
+        return await reader.read(execution_id=execution_id, key=key, node=node, attempt=attempt)
 
-        first = await reader.read(
-            conn, execution_id=execution_id, key=key, object_owner=owner, node=node, attempt=attempt
-        )
+    first = await read()
     if not first and (not follow or terminal) and not missing_ok:
         field = "attempt" if attempt is not None else "node" if node is not None else "key"
         what = " ".join(

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 
 from taskplug.core import ReadsPodLogs
 from taskplug.executor import GuardedKubeClient
@@ -63,6 +64,7 @@ ON CONFLICT (execution_id, node, attempt, pod, container) DO UPDATE
    SET log = excluded.log, size = excluded.size, ended = excluded.ended, kept_at = now()
  WHERE excluded.size >= taskplug_logs.size
 """
+_OBJECT_OWNER = "SELECT object_owner FROM taskplug_executions WHERE id = %s"
 _KEPT = """
 SELECT node, attempt, pod, container, log, size, ended FROM taskplug_logs
  WHERE execution_id = %s AND (%s::text IS NULL OR node = %s) AND (%s::int IS NULL OR attempt = %s)
@@ -216,32 +218,37 @@ class LogKeepingKubeClient(GuardedKubeClient):
 
 
 class LogReader:
-    """An execution's container logs: kept ones from the database, the others from the cluster (``kube``;
+    """An execution's container logs: kept ones from the database (``pool``; each read holds one of ``reads``
+    while it uses the database, never while it waits on the cluster), the others from the cluster (``kube``;
     None when this server reaches no cluster)."""
 
-    def __init__(self, kube: KubeClient | None) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], kube: KubeClient | None, *, reads: asyncio.Semaphore
+    ) -> None:
+        self.pool = pool
         self.kube = kube
+        self.reads = reads
         self.cluster_problem: str | None = None
         """Why the last read found nothing on the cluster (None when it was read)."""
 
     async def read(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        *,
-        execution_id: int,
-        key: str,
-        object_owner: str | None,
-        node: str | None,
-        attempt: int | None,
+        self, *, execution_id: int, key: str, node: str | None, attempt: int | None
     ) -> list[ContainerLog]:
-        """Every matching container log, kept ones first and then the cluster's pods not kept (or kept while
-        still running), ordered by attempt, node and pod."""
-        cur = await conn.execute(_KEPT, (execution_id, node, node, attempt, attempt))
+        """Every matching container log, kept ones and then the cluster's pods not kept (or kept while still
+        running), ordered by attempt, node and pod. The execution's objects are found by its row's
+        ``object_owner``, read each time: a queued execution gets one when a replica claims it."""
         found: dict[tuple[str, int, str, str], ContainerLog] = {}
-        for n, a, pod, container, data, size, ended in await cur.fetchall():
-            data = bytes(data)
-            found[(n, a, pod, container)] = ContainerLog(n, a, pod, container, data, size - len(data), ended)
-        for live in await self._live(key, object_owner, node, attempt, skip=found):
+        async with self.reads, self.pool.connection() as conn:
+            cur = await conn.execute(_OBJECT_OWNER, (execution_id,))
+            row = await cur.fetchone()
+            owner = str(row[0]) if row is not None and row[0] else None
+            cur = await conn.execute(_KEPT, (execution_id, node, node, attempt, attempt))
+            for n, a, pod, container, data, size, ended in await cur.fetchall():
+                data = bytes(data)
+                found[(n, a, pod, container)] = ContainerLog(
+                    n, a, pod, container, data, size - len(data), ended
+                )
+        for live in await self._live(key, owner, node, attempt, skip=found):
             found[live.ident] = live
         return sorted(found.values(), key=lambda c: (c.attempt, c.node, c.pod, c.container))
 
