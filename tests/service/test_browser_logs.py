@@ -115,3 +115,24 @@ def test_a_workflow_nodes_panel_streams_that_nodes_log(page: Any, service: Servi
     expect(last.locator("pre.log-text")).to_contain_text("after the gate", timeout=SHOWN)
     expect(last).to_have_attribute("data-state", "ended", timeout=SHOWN)
     screenshot(page, tmp_path, "logs-workflow-node")
+
+
+def test_a_map_elements_pane_shows_that_elements_log(page: Any, service: Service, tmp_path: Any) -> None:
+    document = replica_helpers.map_document("logs-map-page", 3)
+    document["template"]["container"]["command"] = ["sh", "-c", "echo element {{.Inputs.x}}"]
+    document["execution"]["annotations"] = {}
+    response = page.request.post("/api/v1/executions", data={"spec": document})
+    assert response.status == 201, response.text()
+    key = response.json()["key"]
+    wait_until(lambda: service.execution(key)["terminal"], what="the map's end")
+    page.goto(f"/executions/{key}")
+    pane = page.locator('#logs details.log-pane[data-element="2"]')
+    expect(pane).to_have_attribute("data-node", "n0-0-n2")
+    assert pane.get_attribute("data-state") is None  # closed: nothing streamed until opened
+    pane.locator("summary").click()
+    expect(pane.locator("pre.log-text")).to_contain_text("element 2", timeout=SHOWN)
+    expect(pane).to_have_attribute("data-state", "ended", timeout=SHOWN)
+    assert "element 1" not in pane.locator("pre.log-text").text_content()
+    # A map's attempt pane would read every element's pods: its elements' panes stand for it.
+    assert page.locator("#logs .log-pane[data-attempt]").count() == 0
+    screenshot(page, tmp_path, "logs-map-element")

@@ -278,3 +278,19 @@ def test_an_aborted_attempts_log_is_kept_before_its_pod_is_deleted(service: Serv
     assert [(n, a) for n, a, _, _ in service.kept(key)] == [("n0", 0)]
     kept = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", params={"attempt": 0}, timeout=30)
     assert kept.status_code == 200 and kept.text == "first line <b>\nsecond line\n"
+
+
+def test_a_map_tasks_elements_logs_are_read_each_under_its_node(service: Service) -> None:
+    document = replica_helpers.map_document("logs-map", 2)
+    document["template"]["container"]["command"] = ["sh", "-c", "echo element {{.Inputs.x}}"]
+    document["execution"]["annotations"] = {}
+    response = httpx.post(f"{service.url}/api/v1/executions", json={"spec": document}, timeout=30)
+    assert response.status_code == 201, response.text
+    key = response.json()["key"]
+    wait_until(lambda: service.execution(key)["terminal"], what="the map's end")
+    assert service.execution(key)["phase"] == "Success"
+    wait_until(lambda: len(service.kept(key)) == 2, what="both elements' logs kept")
+    text = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", timeout=30).text
+    print(text)
+    assert text.count("==> node ") == 2
+    assert "element 0\n" in text and "element 1\n" in text

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from taskplug.service._api import API_PREFIX, ApiError, _errors
-from taskplug.service._logs import ContainerLog, LogReader, follow_logs
+from taskplug.service._logs import MAX_LIVE_PODS, ContainerLog, LogReader, follow_logs
 
 __all__ = ["page_router", "router"]
 
@@ -125,6 +125,11 @@ async def _logs(
             return found is None or bool(found[0])
 
     async def body() -> AsyncIterator[bytes]:
+        if reader.pods_left_out:
+            yield (
+                f"[{reader.pods_left_out} more running pods' logs are not shown: at most {MAX_LIVE_PODS} are "
+                "read at once; ask for one node's (node=)]\n"
+            ).encode()
         async for text in follow_logs(
             read,
             terminal_now,

@@ -40,6 +40,7 @@ from taskplug.k8s import ATTEMPT_ANNOTATION, EXECUTION_ID_LABEL, POD, KubeApiErr
 
 __all__ = [
     "DEFAULT_KEEP_BYTES",
+    "MAX_LIVE_PODS",
     "ContainerLog",
     "LogKeeper",
     "LogKeepingKubeClient",
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_KEEP_BYTES: Final = 1024 * 1024
 """The most of one container's log a replica keeps (its end): ``taskplug executor --keep-log-bytes``."""
+
+MAX_LIVE_PODS: Final = 100
+"""The most running pods one read of the cluster reads the logs of (a map's elements: ask for one node)."""
 
 _ENDED: Final = frozenset({"Succeeded", "Failed"})
 
@@ -230,6 +234,8 @@ class LogReader:
         self.reads = reads
         self.cluster_problem: str | None = None
         """Why the last read found nothing on the cluster (None when it was read)."""
+        self.pods_left_out = 0
+        """Running pods the last read matched past :data:`MAX_LIVE_PODS`, whose logs it did not read."""
 
     async def read(
         self, *, execution_id: int, key: str, node: str | None, attempt: int | None
@@ -277,12 +283,21 @@ class LogReader:
             return []
         self.cluster_problem = None
         found: list[ContainerLog] = []
+        matching: list[tuple[tuple[str, str, int], dict[str, Any]]] = []
         for pod in pods:
             at = pod_attempt(pod)
             if at is None or at[0] != prefix or (node is not None and at[1] != node):
                 continue
             if attempt is not None and at[2] != attempt:
                 continue
+            matching.append((at, pod))
+        # Every read of a followed log reads these again: bounded, so that one request cannot make this server
+        # read a large map's every pod log every second (a node's logs are asked for with ``node``).
+        matching.sort(
+            key=lambda item: (item[0][2], item[0][1], str((item[1].get("metadata") or {}).get("name")))
+        )
+        self.pods_left_out = max(0, len(matching) - MAX_LIVE_PODS)
+        for at, pod in matching[:MAX_LIVE_PODS]:
             name = str((pod.get("metadata") or {}).get("name"))
             for container in _containers(pod):
                 kept = skip.get((at[1], at[2], name, container))

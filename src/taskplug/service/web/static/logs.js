@@ -1,7 +1,8 @@
 // The log panes of an execution page (a script file: the page's policy runs no inline one).
-// - A single task's attempts (the "attempts" section) each get a pane under "Logs", streamed from
+// - A single task's attempts (the "attempts" section; not a map's) each get a pane under "Logs", streamed from
 //   /executions/{key}/logs/stream?attempt=N: what the attempt prints while it runs, then its kept log.
-// - A workflow node's panel has a pane that streams that node's logs once opened.
+// - A map task's elements each get a closed pane under "Logs" (from the "elements" section's rows), and a
+//   workflow node's panel has one: each streams that node's logs once opened.
 // The text is appended as text nodes: a log is never parsed as HTML.
 (() => {
   "use strict";
@@ -33,7 +34,8 @@
 
   function attemptPanes() {
     const holder = document.getElementById("logs");
-    if (!holder) return;
+    // A map's attempt holds every element's pods: its elements' panes show them one by one instead.
+    if (!holder || holder.hasAttribute("data-map")) return;
     for (const card of document.querySelectorAll("#attempts .attempt[id^='attempt-']")) {
       const attempt = card.id.slice("attempt-".length);
       if (!/^\d+$/.test(attempt) || holder.querySelector(`.log-pane[data-attempt="${attempt}"]`)) continue;
@@ -47,15 +49,41 @@
       const text = document.createElement("pre");
       text.className = "log-text";
       pane.append(summary, text);
-      holder.append(pane);
+      holder.insertBefore(pane, holder.querySelector(".log-pane[data-element]")); // attempts first
       stream(pane, `attempt=${attempt}`);
     }
   }
 
-  document.addEventListener("DOMContentLoaded", attemptPanes);
+  function elementPanes() {
+    const holder = document.getElementById("logs");
+    if (!holder) return;
+    for (const row of document.querySelectorAll("#elements tr.element[data-log-node]")) {
+      const node = row.getAttribute("data-log-node");
+      const index = row.getAttribute("data-index");
+      if (!node || holder.querySelector(`.log-pane[data-element="${CSS.escape(index || "")}"]`)) continue;
+      const pane = document.createElement("details");
+      pane.className = "log-pane";
+      pane.setAttribute("data-element", index || "");
+      pane.setAttribute("data-node", node);
+      pane.setAttribute("data-execution", holder.getAttribute("data-execution") || "");
+      const summary = document.createElement("summary");
+      summary.textContent = `Element ${index}`;
+      const text = document.createElement("pre");
+      text.className = "log-text";
+      pane.append(summary, text);
+      holder.append(pane);
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    attemptPanes();
+    elementPanes();
+  });
   document.addEventListener("htmx:sseMessage", (event) => {
     const target = event.target;
-    if (target instanceof Element && target.id === "attempts") attemptPanes();
+    if (!(target instanceof Element)) return;
+    if (target.id === "attempts") attemptPanes();
+    if (target.id === "elements") elementPanes();
   });
   // A node panel's pane streams once opened ("toggle" does not bubble: caught on the way down).
   document.addEventListener(
