@@ -93,3 +93,79 @@ def test_a_followed_log_counts_as_a_live_stream_and_a_plain_read_does_not() -> N
     assert is_stream(scope("/executions/p/d/x/n0/logs/stream", b"attempt=0"))
     assert not is_stream(scope("/api/v1/executions/p/d/x/n0/logs", b"attempt=0"))
     assert not is_stream(scope("/api/v1/executions/p/d/x/n0/logs", b"follow=false"))
+
+
+async def test_a_long_log_is_kept_cut_to_its_end_and_read_back_saying_so(postgres_dsn: str) -> None:
+    """The keeper on the embedded cluster in this process (a real pod printing 2,000 lines) and PostgreSQL:
+    the end is kept within the bound, and a reader says what was cut."""
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+    from taskplug.k8s import EXECUTION_ID_LABEL, POD
+    from taskplug.localcluster import LocalCluster
+    from taskplug.service import migrate
+    from taskplug.service._logs import LogKeeper, LogReader
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("DELETE FROM taskplug_executions WHERE key = 'p/d/long/n0'")
+        conn.execute(
+            "INSERT INTO taskplug_executions (key, task_type, spec, object_owner) "
+            "VALUES ('p/d/long/n0', 'container', '{}', 'default/long')"
+        )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "long-n0-0",
+            "namespace": "default",
+            "labels": {EXECUTION_ID_LABEL: "long"},
+            "annotations": {ATTEMPT_ANNOTATION: "p/d/long/n0/0"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python",
+                    "command": ["python", "-c", "for i in range(2000): print(f'line {i}')"],
+                }
+            ],
+        },
+    }
+    async with LocalCluster(mode="process") as cluster:
+        client = cluster.client()
+        await client.create(POD, pod)
+        await cluster.wait_for(
+            POD,
+            "default",
+            "long-n0-0",
+            lambda p: p.get("status", {}).get("phase") in ("Succeeded", "Failed"),
+            within=30,
+        )
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+            keeper = LogKeeper(conn, client, max_bytes=1000)
+            assert await keeper.keep_ended() == 1
+            assert await keeper.keep_ended() == 0  # kept once
+        async with AsyncConnectionPool(postgres_dsn, min_size=1, max_size=2, open=False) as pool:
+            reader = LogReader(pool, None, reads=asyncio.Semaphore(1))
+            async with pool.connection() as c:
+                cur = await c.execute("SELECT id FROM taskplug_executions WHERE key = 'p/d/long/n0'")
+                row = await cur.fetchone()
+            assert row is not None
+            (kept,) = await reader.read(execution_id=row[0], key="p/d/long/n0", node="n0", attempt=0)
+    whole = "".join(f"line {i}\n" for i in range(2000)).encode()
+    assert kept.ended and kept.size == len(whole) and len(kept.data) <= 1000
+    assert kept.data.startswith(b"line ") and whole.endswith(kept.data)
+
+    async def nothing() -> Any:
+        raise AssertionError("not followed: never read again")
+
+    (text,) = [
+        t
+        async for t in follow_logs(
+            nothing, nothing, headers=False, tail=None, follow=False, poll=0, first=[kept], attempt=0
+        )
+    ]
+    assert text.startswith(f"[the first {kept.start} bytes of this log were not kept")
+    assert text.endswith("line 1999\n")
