@@ -169,3 +169,23 @@ async def test_a_long_log_is_kept_cut_to_its_end_and_read_back_saying_so(postgre
     ]
     assert text.startswith(f"[the first {kept.start} bytes of this log were not kept")
     assert text.endswith("line 1999\n")
+
+
+def test_serve_refuses_a_malformed_kubeconfig_and_logs_server_names_what_it_needs(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from taskplug.cli._logs import logs
+    from taskplug.cli._serve import serve
+
+    bad = tmp_path / "bad.kubeconfig"
+    bad.write_text("apiVersion: v1\nkind: Config\nclusters: nope\n")
+    refused = CliRunner().invoke(
+        serve, ["--store", "postgresql://u@127.0.0.1:1/db", "--kubeconfig", str(bad)]
+    )
+    assert refused.exit_code == 2 and str(bad) in refused.output, refused.output
+    name_only = CliRunner().invoke(logs, ["just-a-name", "--server", "http://127.0.0.1:1"])
+    assert name_only.exit_code == 2 and "EXECUTION" in name_only.output
+    token_alone = CliRunner().invoke(logs, ["p/d/x/n0", "--token-file", str(bad)])
+    assert token_alone.exit_code == 2 and "--token-file" in token_alone.output
+    unreachable = CliRunner().invoke(logs, ["p/d/x/n0", "--server", "http://127.0.0.1:1"])
+    assert unreachable.exit_code == 2 and "--server" in unreachable.output

@@ -190,6 +190,13 @@ def serve(
         host_policy(host, extra=allowed_hosts)
     except ValueError as e:
         raise SpecError("--host", str(e)) from None
+    if kubeconfig is not None:
+        import asyncio
+
+        from taskplug.engine.k8s import connect
+
+        # Read and checked now: a malformed kubeconfig is exit 2 naming it, not a server that fails to start.
+        asyncio.run(connect(kubeconfig).close())
     task_types = None
     submission_limits = None
     if config_path is not None:
