@@ -36,7 +36,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from taskplug.core import ReadsPodLogs
 from taskplug.executor import GuardedKubeClient
-from taskplug.k8s import ATTEMPT_ANNOTATION, EXECUTION_ID_LABEL, POD, KubeApiError, KubeClient, ResourceType
+from taskplug.k8s import (
+    ATTEMPT_ANNOTATION,
+    EXECUTION_ID_LABEL,
+    POD,
+    KubeApiError,
+    KubeClient,
+    ResourceType,
+    is_not_found,
+)
 
 __all__ = [
     "DEFAULT_KEEP_BYTES",
@@ -166,25 +174,29 @@ class LogKeeper:
         async with self._lock:
             cur = await self.conn.execute(_OWNER, (f"{namespace}/{label}", _like_prefix(prefix)))
             row = await cur.fetchone()
-            if row is None:
-                return 0
-            count = 0
-            for container in _containers(pod):
-                try:
-                    text = await self.kube.pod_log(namespace, name, container)
-                except (KubeApiError, ConnectionError, TimeoutError) as e:
-                    log.warning(
-                        "cannot keep the log of %s/%s container %s: %s", namespace, name, container, e
-                    )
-                    continue
-                data = text.encode()
+        if row is None:
+            return 0
+        logs: list[tuple[str, bytes]] = []
+        # Read with no lock held: keeping one pod's logs never waits on another's reads.
+        for container in _containers(pod):
+            try:
+                text = await self.kube.pod_log(namespace, name, container)
+            except KubeApiError as e:
+                if is_not_found(e):
+                    return 0  # the pod is gone: nothing left to read
+                text = ""  # a container that never started (400): it printed nothing, kept as such
+            except (ConnectionError, TimeoutError) as e:
+                log.warning("cannot keep the log of %s/%s container %s: %s", namespace, name, container, e)
+                continue
+            logs.append((container, text.encode()))
+        async with self._lock:
+            for container, data in logs:
                 kept = keep_tail(data, self.max_bytes)
                 await self.conn.execute(
                     _KEEP, (row[0], node, attempt, name, container, kept, len(data), _ended(pod))
                 )
-                count += 1
-            self.kept += count
-            return count
+        self.kept += len(logs)
+        return len(logs)
 
     async def keep_ended(self, namespace: str | None = None) -> int:
         """One pass: keep the logs of every ended pod of a known execution not kept yet; how many
@@ -216,7 +228,12 @@ class LogKeepingKubeClient(GuardedKubeClient):
             try:
                 pod = await self._inner.get(POD, namespace, name)
                 await self.keeper.keep(pod)
-            except (KubeApiError, ConnectionError, TimeoutError, psycopg.Error) as e:
+            except KubeApiError as e:
+                if not is_not_found(e):  # already gone: nothing to keep, and the delete says so itself
+                    log.warning(
+                        "cannot keep the logs of pod %s/%s before deleting it: %s", namespace, name, e
+                    )
+            except (ConnectionError, TimeoutError, psycopg.Error) as e:
                 log.warning("cannot keep the logs of pod %s/%s before deleting it: %s", namespace, name, e)
         return await super().delete(rtype, namespace, name)
 
