@@ -11,13 +11,14 @@ Scripted faults apply before each call.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import orjson
 
-from taskplug.k8s import ResourceType, WatchEvent
+from taskplug.k8s import POD, ResourceType, WatchEvent
 from taskplug.localcluster._faults import Faults
 from taskplug.localcluster._resources import deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
@@ -50,6 +51,23 @@ class LocalKubeClient:
     ) -> str:
         """A container's log, as ``pods/{name}/log`` answers it (:class:`taskplug.k8s.ReadsPodLogs`)."""
         return self._logs(namespace, name, container, tail_lines=tail_lines) if self._logs is not None else ""
+
+    async def follow_pod_log(
+        self, namespace: str, name: str, container: str | None = None
+    ) -> AsyncIterator[str]:
+        """The log as it is written, until the pod has ended or is gone (read again every 0.2 s, as the
+        HTTP façade's ``follow=true`` does)."""
+        shown = 0
+        while True:
+            pod = self._store.get(POD, namespace, name)  # 404 once gone, as the API answers
+            ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            text = self._logs(namespace, name, container) if self._logs is not None else ""
+            if len(text) > shown:
+                yield text[shown:]
+                shown = len(text)
+            if ended:
+                return
+            await asyncio.sleep(0.2)
 
     async def _check(self, verb: str, rtype: ResourceType) -> None:
         if self._faults is not None:

@@ -97,13 +97,21 @@ async def _logs(
     if row is None:
         raise ApiError(404, f"no execution {key!r}", field="key")
     execution_id, terminal = int(row[0]), bool(row[1])
-    reader = LogReader(pool, request.app.state.log_cluster, reads=request.app.state.stream_reads)
+    following = follow and not terminal
+    reader = LogReader(
+        pool, request.app.state.log_cluster, reads=request.app.state.stream_reads, follow=following
+    )
 
     async def read() -> list[ContainerLog]:
         return await reader.read(execution_id=execution_id, key=key, node=node, attempt=attempt)
 
-    first = await read()
-    if not first and (not follow or terminal) and not missing_ok:
+    try:
+        first = await read()
+    except BaseException:
+        await reader.close()
+        raise
+    if not first and not following and not missing_ok:
+        await reader.close()
         field = "attempt" if attempt is not None else "node" if node is not None else "key"
         what = " ".join(
             part
@@ -125,22 +133,25 @@ async def _logs(
             return found is None or bool(found[0])
 
     async def body() -> AsyncIterator[bytes]:
-        if reader.pods_left_out:
-            yield (
-                f"[{reader.pods_left_out} more running pods' logs are not shown: at most {MAX_LIVE_PODS} are "
-                "read at once; ask for one node's (node=)]\n"
-            ).encode()
-        async for text in follow_logs(
-            read,
-            terminal_now,
-            headers=attempt is None or len(first) > 1,
-            tail=tail,
-            follow=follow and not terminal,
-            poll=request.app.state.log_poll,
-            first=first,
-            attempt=attempt,
-        ):
-            yield text.encode()
+        try:
+            if reader.pods_left_out:
+                yield (
+                    f"[{reader.pods_left_out} more running pods' logs are not shown: at most {MAX_LIVE_PODS} "
+                    "are read at once; ask for one node's (node=)]\n"
+                ).encode()
+            async for text in follow_logs(
+                read,
+                terminal_now,
+                headers=attempt is None or len(first) > 1,
+                tail=tail,
+                follow=following,
+                poll=request.app.state.log_poll,
+                first=first,
+                attempt=attempt,
+            ):
+                yield text.encode()
+        finally:
+            await reader.close()  # the client went away, or the log ended: no stream is left open
 
     return StreamingResponse(
         body(),

@@ -12,7 +12,8 @@ Two halves, one table (``taskplug_logs``, migration ``0010``):
   on, since an attempt's cleanup must not wait on its log.
 - **Reading** (:class:`LogReader`, in ``taskplug serve``): an attempt's kept logs, and the logs of its pods
   that are not kept yet read from the cluster (``serve --kubeconfig``); :func:`follow_logs` streams them,
-  reading again every ``poll`` seconds while the attempt runs.
+  reading again every ``poll`` seconds while the attempt runs — a running container's log is then streamed
+  by the cluster (``pods/log?follow=true``) into the reader, not read whole again each time.
 
 A log is one source among others on purpose (:class:`ContainerLog` is what a reader yields): a connector's
 task logs can join as another.
@@ -26,15 +27,16 @@ pod was deleted; the platform's log links are shown as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from taskplug.core import ReadsPodLogs
+from taskplug.core import FollowsPodLogs, ReadsPodLogs
 from taskplug.executor import GuardedKubeClient
 from taskplug.k8s import (
     ATTEMPT_ANNOTATION,
@@ -61,6 +63,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_KEEP_BYTES: Final = 1024 * 1024
 """The most of one container's log a replica keeps (its end): ``taskplug executor --keep-log-bytes``."""
+
+MAX_FOLLOW_BYTES: Final = 8 * 1024 * 1024
+"""The most of a running container's streamed log a reader holds (its end)."""
 
 MAX_LIVE_PODS: Final = 100
 """The most running pods one read of the cluster reads the logs of (a map's elements: ask for one node)."""
@@ -238,15 +243,34 @@ class LogKeepingKubeClient(GuardedKubeClient):
         return await super().delete(rtype, namespace, name)
 
 
+@dataclass(eq=False)
+class _Follower:
+    """A running container's log as the cluster streams it: ``data`` from offset ``start``."""
+
+    data: bytearray = field(default_factory=bytearray)
+    start: int = 0
+    failed: bool = False
+    task: asyncio.Task[None] | None = None
+
+
 class LogReader:
     """An execution's container logs: kept ones from the database (``pool``; each read holds one of ``reads``
     while it uses the database, never while it waits on the cluster), the others from the cluster (``kube``;
     None when this server reaches no cluster)."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], kube: KubeClient | None, *, reads: asyncio.Semaphore
+        self,
+        pool: AsyncConnectionPool[Any],
+        kube: KubeClient | None,
+        *,
+        reads: asyncio.Semaphore,
+        follow: bool = False,
     ) -> None:
         self.pool = pool
+        self.follow = follow
+        """Stream running containers' logs from the cluster between reads (:meth:`close` stops them), rather
+        than reading each whole log again at every read."""
+        self._followers: dict[tuple[str, int, str, str], _Follower] = {}
         self.kube = kube
         self.reads = reads
         self.cluster_problem: str | None = None
@@ -314,11 +338,20 @@ class LogReader:
             key=lambda item: (item[0][2], item[0][1], str((item[1].get("metadata") or {}).get("name")))
         )
         self.pods_left_out = max(0, len(matching) - MAX_LIVE_PODS)
+        seen: set[tuple[str, int, str, str]] = set()
         for at, pod in matching[:MAX_LIVE_PODS]:
             name = str((pod.get("metadata") or {}).get("name"))
+            ended = _ended(pod)
             for container in _containers(pod):
-                kept = skip.get((at[1], at[2], name, container))
+                ident = (at[1], at[2], name, container)
+                kept = skip.get(ident)
                 if kept is not None and kept.ended:
+                    continue
+                seen.add(ident)
+                follower = self._followers.get(ident)
+                if follower is not None and not ended and not follower.failed:
+                    # Streamed by the cluster since the last read: nothing to ask it.
+                    found.append(ContainerLog(*ident, bytes(follower.data), follower.start, False))
                     continue
                 try:
                     text = await kube.pod_log(namespace, name, container)
@@ -327,8 +360,50 @@ class LogReader:
                 except (ConnectionError, TimeoutError) as e:
                     self.cluster_problem = f"the cluster does not answer: {e}"
                     continue
-                found.append(ContainerLog(at[1], at[2], name, container, text.encode(), 0, _ended(pod)))
+                found.append(ContainerLog(*ident, text.encode(), 0, ended))
+                if self.follow and not ended and isinstance(kube, FollowsPodLogs):
+                    self._start_following(kube, namespace, ident)
+        for ident in set(self._followers) - seen:
+            self._stop_following(ident)  # kept, gone, or ended: read whole from now on
         return found
+
+    def _start_following(
+        self, kube: FollowsPodLogs, namespace: str, ident: tuple[str, int, str, str]
+    ) -> None:
+        """Stream a running container's log into a buffer (the next reads take it from there)."""
+        self._stop_following(ident)
+        follower = _Follower()
+        _, _, pod, container = ident
+
+        async def pump() -> None:
+            try:
+                async for text in kube.follow_pod_log(namespace, pod, container):
+                    follower.data += text.encode()
+                    if len(follower.data) > MAX_FOLLOW_BYTES:
+                        cut = len(follower.data) - MAX_FOLLOW_BYTES
+                        del follower.data[:cut]
+                        follower.start += cut
+            except (KubeApiError, ConnectionError, TimeoutError):
+                pass
+            follower.failed = True  # ended or broke: the next read asks the cluster for the whole log
+
+        follower.task = asyncio.create_task(pump(), name=f"taskplug-follow-log-{pod}-{container}")
+        self._followers[ident] = follower
+
+    def _stop_following(self, ident: tuple[str, int, str, str]) -> None:
+        follower = self._followers.pop(ident, None)
+        if follower is not None and follower.task is not None:
+            follower.task.cancel()
+
+    async def close(self) -> None:
+        """Stop every stream this reader follows (and wait for them to end)."""
+        tasks = [f.task for f in self._followers.values() if f.task is not None]
+        self._followers.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def header(log: ContainerLog) -> str:
