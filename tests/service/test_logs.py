@@ -189,3 +189,90 @@ def test_serve_refuses_a_malformed_kubeconfig_and_logs_server_names_what_it_need
     assert token_alone.exit_code == 2 and "--token-file" in token_alone.output
     unreachable = CliRunner().invoke(logs, ["p/d/x/n0", "--server", "http://127.0.0.1:1"])
     assert unreachable.exit_code == 2 and "--server" in unreachable.output
+
+
+class CountingLogs:
+    """The embedded cluster's own client, counting whole-log reads (everything else is the cluster's)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.whole_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def pod_log(self, *args: Any, **kwargs: Any) -> str:
+        self.whole_reads += 1
+        text: str = await self.inner.pod_log(*args, **kwargs)
+        return text
+
+
+async def test_a_followed_running_log_is_streamed_by_the_cluster_not_read_whole_again(
+    postgres_dsn: str, tmp_path: Any
+) -> None:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+    from taskplug.k8s import EXECUTION_ID_LABEL, POD
+    from taskplug.localcluster import LocalCluster
+    from taskplug.service import migrate
+    from taskplug.service._logs import LogReader
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("DELETE FROM taskplug_executions WHERE key = 'p/d/streamed/n0'")
+        row = conn.execute(
+            "INSERT INTO taskplug_executions (key, task_type, spec, object_owner) "
+            "VALUES ('p/d/streamed/n0', 'container', '{}', 'default/streamed') RETURNING id"
+        ).fetchone()
+    assert row is not None
+    gate = tmp_path / "gate"
+    script = f"echo one; while [ ! -e {gate} ]; do sleep 0.05; done; echo two"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "streamed-n0-0",
+            "namespace": "default",
+            "labels": {EXECUTION_ID_LABEL: "streamed"},
+            "annotations": {ATTEMPT_ANNOTATION: "p/d/streamed/n0/0"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "sh", "command": ["sh", "-c", script]}],
+        },
+    }
+    async with (
+        LocalCluster(mode="process") as cluster,
+        AsyncConnectionPool(postgres_dsn, min_size=1, open=False) as pool,
+    ):
+        client = CountingLogs(cluster.client())
+        await client.create(POD, pod)
+        reader = LogReader(pool, client, reads=asyncio.Semaphore(1), follow=True)
+        try:
+            while True:
+                (first,) = await reader.read(
+                    execution_id=row[0], key="p/d/streamed/n0", node=None, attempt=None
+                )
+                if first.data == b"one\n":
+                    break
+                await asyncio.sleep(0.05)  # the container starting: polled, as a client would
+            reads = client.whole_reads
+            for _ in range(3):  # the container waits for the gate: deterministic, running
+                await asyncio.sleep(0.05)
+                (again,) = await reader.read(
+                    execution_id=row[0], key="p/d/streamed/n0", node=None, attempt=None
+                )
+                assert again.data == b"one\n" and not again.ended
+            assert client.whole_reads == reads  # read from the stream, not asked for whole again
+            gate.touch()
+            while True:
+                (later,) = await reader.read(
+                    execution_id=row[0], key="p/d/streamed/n0", node=None, attempt=None
+                )
+                if later.data == b"one\ntwo\n" or later.ended:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            await reader.close()
+    assert later.data == b"one\ntwo\n"

@@ -361,3 +361,43 @@ async def test_a_watch_asks_for_a_timeout_and_fails_when_its_server_falls_silent
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_follow_pod_log_yields_what_a_container_prints_as_it_prints_it(tmp_path: Path) -> None:
+    from taskplug.k8s import FollowsPodLogs
+    from taskplug.localcluster import LocalCluster
+
+    gate = tmp_path / "gate"
+    script = f"echo one; while [ ! -e {gate} ]; do sleep 0.05; done; echo two"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "followed", "namespace": NS},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "sh", "command": ["sh", "-c", script]}],
+        },
+    }
+    async with LocalCluster(mode="process") as cluster:
+        await cluster.serve_http(port=0)
+        client = LightkubeClient(cluster.kubeconfig(tmp_path / "kubeconfig"), trust_env=False)
+        try:
+            assert isinstance(client, FollowsPodLogs)
+            await client.create(POD, pod)
+            await cluster.wait_for(
+                POD, NS, "followed", lambda p: p.get("status", {}).get("phase") == "Running", within=30
+            )
+            received = ""
+            stream = client.follow_pod_log(NS, "followed", "main")
+            async with asyncio.timeout(60):  # a deadline, not a timing
+                async for text in stream:
+                    received += text
+                    if received == "one\n":
+                        gate.touch()  # printed before the container could go on: it came while it ran
+            assert received == "one\ntwo\n"
+            with pytest.raises(KubeApiError) as info:
+                async for _ in client.follow_pod_log(NS, "no-such-pod"):
+                    pass
+            assert info.value.status == 404
+        finally:
+            await client.close()
