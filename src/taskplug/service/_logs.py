@@ -31,7 +31,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -56,6 +56,7 @@ __all__ = [
     "LogKeepingKubeClient",
     "LogReader",
     "follow_logs",
+    "keep_tail",
     "pod_attempt",
 ]
 
@@ -89,10 +90,6 @@ SELECT node, attempt, pod, container, log, size, ended FROM taskplug_logs
 """
 
 
-class _LogCluster(KubeClient, ReadsPodLogs, Protocol):
-    """A cluster client that also reads pod logs."""
-
-
 def pod_attempt(pod: Mapping[str, Any]) -> tuple[str, str, int] | None:
     """``(execution prefix "project/domain/name/", unique node id, attempt)`` of a pod, from the attempt
     annotation the plugin manager stamps on every object it creates; None for another pod."""
@@ -117,8 +114,8 @@ def _like_prefix(prefix: str) -> str:
 
 
 def keep_tail(data: bytes, max_bytes: int) -> bytes:
-    """The last ``max_bytes`` of ``data``, from a line's start when one begins in the second half (a cut
-    line is worth less than the room it takes), never splitting a UTF-8 character."""
+    """The last ``max_bytes`` of ``data``, from the start of a line when one begins in the first half of
+    them (a cut line is worth less than the room it takes), never splitting a UTF-8 character."""
     if len(data) <= max_bytes:
         return data
     tail = data[len(data) - max_bytes :]
@@ -406,7 +403,7 @@ class LogReader:
                 await task
 
 
-def header(log: ContainerLog) -> str:
+def _header(log: ContainerLog) -> str:
     return f"==> node {log.node}, attempt {log.attempt}: pod {log.pod}, container {log.container} <==\n"
 
 
@@ -446,7 +443,7 @@ async def follow_logs(
             if at is None:
                 text = ""
                 if headers:
-                    text += header(item)
+                    text += _header(item)
                 data = item.data
                 if item.start:
                     text += _cut_note(item)

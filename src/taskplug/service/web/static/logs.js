@@ -57,9 +57,9 @@
   function elementPanes() {
     const holder = document.getElementById("logs");
     if (!holder) return;
-    for (const row of document.querySelectorAll("#elements tr.element[data-log-node]")) {
-      const node = row.getAttribute("data-log-node");
-      const index = row.getAttribute("data-index");
+    for (const cell of document.querySelectorAll("#elements tr.element td[data-log-node]")) {
+      const node = cell.getAttribute("data-log-node");
+      const index = cell.closest("tr")?.getAttribute("data-index");
       if (!node || holder.querySelector(`.log-pane[data-element="${CSS.escape(index || "")}"]`)) continue;
       const pane = document.createElement("details");
       pane.className = "log-pane";
