@@ -133,6 +133,11 @@ def test_a_map_elements_pane_shows_that_elements_log(page: Any, service: Service
     expect(pane.locator("pre.log-text")).to_contain_text("element 2", timeout=SHOWN)
     expect(pane).to_have_attribute("data-state", "ended", timeout=SHOWN)
     assert "element 1" not in pane.locator("pre.log-text").text_content()
+    pane.locator("summary").click()  # closed: its stream stops; opened again, it starts over
+    expect(pane).not_to_have_attribute("data-state", "ended")
+    pane.locator("summary").click()
+    expect(pane).to_have_attribute("data-state", "ended", timeout=SHOWN)
+    assert pane.locator("pre.log-text").text_content().count("element 2") == 1
     # A map's attempt pane would read every element's pods: its elements' panes stand for it.
     assert page.locator("#logs .log-pane[data-attempt]").count() == 0
     screenshot(page, tmp_path, "logs-map-element")

@@ -7,12 +7,20 @@
 (() => {
   "use strict";
 
+  const streams = new WeakMap(); // pane -> the AbortController of its open stream
+
   function stream(pane, query) {
     if (pane.getAttribute("data-state")) return;
     pane.setAttribute("data-state", "opening");
     const text = pane.querySelector("pre.log-text");
+    text.textContent = "";
     const key = encodeURI(pane.getAttribute("data-execution") || "");
-    fetch(`/executions/${key}/logs/stream?${query}`, { headers: { Accept: "text/plain" } })
+    const controller = new AbortController();
+    streams.set(pane, controller);
+    fetch(`/executions/${key}/logs/stream?${query}`, {
+      headers: { Accept: "text/plain" },
+      signal: controller.signal,
+    })
       .then(async (response) => {
         if (!response.ok || !response.body) {
           pane.setAttribute("data-state", "unavailable");
@@ -29,7 +37,19 @@
         }
         pane.setAttribute("data-state", text.textContent ? "ended" : "empty");
       })
-      .catch(() => pane.setAttribute("data-state", "unavailable"));
+      .catch(() => {
+        if (!controller.signal.aborted) pane.setAttribute("data-state", "unavailable");
+      });
+  }
+
+  // A pane closed stops its stream (a browser keeps few connections to one server); opened again, it
+  // starts over.
+  function stop(pane) {
+    const controller = streams.get(pane);
+    if (!controller) return;
+    streams.delete(pane);
+    controller.abort();
+    pane.removeAttribute("data-state");
   }
 
   function attemptPanes() {
@@ -85,14 +105,21 @@
     if (target.id === "attempts") attemptPanes();
     if (target.id === "elements") elementPanes();
   });
-  // A node panel's pane streams once opened ("toggle" does not bubble: caught on the way down).
+  // A node's or element's pane streams once opened, any pane stops when closed ("toggle" does not bubble:
+  // caught on the way down).
   document.addEventListener(
     "toggle",
     (event) => {
       const pane = event.target;
-      if (!(pane instanceof HTMLDetailsElement) || !pane.open || !pane.classList.contains("log-pane")) return;
+      if (!(pane instanceof HTMLDetailsElement) || !pane.classList.contains("log-pane")) return;
+      if (!pane.open) {
+        stop(pane);
+        return;
+      }
       const node = pane.getAttribute("data-node");
+      const attempt = pane.getAttribute("data-attempt");
       if (node) stream(pane, `node=${encodeURIComponent(node)}`);
+      else if (attempt) stream(pane, `attempt=${attempt}`);
     },
     true,
   );
