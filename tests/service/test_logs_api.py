@@ -294,3 +294,15 @@ def test_a_map_tasks_elements_logs_are_read_each_under_its_node(service: Service
     print(text)
     assert text.count("==> node ") == 2
     assert "element 0\n" in text and "element 1\n" in text
+
+
+def test_each_attempt_of_a_retried_task_keeps_its_own_log(service: Service) -> None:
+    key = service.submit("logs-retried", "echo printed by a failing attempt; exit 1", max_attempts=2)
+    wait_until(lambda: service.execution(key)["terminal"], what="both attempts over")
+    assert service.execution(key)["attempt"] == 1
+    wait_until(lambda: len(service.kept(key)) == 2, what="both attempts' logs kept")
+    text = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", timeout=30).text
+    assert text.count("printed by a failing attempt\n") == 2
+    assert text.index("==> node n0, attempt 0: ") < text.index("==> node n0, attempt 1: ")
+    one = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", params={"attempt": 1}, timeout=30)
+    assert one.text == "printed by a failing attempt\n"
