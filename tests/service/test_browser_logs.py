@@ -8,6 +8,7 @@ replica's kept copy). A line that looks like HTML is shown as text. No console e
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -141,3 +142,21 @@ def test_a_map_elements_pane_shows_that_elements_log(page: Any, service: Service
     # A map's attempt pane would read every element's pods: its elements' panes stand for it.
     assert page.locator("#logs .log-pane[data-attempt]").count() == 0
     screenshot(page, tmp_path, "logs-map-element")
+
+
+def test_a_server_that_reads_no_cluster_says_so_and_shows_the_kept_log_once_the_attempt_ended(
+    service: Service, page: Any, tmp_path: Any
+) -> None:
+    from service.test_api_replica_double import serve_app
+    from taskplug.service._api_app import create_app
+
+    gate = service.tmp / "gate-kept-only"
+    key = service.submit("logs-kept-only", gated_script(gate))
+    with serve_app(create_app(service.dsn, replica_ttl=3.0, poll_interval=0.25, log_poll=0.2)) as url:
+        page.goto(f"{url}/executions/{key}")
+        text = page.locator('#logs .log-pane[data-attempt="0"] pre.log-text')
+        expect(text).to_have_attribute("data-note", re.compile("once the attempt ends"), timeout=SHOWN)
+        assert text.text_content() == ""
+        gate.touch()
+        expect(text).to_have_text("first line <b>\nsecond line\nafter the gate\n", timeout=SHOWN)
+        page.goto("about:blank")  # the page's streams closed before this server stops

@@ -97,7 +97,9 @@ async def _logs(
     if row is None:
         raise ApiError(404, f"no execution {key!r}", field="key")
     execution_id, terminal = int(row[0]), bool(row[1])
-    following = follow and not terminal
+    # An execution that ended is still followed while none of its logs was found: a replica keeps an ended
+    # pod's log at its next reaper pass (follow_logs waits for it a while).
+    following = follow
     reader = LogReader(
         pool, request.app.state.log_cluster, reads=request.app.state.stream_reads, follow=following
     )
@@ -110,6 +112,7 @@ async def _logs(
     except BaseException:
         await reader.close()
         raise
+    following = following and (not terminal or not first)
     if not first and not following and not missing_ok:
         await reader.close()
         field = "attempt" if attempt is not None else "node" if node is not None else "key"
@@ -153,8 +156,8 @@ async def _logs(
         finally:
             await reader.close()  # the client went away, or the log ended: no stream is left open
 
-    return StreamingResponse(
-        body(),
-        media_type="text/plain; charset=utf-8",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    if reader.kube is None:
+        # What a page tells its reader while a running attempt shows nothing yet.
+        headers["X-Taskplug-Log-Source"] = "kept-only"
+    return StreamingResponse(body(), media_type="text/plain; charset=utf-8", headers=headers)

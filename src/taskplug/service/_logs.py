@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -67,6 +68,10 @@ DEFAULT_KEEP_BYTES: Final = 1024 * 1024
 
 MAX_FOLLOW_BYTES: Final = 8 * 1024 * 1024
 """The most of a running container's streamed log a reader holds (its end)."""
+
+KEEP_GRACE: Final = 15.0
+"""Seconds a followed log waits after its execution ended for a log not found yet (a replica keeps an ended
+pod's log at its next reaper pass, every ``--reap`` seconds: 5 by default)."""
 
 MAX_LIVE_PODS: Final = 100
 """The most running pods one read of the cluster reads the logs of (a map's elements: ask for one node)."""
@@ -430,13 +435,21 @@ async def follow_logs(
     poll: float,
     first: Sequence[ContainerLog],
     attempt: int | None,
+    grace: float = KEEP_GRACE,
 ) -> AsyncIterator[str]:
     """The text of ``first`` (a read already made), then, with ``follow``, what is appended to those logs
     and the logs that appear, read again (``await read()``) every ``poll`` seconds until the attempt's pods
-    have all ended (``attempt`` given) or the execution ended (``await terminal()``)."""
+    have all ended (``attempt`` given) or the execution ended (``await terminal()``) and every log found has
+    ended — or ``grace`` seconds after the execution's end, for a log not found yet (a replica keeps an ended
+    pod's log at its next reaper pass: without a cluster to read, that is when it shows)."""
     shown: dict[tuple[str, int, str, str], int] = {}
-    logs: Iterable[ContainerLog] = first
-    done = attempt is not None and bool(first) and all(item.ended for item in first)
+    logs: Sequence[ContainerLog] = first
+    ended_at: float | None = None
+
+    def settled(found: Sequence[ContainerLog]) -> bool:
+        return bool(found) and all(item.ended for item in found)
+
+    done = attempt is not None and settled(first)
     while True:
         for item in logs:
             at = shown.get(item.ident)
@@ -464,6 +477,10 @@ async def follow_logs(
             return
         await asyncio.sleep(poll)
         ended = await terminal()
-        logs = await read()
-        # One more read after the end: whatever was printed between the last read and the end.
-        done = ended or (attempt is not None and bool(logs) and all(item.ended for item in logs))
+        logs = await read()  # after the end too: whatever was printed between the last read and the end
+        now = time.monotonic()
+        if ended and ended_at is None:
+            ended_at = now
+        done = (attempt is not None and settled(logs)) or (
+            ended_at is not None and (settled(logs) or now - ended_at > grace)
+        )

@@ -27,6 +27,10 @@
           return;
         }
         pane.setAttribute("data-state", "streaming");
+        if (response.headers.get("X-Taskplug-Log-Source") === "kept-only") {
+          // This server reaches no cluster: a running attempt's log shows once the attempt has ended.
+          text.setAttribute("data-note", "Shown once the attempt ends (this server reads no cluster).");
+        }
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
         for (;;) {
           const { value, done } = await reader.read();
