@@ -276,3 +276,34 @@ async def test_a_followed_running_log_is_streamed_by_the_cluster_not_read_whole_
         finally:
             await reader.close()
     assert later.data == b"one\ntwo\n"
+
+
+def test_a_followed_log_waits_after_the_end_for_a_copy_not_kept_yet_and_then_for_no_longer_than_the_grace() -> (
+    None
+):
+    async def run(reads: list[list[ContainerLog]], grace: float) -> list[str]:
+        async def read() -> list[ContainerLog]:
+            return reads.pop(0) if reads else []
+
+        async def terminal() -> bool:
+            return True
+
+        return [
+            text
+            async for text in follow_logs(
+                read,
+                terminal,
+                headers=False,
+                tail=None,
+                follow=True,
+                poll=0.01,
+                first=[],
+                attempt=None,
+                grace=grace,
+            )
+        ]
+
+    # Ended, nothing kept at first: the copy the replica keeps a moment later is still shown.
+    assert asyncio.run(run([[], [], [log(b"kept\n", ended=True)]], grace=60)) == ["kept\n"]
+    # Nothing ever kept (a task that made no pod): the answer ends after the grace.
+    assert asyncio.run(run([], grace=0.05)) == []
