@@ -1,7 +1,7 @@
 """Task logs on the service: each attempt's container logs, from the cluster while its pod exists and from the
 replicas' database after.
 
-Two halves, one table (``taskplug_logs``, migration ``0010``):
+Two halves, one table (``taskplug_logs``, migration ``0011``):
 
 - **Keeping** (:class:`LogKeeper`, in every replica). A pod of an execution this database knows (its
   ``execution-id`` label and ``object_owner``) is kept once it has ended (each reaper pass looks for ended
