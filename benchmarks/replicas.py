@@ -1,9 +1,10 @@
 """Executor replicas on PostgreSQL: executions per second with 1, 2 and 3 replicas, beside one process on
 SQLite, database statements per execution, and the takeover time after a SIGKILL.
 
-Everything runs against one ``taskplug cluster serve --mode simulated`` (over HTTP on 127.0.0.1; pods end at
-once) and a throwaway PostgreSQL started here (``initdb`` + ``pg_ctl``, as the tests' fixture does; or
-``--dsn`` for an existing server whose user may create databases). For each configuration, N pod tasks are
+Everything runs against one ``taskplug cluster serve --mode simulated`` (over HTTPS with its bearer token, as
+every client of it has it, on 127.0.0.1; pods end at once) and a throwaway PostgreSQL started here
+(``initdb`` + ``pg_ctl``, as the tests' fixture does; or ``--dsn`` for an existing server whose user may
+create databases). For each configuration, N pod tasks are
 submitted as the API submits them (one INSERT each, one NOTIFY) into a fresh database, and the rate is N over
 the time from the submission to the last ``finished_at``. The SQLite single process is an executor in this
 process with :class:`SQLiteStateStore` and the same HTTP cluster, each execution held through a
@@ -277,7 +278,8 @@ def _replica_cpu(dsn: str) -> float:
     return sum(cpu_seconds(pid) for pid in pids)
 
 
-def run_replicas(admin: str, kubeconfig: Path, config: Path, count: int, n: int, workdir: Path) -> None:
+def run_replicas(admin: str, kubeconfig: Path, config: Path, count: int, n: int, workdir: Path) -> float:
+    """Runs ``n`` executions on ``count`` replicas; returns the replicas' CPU milliseconds per execution."""
     dsn = fresh_database(admin)
     with (
         replicas(
@@ -304,8 +306,10 @@ def run_replicas(admin: str, kubeconfig: Path, config: Path, count: int, n: int,
     print(
         f"  {count} replica(s): {n / db_span:,.0f} executions/s ({db_span:.2f} s, {phases}); statements per "
         f"execution: {write / n:.2f} write path, {total / n:.2f} with heartbeats and sweeps; CPU: replicas "
-        f"{replica_cpu:.1f} s, the cluster's API server {cluster_cpu:.1f} s"
+        f"{replica_cpu:.1f} s ({replica_cpu * 1000 / n:.2f} ms per execution), the cluster's API server "
+        f"{cluster_cpu:.1f} s"
     )
+    return replica_cpu * 1000 / n
 
 
 def run_sequential(admin: str, kubeconfig: Path, config: Path, n: int, workdir: Path) -> None:
@@ -388,7 +392,8 @@ def run_takeover(admin: str, kubeconfig: Path, config: Path, workdir: Path, kill
     )
 
 
-async def run_sqlite(kubeconfig: Path, platform: Platform, n: int, workdir: Path) -> None:
+async def run_sqlite(kubeconfig: Path, platform: Platform, n: int, workdir: Path) -> float:
+    """Runs ``n`` executions in this process; returns its CPU milliseconds per execution."""
     store = SQLiteStateStore(workdir / "state.db")
     coordinator = LocalCoordinator(store)
     kube = connect(kubeconfig)
@@ -398,20 +403,30 @@ async def run_sqlite(kubeconfig: Path, platform: Platform, n: int, workdir: Path
         ) as ex:
             coordinator.drive(ex)
             specs = [parse_spec(document(f"q{i}")) for i in range(n)]
-            started = time.perf_counter()
+            started, cpu_before, cluster_before = (
+                time.perf_counter(),
+                time.process_time(),
+                cpu_seconds(CLUSTER_PID),
+            )
             with contextlib.ExitStack() as held:
                 for spec in specs:
                     held.enter_context(coordinator.hold(spec.execution_key))
                 keys = [await ex.submit(spec) for spec in specs]
                 results = await asyncio.gather(*(ex.wait(k) for k in keys))
             elapsed = time.perf_counter() - started
+            cpu = time.process_time() - cpu_before
+            cluster_cpu = cpu_seconds(CLUSTER_PID) - cluster_before
     finally:
         store.close()
         await kube.close()
     phases: dict[str, int] = {}
     for r in results:
         phases[r.phase] = phases.get(r.phase, 0) + 1
-    print(f"  SQLite, one process: {n / elapsed:,.0f} executions/s ({elapsed:.2f} s, {phases})")
+    print(
+        f"  SQLite, one process: {n / elapsed:,.0f} executions/s ({elapsed:.2f} s, {phases}); CPU: the executor "
+        f"{cpu:.1f} s ({cpu * 1000 / n:.2f} ms per execution), the cluster's API server {cluster_cpu:.1f} s"
+    )
+    return cpu * 1000 / n
 
 
 def main(n: int, dsn: str | None) -> None:
@@ -422,11 +437,18 @@ def main(n: int, dsn: str | None) -> None:
         "plugins:\n  k8s:\n    delete-resource-on-finalize: true\n"
     )
     platform = Platform.load(config)
-    print(f"replicas N={n} (pod tasks on `taskplug cluster serve --mode simulated` over HTTP, 127.0.0.1)")
+    print(
+        f"replicas N={n} (pod tasks on `taskplug cluster serve --mode simulated` over HTTPS with its token, 127.0.0.1)"
+    )
     with postgres(dsn) as admin, cluster(workdir) as kubeconfig:
-        asyncio.run(run_sqlite(kubeconfig, platform, n, workdir))
-        for count in (1, 2, 3):
-            run_replicas(admin, kubeconfig, config, count, n, workdir)
+        single = asyncio.run(run_sqlite(kubeconfig, platform, n, workdir))
+        per_execution = {
+            count: run_replicas(admin, kubeconfig, config, count, n, workdir) for count in (1, 2, 3)
+        }
+        print(
+            f"  CPU per execution: 1 replica {per_execution[1] / single:.2f}x the single process's (goal <= 1.2), "
+            f"3 replicas {per_execution[3] / per_execution[1]:.2f}x one replica's (goal <= 1.2)"
+        )
         run_sequential(admin, kubeconfig, config, 20, workdir)
         run_takeover(admin, kubeconfig, config, workdir)
     shutil.rmtree(workdir, ignore_errors=True)

@@ -30,6 +30,7 @@ def test_help_lists_every_command_with_its_summary(runner: CliRunner) -> None:
     assert list(rows) == [
         "run",
         "logs",
+        "metrics",
         "signal",
         "render",
         "status",

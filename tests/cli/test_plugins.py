@@ -31,13 +31,13 @@ def test_json_lists_the_built_in_plugins_with_their_task_types_and_watched_resou
     assert rows["pod"] == {
         "id": "pod",
         "kind": "k8s",
-        "taskTypes": ["container", "python-task", "raw-container", "sidecar"],
+        "taskTypes": ["container", "python-task", "python", "raw-container", "sidecar"],
         "enabled": False,  # Flyte's default enabled list names its ids container and sidecar instead
         "handles": [],
         "default": True,
         "resource": "Pod.v1",
     }
-    assert rows["container"]["handles"] == ["container", "python-task", "raw-container"]
+    assert rows["container"]["handles"] == ["container", "python", "python-task", "raw-container"]
     assert rows["sidecar"]["handles"] == ["sidecar"]
     assert rows["spark"] == {
         "id": "spark",

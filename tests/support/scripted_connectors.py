@@ -8,7 +8,13 @@
   ``custom.hold`` (a name): the job answers RUNNING, without moving along its script, until the file
   ``release/<hold>`` exists. ``custom.group`` (a name): while the job runs (from create until a terminal
   phase is answered, or delete), ``groups/<group>/running/<job_id>`` holds its hold name, and
-  ``groups/<group>/max`` the most jobs of the group that ever ran at once.
+  ``groups/<group>/max`` the most jobs of the group that ever ran at once. ``custom.fail_create``: create
+  raises (the server answers INTERNAL).
+
+  Logs: ``get_logs`` answers one body, lines ``<job_id> line <i>`` — which flytekit 1.16's server never sends:
+  its GetTaskLogs, a server-streaming call, returns the answer instead of streaming it, and grpc drops it (the
+  client sees an empty stream). Metrics (GetTaskMetrics): one result,
+  ``{"metric": "polls", "data": {"job_id": …, "polls": n}}``.
 * ``echo_sync`` (sync): answers with its inputs as outputs.
 """
 
@@ -22,6 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flyteidl.admin.agent_pb2 import (
+    GetTaskLogsResponse,
+    GetTaskLogsResponseBody,
+    GetTaskMetricsResponse,
+)
 from flyteidl.core.execution_pb2 import TaskExecution
 from flyteidl.core.execution_pb2 import TaskLog as TaskLogProto
 from flytekit.extend.backend.base_connector import (
@@ -33,6 +44,7 @@ from flytekit.extend.backend.base_connector import (
 )
 from flytekit.models.literals import LiteralMap
 from flytekit.models.task import TaskTemplate
+from google.protobuf.struct_pb2 import Struct
 
 STATE = Path(os.environ["TASKPLUG_TEST_CONNECTOR_STATE"])
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
@@ -83,6 +95,8 @@ class ScriptedConnector(AsyncConnectorBase):
         **kwargs: Any,
     ) -> ScriptedMeta:
         custom = task_template.custom or {}
+        if custom.get("fail_create"):
+            raise RuntimeError("the scripted connector refuses this job")
         job_id = f"job-{uuid.uuid4().hex[:12]}"
         (STATE / job_id).write_text("0")
         received = {
@@ -132,6 +146,20 @@ class ScriptedConnector(AsyncConnectorBase):
     def delete(self, resource_meta: ScriptedMeta, **kwargs: Any) -> None:
         (STATE / f"{resource_meta.job_id}.deleted").touch()
         _stopped(resource_meta.group, resource_meta.job_id)
+
+    def get_metrics(self, resource_meta: ScriptedMeta, **kwargs: Any) -> GetTaskMetricsResponse:
+        from flyteidl.core.metrics_pb2 import ExecutionMetricResult
+
+        data = Struct()
+        data.update(
+            {"job_id": resource_meta.job_id, "polls": int((STATE / resource_meta.job_id).read_text())}
+        )
+        return GetTaskMetricsResponse(results=[ExecutionMetricResult(metric="polls", data=data)])
+
+    def get_logs(self, resource_meta: ScriptedMeta, **kwargs: Any) -> GetTaskLogsResponse:
+        return GetTaskLogsResponse(
+            body=GetTaskLogsResponseBody(results=[f"{resource_meta.job_id} line {i}" for i in range(3)])
+        )
 
 
 class EchoSyncConnector(SyncConnectorBase):

@@ -67,14 +67,20 @@ if typing.TYPE_CHECKING:
 __all__ = [
     "MODULE_ARGS",
     "ModuleCommand",
+    "ModuleInput",
     "ModuleTarget",
     "environment_of",
     "host_image",
+    "input_option",
+    "input_value",
     "is_module",
     "module_options",
     "module_spec",
     "module_target_from_options",
+    "module_version",
     "module_workflow",
+    "parse_task_arguments",
+    "project_root",
     "reject_module_options",
     "serialize_workflow",
 ]
@@ -391,6 +397,8 @@ class _Input:
     default: literals_pb2.Literal | None
     description: str
     default_text: str
+    type_text: str = ""
+    """The annotation as text, when the type is not an object of this process (a Flyte 2 module's)."""
 
 
 def _inputs(entity: Any) -> list[_Input]:
@@ -444,7 +452,7 @@ def _option(item: _Input) -> click.Option:
     return click.Option(
         [item.name, *names],
         type=click.STRING,
-        metavar=_type_name(item.python_type),
+        metavar=item.type_text or _type_name(item.python_type),
         required=item.required,
         help=help_text,
     )
@@ -910,3 +918,13 @@ def _workflow_inputs(entity: Any, expected: interface_pb2.ParameterMap) -> list[
             )
         )
     return found
+
+
+# -- shared with a Flyte 2 module's task (taskplug.cli._flyte2_module), which parses its options the same way --
+
+ModuleInput = _Input
+project_root = _project_root
+module_version = _version
+input_option = _option
+input_value = _input_value
+parse_task_arguments = _parse_task_arguments

@@ -13,6 +13,9 @@ On a real cluster (``--kubeconfig``) the logs are read through the API's ``pods/
 the execution's labels, for as long as the cluster keeps them (Flyte keeps a finished pod unless
 ``delete-resource-on-finalize``). With ``--server`` they are read from a ``taskplug serve``'s
 ``/api/v1/executions/{key}/logs`` (the copies its replicas kept, and its cluster's ``pods/log``).
+
+A connector task has no pod: for an execution without pod logs whose attempt created a connector job, the
+job's logs are asked of the connector (``GetTaskLogs``, page after page: ``_jobs.py``).
 """
 
 from __future__ import annotations
@@ -305,6 +308,9 @@ def logs(
     EXECUTION is the execution's name (`--name`, or the fresh one a run printed), or its key
     PROJECT/DOMAIN/NAME/NODE as `-o json` and the state DB name it. For a workflow, the logs of each of its
     nodes, or of the node --node names.
+
+    A connector task has no pod: its job's logs are asked of its connector (GetTaskLogs, page after page),
+    at the deployment the config (--config, as the run used) routes its task type to.
     """
     if token_file is not None and server is None:
         raise SpecError("--token-file", "only with --server")
@@ -343,6 +349,14 @@ def logs(
     known = () if workflow is None else tuple(workflow.nodes)
     files = find_node_logs(root, name, nodes, attempt, known=known)
     if not files:
+        from taskplug.cli._jobs import print_job_logs, web_api_jobs
+
+        jobs = [j for j in web_api_jobs(state_db, execution, node) if attempt is None or j.attempt == attempt]
+        if jobs:
+            if follow:
+                raise SpecError("--follow", "a connector task's logs are read once, not followed")
+            print_job_logs(Platform.load(config_path), jobs, tail)
+            return
         what = (
             f"node {node} of {execution!r}" if node is not None and workflow is not None else repr(execution)
         )

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "taskplug.cli._logs:logs",
         "Print what an execution's containers printed, attempt by attempt...",
     ),
+    "metrics": (
+        "taskplug.cli._jobs:metrics",
+        "Print a connector task's metrics, as its connector gives them...",
+    ),
     "signal": ("taskplug.cli._signal_cmd:signal", "Answer the gate nodes an execution waits on..."),
     "render": ("taskplug.cli._render:render", "Print the Kubernetes object a task execution would create..."),
     "status": (

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 from google.protobuf import json_format
 
+from taskplug.cli._flyte2_module import flyte2_module_spec, is_flyte2_module
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
@@ -70,7 +71,10 @@ def render(
             on_host=not images,
         )
         arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-        loaded = module_spec(spec, arguments, target, fresh_name=False)
+        if is_flyte2_module(spec):
+            loaded = flyte2_module_spec(spec, arguments, target, fresh_name=False)
+        else:
+            loaded = module_spec(spec, arguments, target, fresh_name=False)
         platform = Platform.load(config_path, pod_template_paths=pod_templates)
     else:
         reject_module_options(

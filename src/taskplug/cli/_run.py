@@ -45,6 +45,7 @@ from rich.live import Live
 from rich.text import Text
 
 from taskplug.cli._cluster_options import cluster_options, kube_client
+from taskplug.cli._flyte2_module import flyte2_module_document, flyte2_module_spec, is_flyte2_module
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
@@ -528,7 +529,11 @@ def run(
                 on_host=not images,  # no --image: the server's cluster runs this machine's Python
             )
             arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-            document, _ = module_document(spec, arguments, target)
+            if is_flyte2_module(spec):
+                # A Flyte 2 module's task: serialized here by the SDK, sent as a spec with its template inline.
+                document, _ = flyte2_module_document(spec, arguments, target)
+            else:
+                document, _ = module_document(spec, arguments, target)
         else:
             reject_module_options(
                 image=images, project=project, domain=domain, name=execution_name, env=environment
@@ -672,8 +677,8 @@ def _load(
         if kubeconfig is not None and not images:
             raise SpecError(
                 "--image",
-                "required with --kubeconfig for a flytekit module: a real cluster runs the task in an image "
-                "that holds flytekit and the module (taskplug uploads no code)",
+                "required with --kubeconfig for a module: a real cluster runs the task in an image that holds "
+                "flytekit and the module (flyte and the module, for a Flyte 2 module; taskplug uploads no code)",
             )
         target = module_target_from_options(
             images=images,
@@ -683,7 +688,11 @@ def _load(
             environment=environment,
             on_host=kubeconfig is None,
         )
-        loaded = module_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
+        arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+        if is_flyte2_module(spec):
+            loaded = flyte2_module_spec(spec, arguments, target)
+        else:
+            loaded = module_spec(spec, arguments, target)
         return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)

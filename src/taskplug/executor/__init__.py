@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
+from taskplug.executor._job_io import web_api_log_lines, web_api_metrics, web_api_resource_meta
 from taskplug.executor._limits import SubmissionLimits, check_limits, submission_limits
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._platform import (
@@ -26,8 +27,10 @@ from taskplug.executor._platform import (
 from taskplug.executor._render import observed_phase, render_object
 from taskplug.executor._spec import (
     ArrayNodeSpec,
+    ChildLaunch,
     ExecutionSpec,
     NodeKind,
+    child_document,
     load_spec,
     parse_spec,
     workflow_spec,
@@ -44,8 +47,13 @@ if TYPE_CHECKING:
         SQLiteCatalog,
         catalog_key,
     )
-    from taskplug.executor._coordination import Coordinator, FencedStateStore, LocalCoordinator
+    from taskplug.executor._coordination import (
+        Coordinator,
+        FencedStateStore,
+        LocalCoordinator,
+    )
     from taskplug.executor._executor import (
+        ChildExecutions,
         ExecutionResult,
         Executor,
         ExecutorSettings,
@@ -92,6 +100,8 @@ __all__ = [
     "Catalog",
     "CatalogEntry",
     "CatalogKey",
+    "ChildExecutions",
+    "ChildLaunch",
     "Coordinator",
     "Event",
     "ExecutionPaths",
@@ -127,6 +137,7 @@ __all__ = [
     "check_limits",
     "check_signal_value",
     "check_state_file",
+    "child_document",
     "executor_settings",
     "kept_outputs",
     "load_spec",
@@ -140,6 +151,9 @@ __all__ = [
     "submission_limits",
     "task_context_for",
     "unique_node_id",
+    "web_api_log_lines",
+    "web_api_metrics",
+    "web_api_resource_meta",
     "workflow_spec",
 ]
 
@@ -160,6 +174,7 @@ __getattr__ = lazy_exports(
         "CLEANUP_FAILED": "taskplug.executor.nodes._step",
         "NodePhase": "taskplug.executor.nodes._phase",
         "unique_node_id": "taskplug.executor.nodes._ids",
+        "ChildExecutions": "taskplug.executor._executor",
         "Coordinator": "taskplug.executor._coordination",
         "FencedStateStore": "taskplug.executor._coordination",
         "LocalCoordinator": "taskplug.executor._coordination",

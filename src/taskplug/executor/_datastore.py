@@ -47,6 +47,14 @@ class DataStore:
         with fs.open(p, "wb") as f:
             f.write(data)
 
+    async def make_folder(self, path: str) -> None:
+        """Create the folder ``path`` on a local file system (with its parents); an object store has no folders,
+        so elsewhere nothing is done. Flyte 2's ``a0`` writes its outputs with plain file writes, which need
+        the output folder to exist on a local data root."""
+        if self._is_local(path):
+            fs, p = self._fs(path)
+            fs.makedirs(p, exist_ok=True)
+
     async def read(self, path: str) -> bytes | None:
         if self._is_local(path):
             return self._read_sync(path)

@@ -71,7 +71,14 @@ from taskplug.executor.nodes._step import NodeStep
 from taskplug.executor.nodes._task_node import end_record
 from taskplug.k8s import owner_key
 
-__all__ = ["ExecutionResult", "Executor", "ExecutorSettings", "OpenPlugins", "WritesCreateIntent"]
+__all__ = [
+    "ChildExecutions",
+    "ExecutionResult",
+    "Executor",
+    "ExecutorSettings",
+    "OpenPlugins",
+    "WritesCreateIntent",
+]
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +201,28 @@ class _Execution:
     flush_due: bool = False  # terminal, its waiters released once the store's async flush has committed it
 
 
+class ChildExecutions(Protocol):
+    """Where a launch-plan node's child executions live when the process is one of several: replicas write a
+    child down as its own execution, for any of them to claim, and read its state back from there. The
+    single process runs its children itself (an executor given none).
+
+    Flyte's counterpart: propeller asks flyteadmin to create the child execution (``CreateExecution``) and
+    follows it by ``GetExecution``; whichever propeller shard the child lands on runs it."""
+
+    async def launch(self, spec: ExecutionSpec, *, parent: str) -> None:
+        """Write child execution ``spec`` of execution ``parent`` down (a child already written is left as it
+        is: a resumed parent launches again) and learn its state."""
+        ...
+
+    def record(self, key: str) -> ExecutionRecord | None:
+        """The latest known record of child execution ``key`` (None: not launched through here)."""
+        ...
+
+    def abort(self, key: str) -> None:
+        """Ask child execution ``key`` to abort, whichever process drives it."""
+        ...
+
+
 class Executor:
     """Runs executions to a terminal phase. Use as ``async with Executor(...) as ex: await ex.run(spec)``."""
 
@@ -210,6 +239,7 @@ class Executor:
         on_event: Callable[[str, Event], None] | None = None,
         on_unknown_create: Callable[[], None] | None = None,
         catalog: Catalog | None = None,
+        children: ChildExecutions | None = None,
     ) -> None:
         if (resolver is None) == (plugins is None):
             raise ValueError("give the executor either a resolver or a way to open its plugins, not both")
@@ -225,6 +255,8 @@ class Executor:
         self.on_event = on_event
         self.on_unknown_create = on_unknown_create
         self.catalog = catalog  # where cacheable tasks' results are kept (None: caching off)
+        # Where launch-plan nodes' child executions run: here (None), or as rows any replica claims.
+        self.children = children
         self.unknown_creates = 0  # creates sent again after an earlier one's outcome was lost
         self._executions: dict[str, _Execution] = {}
         self._owners: dict[tuple[str, str], set[str]] = {}
@@ -359,13 +391,19 @@ class Executor:
             self._terminal(execution)
 
     async def launch(self, spec: ExecutionSpec, *, parent: str) -> str:
+        if self.children is not None:
+            # Replicas: the child is written down for any of them to claim; its end wakes ``parent``.
+            await self.children.launch(spec, parent=parent)
+            return spec.execution_key
         key = await self.submit(spec)
         self._executions[key].parent = parent
         return key
 
     def launched(self, key: str) -> ExecutionRecord | None:
         execution = self._executions.get(key)
-        return execution.record if execution is not None else None
+        if execution is not None:
+            return execution.record
+        return self.children.record(key) if self.children is not None else None
 
     def _run_settings(self) -> RunSettings:
         s = self.settings
@@ -439,6 +477,9 @@ class Executor:
 
     def abort(self, key: str) -> None:
         execution = self._executions.get(key)
+        if execution is None and self.children is not None and self.children.record(key) is not None:
+            self.children.abort(key)  # a launch-plan child another replica may drive
+            return
         if execution is None or execution.record.terminal:
             return
         execution.record.abort_requested = True

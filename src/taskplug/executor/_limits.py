@@ -100,6 +100,12 @@ def check_limits(spec: ExecutionSpec, limits: SubmissionLimits) -> None:
                 "(nested ones counted: branch cases, map sub-nodes, a sub-workflow's nodes each time it is "
                 f"called); at most {limits.max_nodes} are allowed (executor.limits.max-nodes)",
             )
+        if spec.workflow.max_parallelism > limits.max_parallelism:
+            raise SpecError(
+                "execution.maxParallelism",
+                f"is {spec.workflow.max_parallelism}; at most {limits.max_parallelism} are allowed "
+                "(executor.limits.max-parallelism)",
+            )
     attempts = spec.metadata.max_attempts
     if spec.array is not None and spec.array.min_attempts is not None:
         attempts = max(attempts, spec.array.min_attempts)

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter
 from taskplug.core import TASKS_SECTION, Clock, PluginResolver
 from taskplug.engine import open_plugins
 from taskplug.executor._catalog import Catalog
-from taskplug.executor._executor import Executor, ExecutorSettings
+from taskplug.executor._executor import ChildExecutions, Executor, ExecutorSettings
 from taskplug.executor._limits import submission_limits
 from taskplug.executor._platform import EXECUTOR_SECTION, Platform
 from taskplug.executor._store import Event, StateStore
@@ -60,6 +60,7 @@ async def open_executor(
     on_event: Callable[[str, Event], None] | None = None,
     metrics_registry: CollectorRegistry | None = None,
     catalog: Catalog | None = None,
+    children: ChildExecutions | None = None,
 ) -> AsyncIterator[Executor]:
     """An executor with every enabled plugin loaded, running until the block exits; the plugin machinery's
     metrics (plugin managers, web-API adapters) go to ``metrics_registry`` when given, with the executor's
@@ -97,5 +98,6 @@ async def open_executor(
         on_event=on_event,
         on_unknown_create=unknown_creates.inc if unknown_creates is not None else None,
         catalog=catalog,
+        children=children,
     ) as executor:
         yield executor

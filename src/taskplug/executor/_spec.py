@@ -25,6 +25,7 @@ the mapped task's template, or by pointing ``templateFile`` at the workflow ``py
 
 from __future__ import annotations
 
+import copy
 import enum
 import hashlib
 import math
@@ -152,6 +153,17 @@ class ArrayNodeSpec:
 
 
 @dataclass(frozen=True)
+class ChildLaunch:
+    """What a launch-plan node launched its child execution with: enough to write the child down as a spec
+    document that any executor replica reads back (:func:`child_document`)."""
+
+    launch_plan: str
+    """The launch plan's name."""
+    given: literals_pb2.LiteralMap
+    """The node's inputs, before the launch plan's defaults and fixed inputs were merged in."""
+
+
+@dataclass(frozen=True)
 class ExecutionSpec:
     """A loaded execution spec: the task, what the platform knows about the execution, and the inputs.
 
@@ -169,6 +181,8 @@ class ExecutionSpec:
     overwrite_cache: bool = False
     """Flyte's ``overwrite_cache`` execution flag (``execution.overwriteCache``, ``taskplug run
     --overwrite-cache``): cacheable tasks run without a lookup and their results replace the cached ones."""
+    launched_as: ChildLaunch | None = None
+    """For a launch-plan node's child execution: what it was launched with (see :func:`child_document`)."""
 
     @property
     def kind(self) -> NodeKind:
@@ -397,6 +411,7 @@ class _Execution(_Section):
     overrides: _Overrides | None = None
     owner_reference: _OwnerReference | None = None
     overwrite_cache: bool | None = None
+    max_parallelism: Uint32 | None = None
 
 
 class _ArrayNode(_Section):
@@ -877,7 +892,11 @@ def workflow_execution_spec(
         workflow=WorkflowSpec(
             closure,
             dict(launch_plans or {}),
-            DEFAULT_MAX_PARALLELISM if max_parallelism is None else max_parallelism,
+            # flyteadmin: the execution's own max_parallelism, else the launch plan's, else the default.
+            next(
+                (p for p in (model.max_parallelism, max_parallelism) if p is not None),
+                DEFAULT_MAX_PARALLELISM,
+            ),
         ),
     )
 
@@ -887,6 +906,8 @@ def child_workflow_spec(
     launched: LaunchPlanRun,
     inputs: literals_pb2.LiteralMap,
     name: str,
+    *,
+    given: literals_pb2.LiteralMap | None = None,
 ) -> ExecutionSpec:
     """The execution a launch-plan node of ``parent`` starts (flyteadmin's ``CreateExecution`` from
     propeller's launch-plan handler): named ``name``, in the parent's project and domain, with the parent's
@@ -928,7 +949,40 @@ def child_workflow_spec(
             launched.closure, parent.workflow.launch_plans, parent.workflow.max_parallelism
         ),
         overwrite_cache=parent.overwrite_cache,  # propeller hands the flag to the child execution
+        launched_as=ChildLaunch(launched.launch_plan.id.name, given if given is not None else inputs),
     )
+
+
+def child_document(parent: Mapping[str, Any], child: ExecutionSpec) -> dict[str, Any]:
+    """The self-contained spec document (the ``workflowClosure`` form a server takes) of ``child``, a
+    launch-plan node's execution, written from its parent's document ``parent``: the same templates and
+    launch plans, the child's launch plan by name, the node's inputs as Literal JSON (reading the document
+    merges the launch plan's defaults and fixed inputs again, as for every submission), and the parent's
+    ``execution`` section naming the child, with the parent's max parallelism (propeller hands it over).
+    Reading it back gives the execution :func:`child_workflow_spec` made."""
+    launch = child.launched_as
+    if launch is None or child.workflow is None:
+        raise ValueError(f"execution {child.execution_key} was not launched by a launch-plan node")
+    if "workflowClosure" not in parent:
+        raise SpecError(
+            "workflowClosure",
+            "a launch plan's child execution is written down only from a self-contained workflow document",
+        )
+    document: dict[str, Any] = {
+        "workflowClosure": copy.deepcopy(parent["workflowClosure"]),
+        "launchPlans": copy.deepcopy(list(parent.get("launchPlans") or [])),
+        "launchPlan": launch.launch_plan,
+        "inputs": {name: json_format.MessageToDict(value) for name, value in launch.given.literals.items()},
+    }
+    section = copy.deepcopy(dict(parent.get("execution") or {}))
+    ids = dict(section.get("id") or {})
+    ids["name"] = child.metadata.task_execution_id.id.node_execution_id.execution_id.name
+    section["id"] = ids
+    section.pop("generatedName", None)
+    section["maxParallelism"] = child.workflow.max_parallelism
+    section["overwriteCache"] = child.overwrite_cache
+    document["execution"] = section
+    return document
 
 
 def node_task_spec(

@@ -16,6 +16,7 @@ from taskplug.core import (
     StaticTaskExecutionContext,
     StaticTaskReader,
 )
+from taskplug.executor._flyte2 import flyte2_environment, flyte2_labels, is_flyte2_task
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.k8s import fixed_length_unique_id
@@ -36,7 +37,8 @@ def task_context_for(
 
     ``generated_name_max_length`` is the plugin's (Flyte's ``PluginProperties.GeneratedNameMaxLength``, e.g.
     47 for Ray, whose operator derives longer names from it): a longer generated name is replaced by its
-    fixed-length unique id, as propeller's ``FixedLengthUniqueIDForParts`` does.
+    fixed-length unique id, as propeller's ``FixedLengthUniqueIDForParts`` does. A task written by Flyte 2's
+    SDK gets the environment Flyte 2's executor gives it (:mod:`._flyte2`).
     """
     metadata = spec.metadata
     name = metadata.task_execution_id.generated_name
@@ -44,6 +46,13 @@ def task_context_for(
         short = fixed_length_unique_id(name, generated_name_max_length)
         metadata = replace(
             metadata, task_execution_id=replace(metadata.task_execution_id, generated_name=short)
+        )
+    if is_flyte2_task(spec.template):
+        # Flyte 2's executor gives every task the variables its SDK's entry point reads, and its labels.
+        metadata = replace(
+            metadata,
+            environment_variables=flyte2_environment(data_root, metadata),
+            labels=flyte2_labels(metadata),
         )
     paths = ExecutionPaths.for_attempt(data_root, metadata)
     return StaticTaskExecutionContext(

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from taskplug.core import PluginError, SpecError, load_document
 from taskplug.executor import ExecutionSpec, Platform, SubmissionLimits, check_limits, parse_spec
 from taskplug.k8s import MACHINERY_ANNOTATIONS, MACHINERY_LABELS
+from taskplug.service._children import PARENT_LABEL
 from taskplug.service._controls import control_character_field
 
 __all__ = [
@@ -119,6 +120,11 @@ def parse_submission(
             f"labels.{RELAUNCH_LABEL}",
             "is set by the server on a relaunch (POST /executions/{key}/relaunch); a submission cannot set it",
         )
+    if PARENT_LABEL in request.labels:
+        raise SpecError(
+            f"labels.{PARENT_LABEL}",
+            "is set by a replica on a launch plan's child execution; a submission cannot set it",
+        )
     if "templateFile" in request.spec:
         raise SpecError(
             "spec.templateFile",
@@ -190,7 +196,8 @@ def relaunch_submission(spec: Mapping[str, Any], labels: Mapping[str, str], *, o
         key=parsed.execution_key,
         task_type=parsed.template.type,
         spec=renamed,
-        labels={**labels, RELAUNCH_LABEL: of},
+        # A relaunched child is an execution of its own: no parent waits for it.
+        labels={**{k: v for k, v in labels.items() if k != PARENT_LABEL}, RELAUNCH_LABEL: of},
         task_types=run_task_types(parsed),
     )
 

@@ -18,8 +18,11 @@ per-execution lease did not:
   call lands (:class:`~taskplug.executor.GuardedKubeClient`). A replica that cannot confirm a heartbeat for
   ``ttl`` fences itself.
 - **NOTIFY is a hint** (``taskplug_work``: claim now; ``taskplug_abort``: abort that execution now;
-  ``taskplug_signal``: a gate's signal was set, evaluate that execution now), with a poll behind it; every
-  ``reconcile`` seconds the replica also re-reads which rows it owns.
+  ``taskplug_signal``: a gate's signal was set, evaluate that execution now; ``taskplug_child``: a launch-plan
+  child ended, evaluate its parent now), with a poll behind it; every ``reconcile`` seconds the replica also
+  re-reads which rows it owns and the children its workflows wait for.
+- **Launch-plan children are rows** (:mod:`._children`): written down for any replica to claim, never kept
+  in one replica's memory.
 - **SIGTERM hands over** at once: the guard closes, pending writes are flushed, the rows are released and
   the replica row fenced in one transaction, ``NOTIFY taskplug_work`` wakes the others.
 
@@ -66,6 +69,7 @@ from taskplug.executor import (
 )
 from taskplug.k8s import K8S_SECTION, KubeClient, owner_key
 from taskplug.service._catalog import PostgresCatalog
+from taskplug.service._children import CHILD_CHANNEL, ChildRows
 from taskplug.service._logs import DEFAULT_KEEP_BYTES, LogKeeper, LogKeepingKubeClient
 from taskplug.service._migrations import migrate
 from taskplug.service._pgstore import SIGNAL_CHANNEL, Claim, PostgresStateStore
@@ -184,6 +188,7 @@ class _Incarnation:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     claim_statements: int = 0  # claims and what adopting a claimed row reads or writes
     keeper: LogKeeper | None = None  # keeps ended or deleted pods' logs (None: keep-log-bytes 0)
+    children: ChildRows | None = None  # the launch-plan children its workflows launched
 
 
 class Replica:
@@ -295,6 +300,7 @@ class Replica:
             # store's batch).
             catalog = PostgresCatalog(psycopg.connect(self.dsn, autocommit=True))
             inc = _Incarnation(rid, store)
+            inc.children = ChildRows(self.dsn, inc.row_keys.get)
             self._current = inc
             if self.on_incarnation is not None:
                 self.on_incarnation(rid)
@@ -312,6 +318,7 @@ class Replica:
                     settings=self.executor_settings,
                     metrics_registry=inc.registry,
                     catalog=catalog,
+                    children=inc.children,
                 ) as executor:
                     inc.executor = executor
                     async with asyncio.TaskGroup() as group:
@@ -339,6 +346,8 @@ class Replica:
                     inc.store.close()
                 with contextlib.suppress(Exception):
                     catalog.close()
+                with contextlib.suppress(Exception):
+                    await inc.children.close()
                 self._current = None
             return not stop.is_set() and bool(inc.why)
 
@@ -502,6 +511,8 @@ class Replica:
                 self.stats.finished += 1
 
     def _forget(self, inc: _Incarnation, key: str) -> None:
+        if inc.children is not None:
+            inc.children.forget(key)
         inc.rows.pop(key, None)
         row_key = inc.row_keys.pop(key, None)
         if row_key is not None and inc.by_row_key.get(row_key) == key:
@@ -536,6 +547,8 @@ class Replica:
             inc.rows[key] = row_id
             inc.by_row_key[row_key] = key
             inc.row_keys[key] = row_key
+            if spec.kind is NodeKind.WORKFLOW and inc.children is not None:
+                inc.children.documents[key] = spec_doc  # its launch plans' children are written from it
             try:
                 await ex.submit(spec)
             except TaskplugError as e:
@@ -582,6 +595,10 @@ class Replica:
         for _, row_key, _, _, _, abort in rows:
             if abort:
                 self._abort(inc, row_key)
+        if inc.children is not None:
+            for parent in await inc.children.refresh_waiting():
+                if inc.executor is not None and parent in inc.rows:
+                    inc.executor.wake(parent)
 
     def _abort(self, inc: _Incarnation, row_key: str) -> None:
         key = inc.by_row_key.get(row_key)
@@ -606,12 +623,17 @@ class Replica:
                     await conn.execute("LISTEN taskplug_work")
                     await conn.execute("LISTEN taskplug_abort")
                     await conn.execute(f"LISTEN {SIGNAL_CHANNEL}")
+                    await conn.execute(f"LISTEN {CHILD_CHANNEL}")
                     inc.work.set()  # anything sent while not listening: claim (and reconcile) now
                     async for note in conn.notifies():
                         if note.channel == "taskplug_abort":
                             self._abort(inc, note.payload)
                         elif note.channel == SIGNAL_CHANNEL:
                             self._wake(inc, note.payload)
+                        elif note.channel == CHILD_CHANNEL and inc.children is not None:
+                            parent = await inc.children.child_ended(note.payload)
+                            if parent is not None:
+                                self._wake(inc, parent)
                         else:
                             inc.work.set()
             except psycopg.Error as e:

@@ -3,7 +3,8 @@
 ``/executions`` lists executions newest first with filters in the URL (a plain GET form: the Back button
 restores a filter) and keyset pages; its table body listens on ``/executions/stream`` and is re-rendered when
 an execution it shows, or one that now matches its filter, changes. ``/executions/{key}`` shows one
-execution: header (phase, reason, times, owner replica, a link to the execution it was relaunched from),
+execution: header (phase, reason, times, owner replica, links to the execution it was relaunched from and to
+the one whose launch plan launched it),
 controls (Abort with a confirmation; Relaunch once it ended, with a confirmation page), for a workflow its
 graph (:mod:`._web_graph`: nodes coloured by phase, expandable sub-workflows and branches, a panel per node),
 phase history, a card per attempt (error, log links, the object it created), a timeline, inputs and outputs,

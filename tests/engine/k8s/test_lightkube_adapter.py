@@ -401,3 +401,54 @@ async def test_follow_pod_log_yields_what_a_container_prints_as_it_prints_it(tmp
             assert info.value.status == 404
         finally:
             await client.close()
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(tmp_path: Path) -> None:
+    """A server that closes each kept-alive connection after answering (as one whose idle timer ran out does):
+    the pool sees the end on the idle connection and opens a new one, so no request fails on a dead one."""
+    accepted = 0
+
+    async def answer_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        await reader.readuntil(b"\r\n\r\n")
+        body = b'{"kind": "PodTemplate", "metadata": {"name": "x"}}'
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()  # no Connection: close: the client believes it may keep the connection
+
+    server = await asyncio.start_server(answer_once, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    from taskplug.localcluster import LocalCluster
+
+    client = LightkubeClient(LocalCluster.write_kubeconfig(tmp_path / "kubeconfig", url), trust_env=False)
+    try:
+        for _ in range(3):
+            got = await client.get(TEMPLATES, NS, "x")
+            assert got["metadata"]["name"] == "x"
+            await asyncio.sleep(0.05)  # let the close arrive before the next request takes a connection
+        assert accepted == 3
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_watch_read_late_still_gets_every_event_in_order(served: tuple[Any, LightkubeClient]) -> None:
+    """Events that pile up while nobody reads the watch (more than the transport buffers before it stops
+    reading the socket) all arrive, in order, once it is read."""
+    _, client = served
+    _, rv = await client.list(TEMPLATES, NS)
+    watch = client.watch(TEMPLATES, NS, resource_version=rv)
+    first = asyncio.ensure_future(anext(watch))  # the watch's request is sent; its events wait unread
+    big = "v" * 60_000
+    for i in range(40):  # about 2.4 MB of events, over the transport's 1 MiB mark
+        obj = template(f"t{i}")
+        obj["metadata"]["annotations"] = {"big": big}
+        await client.create(TEMPLATES, obj)
+    names = [(await asyncio.wait_for(first, 30)).object["metadata"]["name"]]
+    while len(names) < 40:
+        event = await asyncio.wait_for(anext(watch), 30)
+        names.append(event.object["metadata"]["name"])
+    await watch.aclose()
+    assert names == [f"t{i}" for i in range(40)]

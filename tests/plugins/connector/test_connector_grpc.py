@@ -66,6 +66,18 @@ class ScriptedConnectorService(
         self.received.append(request)
         return agent_pb2.DeleteTaskResponse()
 
+    async def GetTaskLogs(
+        self, request: agent_pb2.GetTaskLogsRequest, context: Any
+    ) -> AsyncIterator[agent_pb2.GetTaskLogsResponse]:
+        # Two pages, each its header (the next page's token) then a body.
+        self.received.append(request)
+        next_token = {"": "2", "2": ""}[request.token]
+        yield agent_pb2.GetTaskLogsResponse(header=agent_pb2.GetTaskLogsResponseHeader(token=next_token))
+        page = "1" if request.token == "" else "2"
+        yield agent_pb2.GetTaskLogsResponse(
+            body=agent_pb2.GetTaskLogsResponseBody(results=[f"page {page} a", f"page {page} b"])
+        )
+
     async def ExecuteTaskSync(
         self, request_iterator: AsyncIterator[agent_pb2.ExecuteTaskSyncRequest], context: Any
     ) -> AsyncIterator[agent_pb2.ExecuteTaskSyncResponse]:
@@ -252,3 +264,12 @@ def test_an_insecure_deployment_without_service_config_dials_plaintext_without_o
 ) -> None:
     dial(Deployment(endpoint="c:80", insecure=True))
     assert captured_channels == [("insecure", "c:80", [])]
+
+
+async def test_a_jobs_logs_stream_page_after_page_over_grpc(server: Server) -> None:
+    meta = {"outputPrefix": "/o", "connectorResourceMeta": "AQID", "taskCategory": {"name": "t"}}
+    async with ConnectorPlugin(config_for(server.endpoint), clock=FakeClock()) as plugin:
+        lines = [line async for line in plugin.task_log_lines(meta)]
+    assert lines == ["page 1 a", "page 1 b", "page 2 a", "page 2 b"]
+    tokens = [r.token for r in server.service.received if isinstance(r, agent_pb2.GetTaskLogsRequest)]
+    assert tokens == ["", "2"]

@@ -220,9 +220,11 @@ async def test_get_and_delete_wrap_connector_errors() -> None:
     assert e.value.message == "failed to get task from connector with rpc error: code = Internal desc = boom"
     with pytest.raises(PluginError) as e:
         await plugin.delete(DeleteContext(meta))
-    assert (
-        e.value.message
-        == "failed to delete task from connector with rpc error: code = Unavailable desc = gone"
+    # An unreachable endpoint: Flyte's message, then which deployment (and protocol) it is.
+    assert e.value.message == (
+        "failed to delete task from connector with rpc error: code = Unavailable desc = gone "
+        "(connector deployment [defaultConnector] at [default:80], protocol flyteidl: unreachable; is the "
+        "connector running there, and is `insecure` right?)"
     )
     await plugin.stop()
 

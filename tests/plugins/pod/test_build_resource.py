@@ -328,13 +328,20 @@ def test_identity_resource_and_properties() -> None:
 def test_plugin_entries_register_container_sidecar_and_pod() -> None:
     entries = {e.id: e for e in plugin_entries()}
     assert set(entries) == {"container", "sidecar", "pod"}
-    assert entries["container"].registered_task_types == ("container", "python-task", "raw-container")
+    # ``python``: Flyte 2's plain task, on the same plugin with no extra config (as Flyte 2 registers it).
+    assert entries["container"].registered_task_types == (
+        "container",
+        "python-task",
+        "python",
+        "raw-container",
+    )
     assert entries["container"].is_default
     assert entries["sidecar"].registered_task_types == ("sidecar",)
     assert not entries["sidecar"].is_default
     assert set(entries["pod"].registered_task_types) == {
         "container",
         "python-task",
+        "python",
         "raw-container",
         "sidecar",
     }

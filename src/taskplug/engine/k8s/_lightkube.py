@@ -4,7 +4,7 @@ over lightkube's connection. The ONLY module
 of taskplug that imports lightkube (checked by import-linter).
 
 lightkube does what is hard to get right: kubeconfig, in-cluster and exec-plugin credentials, TLS, the
-httpx connection pool. The requests themselves are built here from the :class:`ResourceType` and sent
+httpx connection pool (whose connections ride on asyncio's own transports: ``_asyncio_transport``). The requests themselves are built here from the :class:`ResourceType` and sent
 through that connection as JSON dicts, because the machinery works on dicts and decoding every watch
 event into typed models only to turn it back into a dict would cost more than the event itself.
 
@@ -47,6 +47,7 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 from taskplug.core import ConfigError
+from taskplug.engine.k8s._asyncio_transport import asyncio_transport
 from taskplug.engine.k8s._kubeconfig import DEFAULT_TIMEOUT, default_kubeconfig_path, load_kubeconfig
 from taskplug.k8s import POD, KubeApiError, ResourceType, WatchEvent
 
@@ -136,10 +137,11 @@ class LightkubeClient:
         self.timeout = timeout if timeout is not None and timeout > 0 else None
         params = client_adapter.ConnectionParams(timeout=httpx2.Timeout(self.timeout), trust_env=trust_env)
         try:
-            # lightkube's AsyncClient with the pool's limits set (lightkube's own has httpx's: see _POOL).
-            self._http: httpx2.AsyncClient = httpx2.AsyncClient(
-                **params.httpx_params(self.config), limits=_POOL
-            )
+            # lightkube's AsyncClient, with the pool's limits set (lightkube's own has httpx's: see _POOL) and
+            # its connections on asyncio's transports (lightkube's go through anyio's TLS: see the module).
+            settings = params.httpx_params(self.config)
+            settings["transport"] = asyncio_transport(settings["verify"], _POOL)
+            self._http: httpx2.AsyncClient = httpx2.AsyncClient(**settings, limits=_POOL)
         except (LightkubeConfigError, OSError, ValueError) as e:
             where = f" (kubeconfig {self.config.fname})" if self.config.fname else ""
             raise ConfigError(

@@ -13,7 +13,8 @@ reservation released. A workflow's task nodes are this node too, so they are cac
 
 The inputs (and, for a task whose command line asks for ``{{.TaskTemplatePath}}``, the template) are written
 to the data store in the first round, as part of the round, so a store that refuses them errors the round
-within the same bound as an API that cannot be reached.
+within the same bound as an API that cannot be reached. A task written by Flyte 2's SDK gets its attempt's
+output folder made first on a local data root (:mod:`taskplug.executor._flyte2`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from taskplug.core import (
     literal_map_to_plain,
 )
 from taskplug.executor._catalog import CacheStatus
+from taskplug.executor._flyte2 import is_flyte2_task
 from taskplug.executor._paths import ExecutionPaths
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Closing, ExecutionRecord
@@ -64,6 +66,7 @@ class TaskNode:
     __slots__ = (
         "_generated_name",
         "_inputs_written",
+        "_output_folder",
         "abort_reason",
         "allow_dynamic",
         "cache",
@@ -99,6 +102,7 @@ class TaskNode:
             spec.metadata.max_attempts, host.step.settings.default_max_attempts
         )
         self._inputs_written = False
+        self._output_folder = ""  # the attempt's output folder made on a local data root (Flyte 2 tasks)
         # A workflow that wrote the node's inputs.pb when it queued the node (the same file) sets this.
         self.inputs_in_store = False
         self._generated_name = ""
@@ -158,6 +162,12 @@ class TaskNode:
             self.host.index_generated_name(name, self.key)
 
         async def prepare(_: NodeState) -> None:
+            output_prefix = tctx.output_writer.output_prefix
+            if self._output_folder != output_prefix and is_flyte2_task(self.spec.template):
+                # Before the pod starts: Flyte 2's a0 writes outputs.pb or error.pb into it with plain file
+                # writes, which fail on a local data root when the folder is missing.
+                await self.host.data.make_folder(output_prefix)
+                self._output_folder = output_prefix
             if self._inputs_written:
                 return
             paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)

@@ -910,7 +910,7 @@ class WorkflowRun:
         given.ParseFromString(await self.host.data.read(f"{data_dir}/inputs.pb") or b"")
         inputs = execution_inputs(launched.launch_plan, launched.expected_inputs, given)
         name = child_execution_name(self.execution_id.name, unique, 0)
-        return child_workflow_spec(self.spec, launched, inputs, name)
+        return child_workflow_spec(self.spec, launched, inputs, name, given=given)
 
     # -- gates -----------------------------------------------------------------------------------------------
     async def _gate(self, node: workflow_pb2.Node, unique: str) -> _Report:

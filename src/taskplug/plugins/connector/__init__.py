@@ -15,6 +15,8 @@ from taskplug.core import lazy_exports
 from taskplug.plugins.connector._config import (
     CONNECTOR_SECTION,
     DEFAULT_SERVICE_CONFIG,
+    FLYTEIDL,
+    FLYTEIDL2,
     ConnectorConfig,
     Deployment,
     ResourceConstraint,
@@ -31,10 +33,17 @@ from taskplug.plugins.connector._id import ID
 if TYPE_CHECKING:
     from taskplug.plugins.connector._client import (
         ChannelFactory,
+        Connection,
         ConnectorClient,
         ConnectorRpcError,
         GrpcConnectorClient,
         dial,
+    )
+    from taskplug.plugins.connector._connection import (
+        SECRET_ENV_PREFIX,
+        EnvSecretManager,
+        connection_of,
+        resolve_connection,
     )
     from taskplug.plugins.connector._fake import FakeConnectorClient, RecordedCall
     from taskplug.plugins.connector._plugin import (
@@ -53,8 +62,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CONNECTOR_SECTION",
     "DEFAULT_SERVICE_CONFIG",
+    "FLYTEIDL",
+    "FLYTEIDL2",
     "ID",
+    "SECRET_ENV_PREFIX",
     "ChannelFactory",
+    "Connection",
     "Connector",
     "ConnectorClient",
     "ConnectorConfig",
@@ -63,6 +76,7 @@ __all__ = [
     "ConnectorResourceMeta",
     "ConnectorRpcError",
     "Deployment",
+    "EnvSecretManager",
     "FakeConnectorClient",
     "GrpcConnectorClient",
     "PodSpecBuilder",
@@ -73,12 +87,14 @@ __all__ = [
     "TaskCategory",
     "build_registry",
     "config_from_setup",
+    "connection_of",
     "dial",
     "discover",
     "load_connector_plugin",
     "passthrough_pod_spec",
     "pipeline_pod_spec",
     "plugin_entries",
+    "resolve_connection",
     "resource_phase_info",
     "task_execution_metadata",
 ]
@@ -86,13 +102,16 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "SECRET_ENV_PREFIX": "taskplug.plugins.connector._connection",
         "ChannelFactory": "taskplug.plugins.connector._client",
+        "Connection": "taskplug.plugins.connector._client",
         "Connector": "taskplug.plugins.connector._registry",
         "ConnectorClient": "taskplug.plugins.connector._client",
         "ConnectorPlugin": "taskplug.plugins.connector._plugin",
         "ConnectorRegistry": "taskplug.plugins.connector._registry",
         "ConnectorResourceMeta": "taskplug.plugins.connector._plugin",
         "ConnectorRpcError": "taskplug.plugins.connector._client",
+        "EnvSecretManager": "taskplug.plugins.connector._connection",
         "FakeConnectorClient": "taskplug.plugins.connector._fake",
         "GrpcConnectorClient": "taskplug.plugins.connector._client",
         "PodSpecBuilder": "taskplug.plugins.connector._plugin",
@@ -100,9 +119,11 @@ __getattr__ = lazy_exports(
         "ResourceWrapper": "taskplug.plugins.connector._plugin",
         "TaskCategory": "taskplug.plugins.connector._plugin",
         "build_registry": "taskplug.plugins.connector._registry",
+        "connection_of": "taskplug.plugins.connector._connection",
         "dial": "taskplug.plugins.connector._client",
         "discover": "taskplug.plugins.connector._registry",
         "passthrough_pod_spec": "taskplug.plugins.connector._plugin",
+        "resolve_connection": "taskplug.plugins.connector._connection",
         "resource_phase_info": "taskplug.plugins.connector._plugin",
         "task_execution_metadata": "taskplug.plugins.connector._plugin",
     },

@@ -1,26 +1,40 @@
 """Calls to connector deployments over gRPC: one channel per endpoint, deadlines per operation.
 
-Follows flyteplugins/go/tasks/plugins/webapi/connector/client.go. :class:`ConnectorClient` is the seam the
-plugin talks through; :class:`GrpcConnectorClient` speaks flyteidl's ``AsyncAgentService``,
-``SyncAgentService`` and ``AgentMetadataService`` with grpc.aio; ``FakeConnectorClient`` (``_fake.py``)
-answers from memory for tests. Every failure leaves this module as a :class:`ConnectorRpcError`.
+Follows flyteplugins/go/tasks/plugins/webapi/connector/client.go (Flyte 1 on ``master``, Flyte 2 on ``main``).
+:class:`ConnectorClient` is the seam the plugin talks through; :class:`GrpcConnectorClient` speaks, per
+deployment, flyteidl's ``AsyncAgentService``, ``SyncAgentService`` and ``AgentMetadataService`` (``protocol:
+flyteidl``, Flyte 1) or flyteidl2's ``AsyncConnectorService`` and ``ConnectorMetadataService`` (``protocol:
+flyteidl2``, Flyte 2) with grpc.aio; ``FakeConnectorClient`` (``_fake.py``) answers from memory for tests.
+Every failure leaves this module as a :class:`ConnectorRpcError`.
+
+The plugin builds Flyte 1 messages for both protocols. Flyte 2's messages have the same field numbers and wire
+types (a ``LiteralMap``'s map entries and flyteidl2's repeated ``NamedLiteral`` are the same bytes; the
+``Connector`` of ``ListConnectors`` is an ``Agent`` without ``supported_task_types`` and ``is_sync``), plus a
+``connection`` field on create, get and delete: a flyteidl2 call re-encodes the Flyte 1 request as its
+flyteidl2 message (fields Flyte 2 dropped, the deprecated ``task_type``, cleared), adds the connection, and
+reads the answer back the same way. Fields only one side knows travel as unknown fields, untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 import grpc
 import grpc.aio
 from flyteidl.admin import agent_pb2
 from flyteidl.service import agent_pb2_grpc
+from flyteidl2.connector import connector_pb2, service_pb2_grpc
+from flyteidl2.core import security_pb2
 
 from taskplug.core import ErrorCode, PluginError
-from taskplug.plugins.connector._config import Deployment
+from taskplug.plugins.connector._config import FLYTEIDL2, Deployment
 
 __all__ = [
     "ChannelFactory",
+    "Connection",
     "ConnectorClient",
     "ConnectorRpcError",
     "GrpcConnectorClient",
@@ -58,24 +72,67 @@ class ConnectorRpcError(PluginError):
         return cls(go_status_name(error.code()), error.details() or "", stage=stage)
 
 
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """Flyte 2's ``flyteidl2.core.Connection``: what a connector needs to reach the service it drives, sent
+    with every create, get and delete of a ``flyteidl2`` deployment. ``secrets`` maps the connector's name for
+    a credential to its value, ``configs`` to a plain setting; the connector receives both as keyword
+    arguments. Flyte 1's protocol has no such field."""
+
+    task_type: str = ""
+    secrets: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def to_proto(self) -> security_pb2.Connection:
+        return security_pb2.Connection(
+            task_type=self.task_type, secrets=dict(self.secrets), configs=dict(self.configs)
+        )
+
+
 class ConnectorClient(Protocol):
-    """The connector calls the plugin makes; ``deadline`` is seconds from now, None for none."""
+    """The connector calls the plugin makes; ``deadline`` is seconds from now, None for none.
+    ``connection`` reaches a ``flyteidl2`` deployment only (Flyte 1's messages have no field for it)."""
 
     async def list_agents(
         self, deployment: Deployment, deadline: float | None
     ) -> agent_pb2.ListAgentsResponse: ...
 
     async def create_task(
-        self, deployment: Deployment, request: agent_pb2.CreateTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.CreateTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.CreateTaskResponse: ...
 
     async def get_task(
-        self, deployment: Deployment, request: agent_pb2.GetTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.GetTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.GetTaskResponse: ...
 
     async def delete_task(
-        self, deployment: Deployment, request: agent_pb2.DeleteTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.DeleteTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.DeleteTaskResponse: ...
+
+    async def get_task_metrics(
+        self, deployment: Deployment, request: agent_pb2.GetTaskMetricsRequest, deadline: float | None
+    ) -> agent_pb2.GetTaskMetricsResponse: ...
+
+    def get_task_logs(
+        self, deployment: Deployment, request: agent_pb2.GetTaskLogsRequest, deadline: float | None
+    ) -> AsyncIterator[agent_pb2.GetTaskLogsResponse]:
+        """The messages of one GetTaskLogs call (a server stream), in the order the connector sent them."""
+        ...
 
     async def execute_task_sync(
         self,
@@ -123,13 +180,37 @@ async def _final_status(call: grpc.aio.StreamStreamCall, *, stage: SyncStage) ->
 
 
 class _Stubs:
-    __slots__ = ("async_service", "channel", "metadata", "sync_service")
+    __slots__ = ("async_service", "async_service2", "channel", "metadata", "metadata2", "sync_service")
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.channel = channel
         self.async_service = agent_pb2_grpc.AsyncAgentServiceStub(channel)
         self.sync_service = agent_pb2_grpc.SyncAgentServiceStub(channel)
         self.metadata = agent_pb2_grpc.AgentMetadataServiceStub(channel)
+        self.async_service2 = service_pb2_grpc.AsyncConnectorServiceStub(channel)
+        self.metadata2 = service_pb2_grpc.ConnectorMetadataServiceStub(channel)
+
+
+def _recode(message: Any, into: Callable[[], Any]) -> Any:
+    """``message`` read as the other protocol's message of the same wire form (see the module docstring)."""
+    out = into()
+    out.MergeFromString(message.SerializeToString())
+    return out
+
+
+def _to_flyteidl2(request: Any, into: Callable[[], Any], connection: Connection | None) -> Any:
+    out = _recode(request, into)
+    if connection is not None:
+        out.connection.CopyFrom(connection.to_proto())
+    return out
+
+
+def _for_flyteidl2(request: Any) -> Any:
+    """A copy of a Flyte 1 request without ``task_type`` (field 1), which Flyte 2's messages no longer have."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    copy.ClearField("task_type")
+    return copy
 
 
 class GrpcConnectorClient:
@@ -163,32 +244,104 @@ class GrpcConnectorClient:
     async def list_agents(
         self, deployment: Deployment, deadline: float | None
     ) -> agent_pb2.ListAgentsResponse:
-        stub = self._for(deployment).metadata
+        stubs = self._for(deployment)
+        if deployment.protocol == FLYTEIDL2:
+            listed = await _unary(
+                stubs.metadata2.ListConnectors, connector_pb2.ListConnectorsRequest(), deadline
+            )
+            return _recode(listed, agent_pb2.ListAgentsResponse)
         response: agent_pb2.ListAgentsResponse = await _unary(
-            stub.ListAgents, agent_pb2.ListAgentsRequest(), deadline
+            stubs.metadata.ListAgents, agent_pb2.ListAgentsRequest(), deadline
         )
         return response
 
     async def create_task(
-        self, deployment: Deployment, request: agent_pb2.CreateTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.CreateTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.CreateTaskResponse:
-        stub = self._for(deployment).async_service
-        response: agent_pb2.CreateTaskResponse = await _unary(stub.CreateTask, request, deadline)
+        stubs = self._for(deployment)
+        if deployment.protocol == FLYTEIDL2:
+            wire = _to_flyteidl2(request, connector_pb2.CreateTaskRequest, connection)
+            return _recode(
+                await _unary(stubs.async_service2.CreateTask, wire, deadline), agent_pb2.CreateTaskResponse
+            )
+        response: agent_pb2.CreateTaskResponse = await _unary(
+            stubs.async_service.CreateTask, request, deadline
+        )
         return response
 
     async def get_task(
-        self, deployment: Deployment, request: agent_pb2.GetTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.GetTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.GetTaskResponse:
-        stub = self._for(deployment).async_service
-        response: agent_pb2.GetTaskResponse = await _unary(stub.GetTask, request, deadline)
+        stubs = self._for(deployment)
+        if deployment.protocol == FLYTEIDL2:
+            wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.GetTaskRequest, connection)
+            return _recode(
+                await _unary(stubs.async_service2.GetTask, wire, deadline), agent_pb2.GetTaskResponse
+            )
+        response: agent_pb2.GetTaskResponse = await _unary(stubs.async_service.GetTask, request, deadline)
         return response
 
     async def delete_task(
-        self, deployment: Deployment, request: agent_pb2.DeleteTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.DeleteTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.DeleteTaskResponse:
-        stub = self._for(deployment).async_service
-        response: agent_pb2.DeleteTaskResponse = await _unary(stub.DeleteTask, request, deadline)
+        stubs = self._for(deployment)
+        if deployment.protocol == FLYTEIDL2:
+            wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.DeleteTaskRequest, connection)
+            await _unary(stubs.async_service2.DeleteTask, wire, deadline)
+            return agent_pb2.DeleteTaskResponse()
+        response: agent_pb2.DeleteTaskResponse = await _unary(
+            stubs.async_service.DeleteTask, request, deadline
+        )
         return response
+
+    async def get_task_metrics(
+        self, deployment: Deployment, request: agent_pb2.GetTaskMetricsRequest, deadline: float | None
+    ) -> agent_pb2.GetTaskMetricsResponse:
+        stubs = self._for(deployment)
+        if deployment.protocol == FLYTEIDL2:
+            wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.GetTaskMetricsRequest, None)
+            answer = await _unary(stubs.async_service2.GetTaskMetrics, wire, deadline)
+            return _recode(answer, agent_pb2.GetTaskMetricsResponse)
+        response: agent_pb2.GetTaskMetricsResponse = await _unary(
+            stubs.async_service.GetTaskMetrics, request, deadline
+        )
+        return response
+
+    async def get_task_logs(
+        self, deployment: Deployment, request: agent_pb2.GetTaskLogsRequest, deadline: float | None
+    ) -> AsyncIterator[agent_pb2.GetTaskLogsResponse]:
+        stubs = self._for(deployment)
+        if deployment.protocol == FLYTEIDL2:
+            wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.GetTaskLogsRequest, None)
+            call = stubs.async_service2.GetTaskLogs(wire, timeout=deadline)
+        else:
+            call = stubs.async_service.GetTaskLogs(request, timeout=deadline)
+        try:
+            async for message in call:
+                if isinstance(message, agent_pb2.GetTaskLogsResponse):
+                    yield message
+                else:
+                    yield _recode(message, agent_pb2.GetTaskLogsResponse)
+        except grpc.aio.AioRpcError as e:
+            raise ConnectorRpcError.from_grpc(e) from e
+        finally:
+            if not call.done():
+                call.cancel()
 
     async def execute_task_sync(
         self,
@@ -197,6 +350,10 @@ class GrpcConnectorClient:
         inputs: agent_pb2.ExecuteTaskSyncRequest,
         deadline: float | None,
     ) -> agent_pb2.ExecuteTaskSyncResponse:
+        if deployment.protocol == FLYTEIDL2:
+            raise ConnectorRpcError(
+                "Unimplemented", "Flyte 2's connector protocol (flyteidl2) has no synchronous service"
+            )
         stub = self._for(deployment).sync_service
         # The two messages go in as a request iterator: gRPC writes them and half-closes on its own, and
         # stops quietly when the server ends the call early (NOT_FOUND after reading the header). Writing

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
@@ -26,6 +26,8 @@ from taskplug.webapi import PluginConfig
 __all__ = [
     "CONNECTOR_SECTION",
     "DEFAULT_SERVICE_CONFIG",
+    "FLYTEIDL",
+    "FLYTEIDL2",
     "ConnectorConfig",
     "Deployment",
     "ResourceConstraint",
@@ -33,6 +35,15 @@ __all__ = [
 ]
 
 DEFAULT_SERVICE_CONFIG: Final = '{"loadBalancingConfig": [{"round_robin":{}}]}'
+
+FLYTEIDL: Final = "flyteidl"
+"""Flyte 1's connector protocol: ``flyteidl.service.AsyncAgentService``, ``SyncAgentService`` and
+``AgentMetadataService`` (flytekit's ``pyflyte serve connector``)."""
+FLYTEIDL2: Final = "flyteidl2"
+"""Flyte 2's connector protocol: ``flyteidl2.connector.AsyncConnectorService`` and
+``ConnectorMetadataService`` (the ``flyte`` SDK's ``c0``); no synchronous service."""
+
+Protocol = Literal["flyteidl", "flyteidl2"]
 
 
 class _CamelModel(StrictModel):
@@ -53,6 +64,9 @@ class Deployment(_CamelModel):
 
     endpoint: str = ""
     """gRPC target (``host:port``, ``dns:///host:port``)."""
+    protocol: Protocol = FLYTEIDL
+    """Which connector services the deployment serves: ``flyteidl`` (Flyte 1, flytekit's connector server) or
+    ``flyteidl2`` (Flyte 2, the ``flyte`` SDK's ``c0``). Not a key of Flyte's: each Flyte release speaks one."""
     insecure: bool = False
     """Plaintext when true; TLS with the system root certificates otherwise."""
     default_service_config: str = Field(default="", alias="defaultServiceConfig")
@@ -60,8 +74,8 @@ class Deployment(_CamelModel):
     timeouts: Annotated[dict[str, GoDuration], BeforeValidator(list_of_maps_to_map)] = Field(
         default_factory=dict
     )
-    """Operation (``CreateTask``, ``GetTask``, ``DeleteTask``, ``ExecuteTaskSync``, ``ListConnectors``) →
-    deadline of its calls, a Go duration; zero means no deadline."""
+    """Operation (``CreateTask``, ``GetTask``, ``DeleteTask``, ``ExecuteTaskSync``, ``ListConnectors``,
+    ``GetTaskLogs``, ``GetTaskMetrics``) → deadline of its calls, a Go duration; zero means no deadline."""
     default_timeout: GoDuration = Field(default=timedelta(0), alias="defaultTimeout")
     """Deadline, a Go duration, of operations without an entry in ``timeouts``; zero means no deadline."""
 
@@ -176,7 +190,8 @@ class ConnectorConfig(_CamelModel):
     connectors: Annotated[dict[str, Deployment], BeforeValidator(list_of_maps_to_map)] = Field(
         default_factory=dict
     )
-    """Connector deployments by id, each asked for its connectors (ListAgents)."""
+    """Connector deployments by id, each asked for its connectors (ListAgents; ListConnectors for a
+    ``protocol: flyteidl2`` one)."""
     connector_for_task_types: Annotated[dict[str, str], BeforeValidator(list_of_maps_to_map)] = Field(
         default_factory=dict, alias="connectorForTaskTypes"
     )

@@ -49,7 +49,12 @@ async def load_connector_plugin(setup: SetupContext) -> ConnectorPlugin:
     builder: PodSpecBuilder = passthrough_pod_spec
     if setup.config is not None:
         builder = pipeline_pod_spec(PlatformPodConfig.from_config(setup.config, setup.pod_templates))
-    plugin = ConnectorPlugin(config_from_setup(setup), clock=setup.clock, pod_spec_builder=builder)
+    plugin = ConnectorPlugin(
+        config_from_setup(setup),
+        clock=setup.clock,
+        pod_spec_builder=builder,
+        secret_manager=setup.secret_manager,
+    )
     await plugin.start()
     return plugin
 

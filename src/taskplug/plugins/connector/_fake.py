@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from flyteidl.admin import agent_pb2
 
-from taskplug.plugins.connector._client import ConnectorRpcError
+from taskplug.plugins.connector._client import Connection, ConnectorRpcError
 from taskplug.plugins.connector._config import Deployment
 
 __all__ = ["FakeConnectorClient", "RecordedCall"]
@@ -22,6 +22,7 @@ class RecordedCall:
     endpoint: str
     request: Any
     deadline: float | None
+    connection: Connection | None = None
 
 
 @dataclass
@@ -41,8 +42,15 @@ class FakeConnectorClient:
     def calls_to(self, operation: str) -> list[RecordedCall]:
         return [c for c in self.calls if c.operation == operation]
 
-    def _reply(self, operation: str, deployment: Deployment, request: Any, deadline: float | None) -> Any:
-        self.calls.append(RecordedCall(operation, deployment.endpoint, request, deadline))
+    def _reply(
+        self,
+        operation: str,
+        deployment: Deployment,
+        request: Any,
+        deadline: float | None,
+        connection: Connection | None = None,
+    ) -> Any:
+        self.calls.append(RecordedCall(operation, deployment.endpoint, request, deadline, connection))
         answer = self.answers.get((deployment.endpoint, operation))
         if answer is None:
             raise ConnectorRpcError(
@@ -66,22 +74,58 @@ class FakeConnectorClient:
         return agent_pb2.ListAgentsResponse(agents=list(agents))
 
     async def create_task(
-        self, deployment: Deployment, request: agent_pb2.CreateTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.CreateTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.CreateTaskResponse:
-        response: agent_pb2.CreateTaskResponse = self._reply("CreateTask", deployment, request, deadline)
+        response: agent_pb2.CreateTaskResponse = self._reply(
+            "CreateTask", deployment, request, deadline, connection
+        )
         return response
 
     async def get_task(
-        self, deployment: Deployment, request: agent_pb2.GetTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.GetTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.GetTaskResponse:
-        response: agent_pb2.GetTaskResponse = self._reply("GetTask", deployment, request, deadline)
+        response: agent_pb2.GetTaskResponse = self._reply(
+            "GetTask", deployment, request, deadline, connection
+        )
         return response
 
     async def delete_task(
-        self, deployment: Deployment, request: agent_pb2.DeleteTaskRequest, deadline: float | None
+        self,
+        deployment: Deployment,
+        request: agent_pb2.DeleteTaskRequest,
+        deadline: float | None,
+        *,
+        connection: Connection | None = None,
     ) -> agent_pb2.DeleteTaskResponse:
-        response: agent_pb2.DeleteTaskResponse = self._reply("DeleteTask", deployment, request, deadline)
+        response: agent_pb2.DeleteTaskResponse = self._reply(
+            "DeleteTask", deployment, request, deadline, connection
+        )
         return response
+
+    async def get_task_metrics(
+        self, deployment: Deployment, request: agent_pb2.GetTaskMetricsRequest, deadline: float | None
+    ) -> agent_pb2.GetTaskMetricsResponse:
+        response: agent_pb2.GetTaskMetricsResponse = self._reply(
+            "GetTaskMetrics", deployment, request, deadline
+        )
+        return response
+
+    async def get_task_logs(
+        self, deployment: Deployment, request: agent_pb2.GetTaskLogsRequest, deadline: float | None
+    ) -> AsyncIterator[agent_pb2.GetTaskLogsResponse]:
+        """Answer: a list of responses (one call's stream) or a ConnectorRpcError, or a callable giving one."""
+        for message in self._reply("GetTaskLogs", deployment, request, deadline):
+            yield message
 
     async def execute_task_sync(
         self,

@@ -1,10 +1,15 @@
 """The ``connector-service`` web-API plugin: runs tasks on Flyte connectors over gRPC.
 
-Follows flyteplugins/go/tasks/plugins/webapi/connector/plugin.go (Flyte 1, ``master``): create renders the
-template and calls ``CreateTask`` (or ``ExecuteTaskSync`` for a synchronous connector), get / delete call
-``GetTask`` / ``DeleteTask`` on the connector chosen again from the stored task category, and status maps the
-connector's phase (then its deprecated state) to a :class:`PhaseInfo`, writing outputs on success.
+Follows flyteplugins/go/tasks/plugins/webapi/connector/plugin.go (Flyte 1, ``master``; Flyte 2, ``main``): create
+renders the template and calls ``CreateTask`` (or ``ExecuteTaskSync`` for a synchronous connector), get / delete
+call ``GetTask`` / ``DeleteTask`` on the connector chosen again from the stored task category, and status maps
+the connector's phase (then its deprecated state) to a :class:`PhaseInfo`, writing outputs on success.
 The registry of connectors is rebuilt every ``pollInterval`` by a background task the plugin owns.
+
+A deployment with ``protocol: flyteidl2`` is a Flyte 2 connector: the same calls on flyteidl2's services, each
+create, get and delete carrying the template's ``connection`` (``_connection.py``). For both protocols,
+:meth:`ConnectorPlugin.task_log_lines` and :meth:`ConnectorPlugin.task_metrics` read a job's logs and metrics
+(``GetTaskLogs``, ``GetTaskMetrics``) from the resource meta an execution keeps in its plugin state.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from flyteidl.admin import agent_pb2
@@ -28,6 +34,7 @@ from taskplug.core import (
     PhaseInfo,
     PluginError,
     ResourceConstraintsSpec,
+    SecretManager,
     SystemClock,
     TaskExecutionContext,
     TaskExecutionMetadata,
@@ -36,8 +43,14 @@ from taskplug.core import (
     TemplateParameters,
     render_command,
 )
-from taskplug.plugins.connector._client import ConnectorClient, ConnectorRpcError, GrpcConnectorClient
-from taskplug.plugins.connector._config import ConnectorConfig
+from taskplug.plugins.connector._client import (
+    Connection,
+    ConnectorClient,
+    ConnectorRpcError,
+    GrpcConnectorClient,
+)
+from taskplug.plugins.connector._config import FLYTEIDL2, ConnectorConfig, Deployment
+from taskplug.plugins.connector._connection import EnvSecretManager, connection_of, resolve_connection
 from taskplug.plugins.connector._id import ID
 from taskplug.plugins.connector._registry import Connector, ConnectorRegistry, build_registry, discover
 from taskplug.webapi import DeleteContext, GetContext, PluginConfig, StatusContext
@@ -83,13 +96,25 @@ class ConnectorResourceMeta:
     output_prefix: str
     connector_resource_meta: bytes
     task_category: TaskCategory
+    connection: Connection | None = None
+    """A Flyte 2 job's connection, its secrets named, not resolved (None for a Flyte 1 job).
+
+    Deviation: Flyte 2 keeps the connection with the secrets' values in its plugin state; here the values are
+    looked up again for each call, so that no secret is written to the state store."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "outputPrefix": self.output_prefix,
             "connectorResourceMeta": base64.b64encode(self.connector_resource_meta).decode("ascii"),
             "taskCategory": {"name": self.task_category.name, "version": self.task_category.version},
         }
+        if self.connection is not None:
+            out["connection"] = {
+                "taskType": self.connection.task_type,
+                "secrets": dict(self.connection.secrets),
+                "configs": dict(self.connection.configs),
+            }
+        return out
 
     @classmethod
     def from_json(cls, value: Any) -> ConnectorResourceMeta:
@@ -101,12 +126,20 @@ class ConnectorResourceMeta:
             )
         try:
             category = value["taskCategory"]
+            connection = value.get("connection")
             return cls(
                 output_prefix=str(value.get("outputPrefix", "")),
                 connector_resource_meta=base64.b64decode(value["connectorResourceMeta"], validate=True),
                 task_category=TaskCategory(str(category["name"]), int(category.get("version", 0))),
+                connection=None
+                if connection is None
+                else Connection(
+                    task_type=str(connection.get("taskType", "")),
+                    secrets={str(k): str(v) for k, v in (connection.get("secrets") or {}).items()},
+                    configs={str(k): str(v) for k, v in (connection.get("configs") or {}).items()},
+                ),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PluginError(
                 ErrorCode.CORRUPTED_PLUGIN_STATE, f"invalid connector resource meta {dict(value)!r}: {e}"
             ) from e
@@ -276,11 +309,13 @@ class ConnectorPlugin:
         client: ConnectorClient | None = None,
         clock: Clock | None = None,
         pod_spec_builder: PodSpecBuilder = passthrough_pod_spec,
+        secret_manager: SecretManager | None = None,
     ) -> None:
         self._config = config
         self._client: ConnectorClient = client if client is not None else GrpcConnectorClient()
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._pod_spec_builder = pod_spec_builder
+        self._secrets: SecretManager = secret_manager if secret_manager is not None else EnvSecretManager()
         # Until the first discovery, only the configured routes are known.
         self._registry = build_registry(config, ())
         self._poller: asyncio.Task[None] | None = None
@@ -396,14 +431,53 @@ class ConnectorPlugin:
         if inputs is not None:
             request.inputs.CopyFrom(inputs)
         deployment = connector.deployment
+        connection = connection_of(template) if deployment.protocol == FLYTEIDL2 else None
         try:
             response = await self._client.create_task(
-                deployment, request, deployment.timeout_for("CreateTask")
+                deployment,
+                request,
+                deployment.timeout_for("CreateTask"),
+                connection=await self._resolved(connection),
             )
         except ConnectorRpcError as e:
-            raise PluginError(e.code, f"failed to create task from connector with {e}") from e
-        meta = ConnectorResourceMeta(output_prefix, response.resource_meta, category)
+            raise self._failure("failed to create task from connector with", deployment, e) from e
+        meta = ConnectorResourceMeta(output_prefix, response.resource_meta, category, connection)
         return meta.to_json(), None
+
+    async def _resolved(self, connection: Connection | None) -> Connection | None:
+        return None if connection is None else await resolve_connection(connection, self._secrets)
+
+    def deployment_name(self, deployment: Deployment) -> str:
+        """The deployment's id in ``connectors`` (``defaultConnector`` for that one)."""
+        if deployment is self._config.default_connector:
+            return "defaultConnector"
+        for name, candidate in self._config.connectors.items():
+            if candidate is deployment:
+                return name
+        return deployment.endpoint
+
+    def _failure(self, prefix: str, deployment: Deployment, error: ConnectorRpcError) -> PluginError:
+        """Flyte's message for a failed call; for the answers an unreachable endpoint or a wrong ``protocol``
+        gives, followed by which deployment and protocol the call went to and what that means.
+
+        Deviation: Flyte's message names neither (a Flyte release speaks one protocol, and its logs name the
+        endpoint); here one config holds deployments of both, so the message says which one failed how."""
+        where = (
+            f"connector deployment [{self.deployment_name(deployment)}] at [{deployment.endpoint}], "
+            f"protocol {deployment.protocol}"
+        )
+        if error.status == "Unimplemented":
+            other = "flyteidl" if deployment.protocol == FLYTEIDL2 else FLYTEIDL2
+            flyte = "1" if other == "flyteidl" else "2"
+            hint = (
+                f" ({where}: it does not serve this call of {deployment.protocol}'s connector services; "
+                f"a Flyte {flyte} connector wants protocol: {other})"
+            )
+        elif error.status in ("Unavailable", "DeadlineExceeded") and deployment.endpoint:
+            hint = f" ({where}: unreachable; is the connector running there, and is `insecure` right?)"
+        else:
+            hint = ""
+        return PluginError(error.code, f"{prefix} {error}{hint}")
 
     def _prepared_template(
         self, tctx: TaskExecutionContext, original: tasks_pb2.TaskTemplate
@@ -453,7 +527,7 @@ class ConnectorPlugin:
                 "send": "failed to send headerProto with error:",
                 "receive": "failed to receive stream from server",
             }[e.stage]
-            raise PluginError(e.code, f"{prefix} {e}") from e
+            raise self._failure(prefix, deployment, e) from e
         if not response.HasField("header"):
             raise PluginError(
                 ErrorCode.DOWNSTREAM_SYSTEM_ERROR, "expected header in the response, but got none"
@@ -478,9 +552,14 @@ class ConnectorPlugin:
         )
         deployment = self._select(meta.task_category).deployment
         try:
-            response = await self._client.get_task(deployment, request, deployment.timeout_for("GetTask"))
+            response = await self._client.get_task(
+                deployment,
+                request,
+                deployment.timeout_for("GetTask"),
+                connection=await self._resolved(meta.connection),
+            )
         except ConnectorRpcError as e:
-            raise PluginError(e.code, f"failed to get task from connector with {e}") from e
+            raise self._failure("failed to get task from connector with", deployment, e) from e
         # Deviation: agent_error is kept on this path too (Flyte drops it, so async failures always got
         # TaskFailedWithError instead of the connector's code).
         return ResourceWrapper.from_proto(response.resource)
@@ -496,9 +575,14 @@ class ConnectorPlugin:
         )
         deployment = self._select(meta.task_category).deployment
         try:
-            await self._client.delete_task(deployment, request, deployment.timeout_for("DeleteTask"))
+            await self._client.delete_task(
+                deployment,
+                request,
+                deployment.timeout_for("DeleteTask"),
+                connection=await self._resolved(meta.connection),
+            )
         except ConnectorRpcError as e:
-            raise PluginError(e.code, f"failed to delete task from connector with {e}") from e
+            raise self._failure("failed to delete task from connector with", deployment, e) from e
 
     async def status(self, ctx: StatusContext) -> PhaseInfo:
         resource = ctx.resource
@@ -516,6 +600,78 @@ class ConnectorPlugin:
             except Exception as e:
                 raise PluginError(ErrorCode.RUNTIME_FAILURE, f"failed to write output with err {e}") from e
         return phase_info
+
+    # -- a job's logs and metrics (not part of Flyte's plugin: Flyte's UI asks the connector) -----------------
+
+    async def task_log_lines(self, resource_meta: Any) -> AsyncIterator[str]:
+        """The log lines the connector gives for the job ``resource_meta`` names (what an execution keeps in
+        its plugin state), page after page: each ``GetTaskLogs`` call's stream of bodies, in order, then the
+        next page for the token its last header gave, until a header gives no token (or one already asked
+        for). A body's structured lines are given by their message; its plain ``results`` when it has none."""
+        meta = ConnectorResourceMeta.from_json(resource_meta)
+        deployment = self._select(meta.task_category).deployment
+        token = ""
+        asked: set[str] = set()
+        while True:
+            asked.add(token)
+            request = agent_pb2.GetTaskLogsRequest(
+                task_type=meta.task_category.name,
+                task_category=meta.task_category.to_proto(),
+                resource_meta=meta.connector_resource_meta,
+                token=token,
+            )
+            try:
+                # One call's whole stream first: a caller that stops reading leaves no call open.
+                page = [
+                    message
+                    async for message in self._client.get_task_logs(
+                        deployment, request, deployment.timeout_for("GetTaskLogs")
+                    )
+                ]
+            except ConnectorRpcError as e:
+                raise self._failure("failed to get task logs from connector with", deployment, e) from e
+            next_token = ""
+            for message in page:
+                if message.HasField("header"):
+                    next_token = message.header.token
+                elif message.HasField("body"):
+                    body = message.body
+                    for line in body.structured_lines or body.results:
+                        yield line if isinstance(line, str) else line.message
+            if not next_token or next_token in asked:
+                return
+            token = next_token
+
+    async def task_metrics(
+        self,
+        resource_meta: Any,
+        queries: Sequence[str],
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        step: timedelta | None = None,
+    ) -> agent_pb2.GetTaskMetricsResponse:
+        """The connector's ``GetTaskMetrics`` answer for the job ``resource_meta`` names."""
+        meta = ConnectorResourceMeta.from_json(resource_meta)
+        deployment = self._select(meta.task_category).deployment
+        request = agent_pb2.GetTaskMetricsRequest(
+            task_type=meta.task_category.name,
+            task_category=meta.task_category.to_proto(),
+            resource_meta=meta.connector_resource_meta,
+            queries=list(queries),
+        )
+        if start is not None:
+            request.start_time.FromDatetime(start)
+        if end is not None:
+            request.end_time.FromDatetime(end)
+        if step is not None:
+            request.step.FromTimedelta(step)
+        try:
+            return await self._client.get_task_metrics(
+                deployment, request, deployment.timeout_for("GetTaskMetrics")
+            )
+        except ConnectorRpcError as e:
+            raise self._failure("failed to get task metrics from connector with", deployment, e) from e
 
 
 def _write_outputs(tctx: TaskExecutionContext, outputs: literals_pb2.LiteralMap | None) -> None:

@@ -1,4 +1,5 @@
-"""Which connector deployment serves which task type: the registry, built from ListAgents and config.
+"""Which connector deployment serves which task type: the registry, built from ListAgents (Flyte 2:
+ListConnectors) and config.
 
 Follows the registry half of flyteplugins/go/tasks/plugins/webapi/connector/client.go
 (``getConnectorRegistry``) and ``getFinalConnector`` in plugin.go. :func:`build_registry` is the pure
@@ -15,7 +16,7 @@ from types import MappingProxyType
 from flyteidl.admin import agent_pb2
 
 from taskplug.plugins.connector._client import ConnectorClient, ConnectorRpcError
-from taskplug.plugins.connector._config import ConnectorConfig, Deployment
+from taskplug.plugins.connector._config import FLYTEIDL2, ConnectorConfig, Deployment
 
 __all__ = ["Connector", "ConnectorRegistry", "build_registry", "deployments_of", "discover"]
 
@@ -90,18 +91,29 @@ def build_registry(
 async def discover(config: ConnectorConfig, client: ConnectorClient) -> ConnectorRegistry:
     """Ask every deployment for its connectors and build the registry; a failing deployment is skipped."""
     listings: list[tuple[Deployment, Sequence[agent_pb2.Agent]]] = []
+    names = {id(d): name for name, d in config.connectors.items()}
+    names[id(config.default_connector)] = "defaultConnector"
     for deployment in deployments_of(config):
+        where = f"[{names.get(id(deployment), '?')}] at [{deployment.endpoint}]"
         try:
             response = await client.list_agents(deployment, deployment.timeout_for(LIST_OPERATION))
         except ConnectorRpcError as e:
             if e.status == "Unimplemented":
                 log.warning(
-                    "connector deployment [%s] does not implement the metadata service: %s",
-                    deployment.endpoint,
+                    "connector deployment %s (protocol %s) does not implement the metadata service of its "
+                    "protocol (a Flyte %s connector?): %s",
+                    where,
+                    deployment.protocol,
+                    "1" if deployment.protocol == FLYTEIDL2 else "2",
                     e.details,
                 )
             else:
-                log.error("failed to list connectors of deployment [%s]: %s", deployment.endpoint, e)
+                log.error(
+                    "failed to list connectors of deployment %s (protocol %s): %s",
+                    where,
+                    deployment.protocol,
+                    e,
+                )
             continue
         listings.append((deployment, list(response.agents)))
     return build_registry(config, listings)

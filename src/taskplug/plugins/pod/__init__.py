@@ -1,4 +1,4 @@
-"""The pod plugin (task types container, python-task, raw-container, sidecar)."""
+"""The pod plugin (task types container, python-task, python, raw-container, sidecar)."""
 
 from taskplug.plugins.pod._plugin import PodPlugin, plugin_entries
 

@@ -1,6 +1,7 @@
-"""The pod plugin: container, python-task, raw-container and sidecar tasks as Kubernetes Pods.
+"""The pod plugin: container, python-task, python, raw-container and sidecar tasks as Kubernetes Pods.
 
-Follows flyteplugins/go/tasks/plugins/k8s/pod/plugin.go. Building goes through the full pod pipeline
+Follows flyteplugins/go/tasks/plugins/k8s/pod/plugin.go (Flyte 1's, branch ``master``; Flyte 2's backend on
+branch ``main`` registers the same plugin for its plain task type ``python`` too, with no extra config). Building goes through the full pod pipeline
 (``taskplug.k8s``); status goes through the shared pod status mapping.
 """
 
@@ -34,6 +35,7 @@ __all__ = ["PodPlugin", "plugin_entries"]
 
 CONTAINER_TASK_TYPE = "container"
 PYTHON_TASK_TYPE = "python-task"
+FLYTE2_PYTHON_TASK_TYPE = "python"  # Flyte 2's plain task (flyteplugins on main: pythonTaskType)
 RAW_CONTAINER_TASK_TYPE = "raw-container"
 SIDECAR_TASK_TYPE = "sidecar"
 
@@ -147,11 +149,17 @@ def _load(setup: K8sPluginSetup) -> PodPlugin:
 
 
 def plugin_entries() -> list[K8sPluginEntry]:
-    """The pod plugin's three registrations, as Flyte makes them (one plugin, three ids)."""
+    """The pod plugin's three registrations, as Flyte makes them (one plugin, three ids); ``python`` beside
+    flytekit's ``python-task``, as Flyte 2 registers it."""
     return [
         K8sPluginEntry(
             id="container",
-            registered_task_types=(CONTAINER_TASK_TYPE, PYTHON_TASK_TYPE, RAW_CONTAINER_TASK_TYPE),
+            registered_task_types=(
+                CONTAINER_TASK_TYPE,
+                PYTHON_TASK_TYPE,
+                FLYTE2_PYTHON_TASK_TYPE,
+                RAW_CONTAINER_TASK_TYPE,
+            ),
             resource_to_watch=POD,
             load_plugin=_load,
             is_default=True,
@@ -167,6 +175,7 @@ def plugin_entries() -> list[K8sPluginEntry]:
             registered_task_types=(
                 CONTAINER_TASK_TYPE,
                 PYTHON_TASK_TYPE,
+                FLYTE2_PYTHON_TASK_TYPE,
                 RAW_CONTAINER_TASK_TYPE,
                 SIDECAR_TASK_TYPE,
             ),
