@@ -452,3 +452,24 @@ async def test_a_watch_read_late_still_gets_every_event_in_order(served: tuple[A
         names.append(event.object["metadata"]["name"])
     await watch.aclose()
     assert names == [f"t{i}" for i in range(40)]
+
+
+def test_the_client_works_on_uvloop_as_uvicorn_runs_it(tmp_path: Path) -> None:
+    """``taskplug serve --kubeconfig`` reads pod logs from uvicorn's loop, uvloop when it is installed: its
+    transports are not subclasses of asyncio's, and the connections must not care."""
+    uvloop = pytest.importorskip("uvloop")
+    from taskplug.localcluster import LocalCluster
+
+    async def main() -> str:
+        async with LocalCluster(mode="simulated") as cluster:
+            await cluster.serve_http(port=0)
+            client = LightkubeClient(cluster.kubeconfig(tmp_path / "kubeconfig"), trust_env=False)
+            try:
+                await client.create(TEMPLATES, template("on-uvloop"))
+                name: str = (await client.get(TEMPLATES, NS, "on-uvloop"))["metadata"]["name"]
+                return name
+            finally:
+                await client.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(main()) == "on-uvloop"
