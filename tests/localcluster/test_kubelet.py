@@ -304,3 +304,14 @@ async def test_on_failure_restarts_a_failed_process(proc: LocalCluster, policy: 
     status = pod["status"]["containerStatuses"][0]
     assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
     assert status["lastState"]["terminated"]["exitCode"] == 1
+
+
+async def test_the_in_process_client_reads_pod_logs_as_the_api_does(proc: LocalCluster) -> None:
+    from taskplug.k8s import ReadsPodLogs
+
+    client = proc.client()
+    assert isinstance(client, ReadsPodLogs)
+    await client.create(POD, pod_manifest("logged", command=py("print('one'); print('two')")))
+    await proc.wait_for(POD, "default", "logged", DONE, within=30)
+    assert await client.pod_log("default", "logged") == "one\ntwo\n"
+    assert await client.pod_log("default", "logged", tail_lines=1) == "two\n"

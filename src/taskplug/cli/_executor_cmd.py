@@ -57,6 +57,14 @@ __all__ = ["executor"]
 @click.option("--poll", type=click.FloatRange(0.01), default=1.0, show_default=True, help="Seconds.")
 @click.option("--claim-batch", type=click.IntRange(1), default=50, show_default=True)
 @click.option("--reap", type=click.FloatRange(0.1), default=5.0, show_default=True, help="Seconds.")
+@click.option(
+    "--keep-log-bytes",
+    type=click.IntRange(0),
+    default=1024 * 1024,
+    show_default=True,
+    help="The most of each container's log kept in the database when its pod ends (the end of it; 0 keeps "
+    "none): taskplug serve shows it after the pod is gone.",
+)
 @click.option("--no-fencing", is_flag=True, hidden=True, help="Tests' negative control only.")
 @click.option("-v", "--verbose", is_flag=True, help="Log the protocol's steps (claims, hand-overs).")
 def executor(
@@ -72,6 +80,7 @@ def executor(
     poll: float,
     claim_batch: int,
     reap: float,
+    keep_log_bytes: int,
     no_fencing: bool,
     verbose: bool,
 ) -> None:
@@ -101,6 +110,7 @@ def executor(
             poll=poll,
             claim_batch=claim_batch,
             reap=reap,
+            keep_log_bytes=keep_log_bytes,
             fencing=not no_fencing,
         )
     except ValueError as e:

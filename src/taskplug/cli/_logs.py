@@ -11,7 +11,8 @@ logs, attempt by attempt; ``--follow`` keeps printing what is appended while the
 
 On a real cluster (``--kubeconfig``) the logs are read through the API's ``pods/log``, of the pods that carry
 the execution's labels, for as long as the cluster keeps them (Flyte keeps a finished pod unless
-``delete-resource-on-finalize``).
+``delete-resource-on-finalize``). With ``--server`` they are read from a ``taskplug serve``'s
+``/api/v1/executions/{key}/logs`` (the copies its replicas kept, and its cluster's ``pods/log``).
 
 A connector task has no pod: for an execution without pod logs whose attempt created a connector job, the
 job's logs are asked of the connector (``GetTaskLogs``, page after page: ``_jobs.py``).
@@ -274,6 +275,16 @@ def _follow(
     help="The node of the execution [default: n0; for a workflow, every node]: a workflow node's unique id "
     "(n1; n4-0-n0 for node n0 under sub-workflow or branch node n4, whose logs are those of the nodes under it).",
 )
+@click.option(
+    "--server",
+    metavar="URL",
+    help="Read the logs of an execution on this `taskplug serve` (EXECUTION is its key), through its API.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --server: a file holding the API token to send (else $TASKPLUG_TOKEN, if set).",
+)
 @click.option("--attempt", type=int, default=None, help="Only this attempt's logs [default: every attempt].")
 @click.option("--tail", type=int, default=None, help="Only the last N lines of each log.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing what the task prints while its run runs.")
@@ -285,6 +296,8 @@ def logs(
     kubeconfig: Path | None,
     namespace: str | None,
     node: str | None,
+    server: str | None,
+    token_file: Path | None,
     attempt: int | None,
     tail: int | None,
     follow: bool,
@@ -299,6 +312,17 @@ def logs(
     A connector task has no pod: its job's logs are asked of its connector (GetTaskLogs, page after page),
     at the deployment the config (--config, as the run used) routes its task type to.
     """
+    if token_file is not None and server is None:
+        raise SpecError("--token-file", "only with --server")
+    if server is not None:
+        if kubeconfig is not None or state_db is not None:
+            raise SpecError("--server", "not with --kubeconfig or --state-db: the server reads its own logs")
+        if execution.count("/") != 3:
+            raise SpecError(
+                "EXECUTION", f"with --server, the execution's key PROJECT/DOMAIN/NAME/NODE, got {execution!r}"
+            )
+        _from_server(server, token_file, execution, node, attempt, tail, follow)
+        return
     parts = execution.split("/")
     if len(parts) == 4:
         name = parts[2]
@@ -479,3 +503,59 @@ def _attempt_of(pod: dict[str, Any]) -> int:
     annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION, "")
     last = str(annotation).rpartition("/")[2]
     return int(last) if last.isdigit() else 0
+
+
+def _from_server(
+    url: str,
+    token_file: Path | None,
+    key: str,
+    node: str | None,
+    attempt: int | None,
+    tail: int | None,
+    follow: bool,
+) -> None:
+    """The logs as a server's ``/api/v1/executions/{key}/logs`` answers them, printed as they arrive (with
+    ``follow``, until the server ends the answer: the attempt, or the execution, has ended)."""
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from taskplug.cli._remote_run import read_token
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise SpecError("--server", f"{url!r} is not an http(s) URL of a `taskplug serve`")
+    token, token_source = read_token(token_file)
+    query = {
+        name: str(value).lower() if isinstance(value, bool) else str(value)
+        for name, value in (("node", node), ("attempt", attempt), ("tail", tail), ("follow", follow))
+        if value is not None and value is not False
+    }
+    address = (
+        f"{url.rstrip('/')}/api/v1/executions/{urllib.parse.quote(key, safe='/')}/logs"
+        f"{'?' + urllib.parse.urlencode(query) if query else ''}"
+    )
+    headers = {"authorization": f"Bearer {token}"} if token is not None else {}
+    request = urllib.request.Request(address, headers=headers)
+    try:
+        # No read timeout while following: the answer stays open, quiet, while the task prints nothing.
+        response = urllib.request.urlopen(request, timeout=None if follow else 60)
+    except urllib.error.HTTPError as e:
+        try:
+            error = (json.loads(e.read() or b"null") or {}).get("error") or {}
+        except (ValueError, AttributeError):
+            error = {}
+        message = error.get("message") or f"HTTP {e.code}"
+        if e.code in (401, 403):
+            raise SpecError(token_source, f"the server refused the credentials: {message}") from None
+        names = {"key": "EXECUTION", "node": "--node", "attempt": "--attempt", "tail": "--tail"}
+        field = str(error.get("field") or "").removeprefix("query.")
+        raise SpecError(names.get(field, "--server"), f"the server refused it: {message}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise SpecError("--server", f"cannot reach {url}: {getattr(e, 'reason', e)}") from None
+    with response:
+        out = sys.stdout.buffer
+        while chunk := response.read1(65536):
+            out.write(chunk)
+            out.flush()

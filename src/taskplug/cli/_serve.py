@@ -47,6 +47,12 @@ __all__ = ["serve"]
     "or that asks for more than its executor.limits, is refused (422).",
 )
 @click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The cluster the replicas run on (their --kubeconfig): a running attempt's log is read from it "
+    "(pods/log). Without it, an attempt's log shows once the replica that ran it kept it (its pod ended).",
+)
+@click.option(
     "--replica-ttl",
     default=10.0,
     show_default=True,
@@ -132,6 +138,7 @@ def serve(
     port: int,
     allowed_hosts: tuple[str, ...],
     config_path: Path | None,
+    kubeconfig: Path | None,
     replica_ttl: float,
     max_streams: int,
     max_streams_per_client: int,
@@ -183,6 +190,13 @@ def serve(
         host_policy(host, extra=allowed_hosts)
     except ValueError as e:
         raise SpecError("--host", str(e)) from None
+    if kubeconfig is not None:
+        import asyncio
+
+        from taskplug.engine.k8s import connect
+
+        # Read and checked now: a malformed kubeconfig is exit 2 naming it, not a server that fails to start.
+        asyncio.run(connect(kubeconfig).close())
     task_types = None
     submission_limits = None
     if config_path is not None:
@@ -234,4 +248,5 @@ def serve(
         task_types=task_types,
         auth=settings,
         submission_limits=submission_limits,
+        kubeconfig=kubeconfig,
     )

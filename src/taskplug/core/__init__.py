@@ -54,7 +54,15 @@ from taskplug.core._errors import (
     TaskplugError,
 )
 from taskplug.core._hosts import LOOPBACK_NAMES, canonical_host, host_of
-from taskplug.core._kube_client import EVENT, POD, KubeClient, ReadsPodLogs, ResourceType, WatchEvent
+from taskplug.core._kube_client import (
+    EVENT,
+    POD,
+    FollowsPodLogs,
+    KubeClient,
+    ReadsPodLogs,
+    ResourceType,
+    WatchEvent,
+)
 from taskplug.core._lazy import lazy_exports
 from taskplug.core._literals import (
     literal_map_from_plain,
@@ -139,6 +147,7 @@ __all__ = [
     "ExecutionError",
     "ExternalResource",
     "FakeClock",
+    "FollowsPodLogs",
     "GoDuration",
     "InputReader",
     "KubeClient",

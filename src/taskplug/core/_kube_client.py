@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = [
     "EVENT",
     "POD",
+    "FollowsPodLogs",
     "KubeClient",
     "ReadsPodLogs",
     "ResourceType",
@@ -109,6 +110,17 @@ class KubeClient(Protocol):
     async def delete(self, rtype: ResourceType, namespace: str, name: str) -> KubeObject | None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class FollowsPodLogs(Protocol):
+    """Optional capability of a :class:`KubeClient`: a container's log as it is written (``pods/{name}/log``
+    with ``follow=true``, as ``kubectl logs -f``): from its beginning, then each piece as the container
+    prints it, until the container has ended. Errors as for :class:`KubeClient`."""
+
+    def follow_pod_log(
+        self, namespace: str, name: str, container: str | None = None
+    ) -> AsyncIterator[str]: ...
 
 
 @runtime_checkable

@@ -12,7 +12,16 @@ See ``docs/plugins.md``.
 
 from typing import TYPE_CHECKING
 
-from taskplug.core import EVENT, POD, KubeClient, ReadsPodLogs, ResourceType, WatchEvent, lazy_exports
+from taskplug.core import (
+    EVENT,
+    POD,
+    FollowsPodLogs,
+    KubeClient,
+    ReadsPodLogs,
+    ResourceType,
+    WatchEvent,
+    lazy_exports,
+)
 from taskplug.k8s._config import (
     K8S_SECTION,
     LOGS_SECTION,
@@ -131,6 +140,7 @@ __all__ = [
     "AbortBehavior",
     "CoPilotConfig",
     "ErrorAggregationStrategy",
+    "FollowsPodLogs",
     "K8sPlugin",
     "K8sPluginConfig",
     "K8sPluginEntry",

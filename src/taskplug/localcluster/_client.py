@@ -11,13 +11,14 @@ Scripted faults apply before each call.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import orjson
 
-from taskplug.k8s import ResourceType, WatchEvent
+from taskplug.k8s import POD, ResourceType, WatchEvent
 from taskplug.localcluster._faults import Faults
 from taskplug.localcluster._resources import deep_copy
 from taskplug.localcluster._selectors import FieldSelector, LabelSelector
@@ -33,10 +34,40 @@ KubeObject = dict[str, Any]
 class LocalKubeClient:
     """Implements :class:`taskplug.k8s.KubeClient` on the cluster's store."""
 
-    def __init__(self, store: Store, timers: Timers, faults: Faults | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        timers: Timers,
+        faults: Faults | None,
+        logs: Callable[..., str] | None = None,
+    ) -> None:
         self._store = store
         self._timers = timers
         self._faults = faults
+        self._logs = logs
+
+    async def pod_log(
+        self, namespace: str, name: str, container: str | None = None, *, tail_lines: int | None = None
+    ) -> str:
+        """A container's log, as ``pods/{name}/log`` answers it (:class:`taskplug.k8s.ReadsPodLogs`)."""
+        return self._logs(namespace, name, container, tail_lines=tail_lines) if self._logs is not None else ""
+
+    async def follow_pod_log(
+        self, namespace: str, name: str, container: str | None = None
+    ) -> AsyncIterator[str]:
+        """The log as it is written, until the pod has ended or is gone (read again every 0.2 s, as the
+        HTTP façade's ``follow=true`` does)."""
+        shown = 0
+        while True:
+            pod = self._store.get(POD, namespace, name)  # 404 once gone, as the API answers
+            ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            text = self._logs(namespace, name, container) if self._logs is not None else ""
+            if len(text) > shown:
+                yield text[shown:]
+                shown = len(text)
+            if ended:
+                return
+            await asyncio.sleep(0.2)
 
     async def _check(self, verb: str, rtype: ResourceType) -> None:
         if self._faults is not None:

@@ -209,7 +209,7 @@ class LocalCluster:
     # -- API access --------------------------------------------------------------------------------------
     def client(self) -> LocalKubeClient:
         """An in-process :class:`taskplug.k8s.KubeClient` (subject to :attr:`faults`)."""
-        return LocalKubeClient(self.store, self.timers, self.faults)
+        return LocalKubeClient(self.store, self.timers, self.faults, self.logs)
 
     def compact(self) -> None:
         """Forget the watch history, so resuming from any earlier version answers 410 Expired."""

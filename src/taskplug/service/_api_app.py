@@ -14,6 +14,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -31,6 +32,8 @@ from taskplug.core import canonical_host
 from taskplug.executor import SubmissionLimits
 from taskplug.service._api import API_PREFIX, api_error_handlers, healthz, metrics
 from taskplug.service._api import router as api_router
+from taskplug.service._api_logs import LOG_POLL, page_router
+from taskplug.service._api_logs import router as logs_router
 from taskplug.service._api_nodes import ClosureCache
 from taskplug.service._api_queries import ServiceDB
 from taskplug.service._api_submit import MAX_BODY_BYTES, TaskTypeCheck
@@ -76,6 +79,8 @@ def create_app(
     limits: ServeLimits = DEFAULT_LIMITS,
     task_types: TaskTypeCheck | None = None,
     submission_limits: SubmissionLimits | None = None,
+    kubeconfig: Path | None = None,
+    log_poll: float = LOG_POLL,
 ) -> FastAPI:
     """The API (``/api/v1``) and the web view over the database at ``dsn``.
 
@@ -90,7 +95,9 @@ def create_app(
     let in as ``local`` until a token exists); ``limits``: the caps on live streams
     (:class:`~._limits.ServeLimits`); ``task_types``: when given, a submission whose task type no enabled
     plugin runs is 422 (the platform config's plugins); ``submission_limits``: what one submission may ask for
-    (``executor.limits``; its defaults when None).
+    (``executor.limits``; its defaults when None); ``kubeconfig``: the cluster the replicas run on, whose
+    ``pods/log`` shows a running attempt's log (without it, a log shows once the replica that ran the attempt
+    kept it); ``log_poll``: seconds between two reads of a followed log.
 
     Every answer carries the security headers (:mod:`._headers`); a path or query parameter holding a
     control character is 422 naming it (:mod:`._controls`).
@@ -114,6 +121,7 @@ def create_app(
         # Live streams read through at most half the pool: the API always finds a connection.
         app.state.stream_reads = asyncio.Semaphore(max(1, pool_size // 2))
         await feed.start_position()
+        app.state.log_cluster = _connect(kubeconfig) if kubeconfig is not None else None
         task = asyncio.create_task(feed.run(), name="taskplug-live-feed")
         try:
             yield
@@ -121,6 +129,8 @@ def create_app(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if app.state.log_cluster is not None:
+                await app.state.log_cluster.close()
             await pool.close()
 
     app = FastAPI(
@@ -151,6 +161,8 @@ def create_app(
     app.state.task_types = task_types
     app.state.submission_limits = submission_limits or SubmissionLimits()
     app.state.replica_ttl = replica_ttl
+    app.state.log_poll = log_poll
+    app.state.log_cluster = None
     app.state.max_body_bytes = max_body_bytes
     app.state.closures = ClosureCache()  # the compiled workflows whose nodes /nodes listed lately
     app.state.templates = environment()
@@ -158,6 +170,8 @@ def create_app(
         app.add_exception_handler(exc_class, handler)
     app.add_exception_handler(psycopg.OperationalError, _on_database_down)
     app.include_router(tokens_router)
+    app.include_router(logs_router)  # before the API's own: its /executions/{key:path} would take .../logs
+    app.include_router(page_router)  # before the web view's: its /executions/{key:path}/stream would take it
     app.include_router(api_router)
     # Where probes and Prometheus look by default, beside their /api/v1 places.
     app.add_api_route("/healthz", healthz, methods=["GET"], include_in_schema=False)
@@ -174,6 +188,13 @@ def create_app(
         return Response(favicon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     return app
+
+
+def _connect(kubeconfig: Path) -> Any:
+    """A client of the replicas' cluster (the lightkube adapter, with its default per-request timeout)."""
+    from taskplug.engine.k8s import connect
+
+    return connect(kubeconfig)
 
 
 async def _on_database_down(request: Request, exc: Exception) -> Response:
@@ -269,6 +290,7 @@ def serve_http(
     task_types: TaskTypeCheck | None = None,
     auth: AuthSettings | None = None,
     submission_limits: SubmissionLimits | None = None,
+    kubeconfig: Path | None = None,
 ) -> None:
     """Run the server until SIGINT/SIGTERM (uvicorn). It answers the ``Host`` names of its canonical bind
     address (:func:`~._hosts.host_policy`) and ``allowed_hosts``; ``auth`` says who may do what."""
@@ -283,5 +305,6 @@ def serve_http(
         limits=limits,
         task_types=task_types,
         submission_limits=submission_limits,
+        kubeconfig=kubeconfig,
     )
     uvicorn.Server(uvicorn_config(app, host=host, port=port, limits=limits)).run()

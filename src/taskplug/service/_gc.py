@@ -1,7 +1,7 @@
 """Pruning the replicas' database: executions that finished long ago, with everything recorded about them.
 
-A replica never deletes: the execution row, its events, attempts, map elements and create intents stay for
-the API and the web view. ``taskplug gc --older-than 7d`` (:func:`collect_garbage`) deletes the executions
+A replica never deletes: the execution row, its events, attempts, map elements, create intents and kept logs
+stay for the API and the web view. ``taskplug gc --older-than 7d`` (:func:`collect_garbage`) deletes the executions
 that ended before the cutoff, in batches of short transactions (``FOR UPDATE SKIP LOCKED``, oldest first) so
 that it never holds a long lock, never pins the vacuum horizon with one huge ``DELETE``, and can run while
 replicas and web servers work; the dependent rows go by the schema's ``ON DELETE CASCADE``. A replica row is
@@ -55,7 +55,8 @@ class GcReport:
     """Executions that finished before this instant (database time) were deleted."""
     executions: int
     events: int
-    """The deleted executions' events (their attempts, elements and create intents went with them too)."""
+    """The deleted executions' events (their attempts, elements, create intents and kept logs went with them
+    too)."""
     batches: int
     dry_run: bool
 

@@ -68,9 +68,16 @@ DEFAULT_LIMITS: Final = ServeLimits()
 
 def is_stream(scope: Scope) -> bool:
     """Whether the request opens a live view's event stream (``/executions/stream``,
-    ``/executions/{key}/stream``)."""
+    ``/executions/{key}/stream``) or follows a log (``/api/v1/executions/{key}/logs?follow=true``)."""
     path: str = scope.get("path", "")
-    return scope.get("method") == "GET" and path.startswith("/executions/") and path.endswith("/stream")
+    if scope.get("method") != "GET":
+        return False
+    if path.startswith("/api/v1/executions/") and path.endswith("/logs"):
+        query = bytes(scope.get("query_string") or b"").lower()
+        return any(
+            part in (b"follow=true", b"follow=1", b"follow=on", b"follow=yes") for part in query.split(b"&")
+        )
+    return path.startswith("/executions/") and path.endswith("/stream")
 
 
 class StreamCap:

@@ -70,6 +70,7 @@ from taskplug.executor import (
 from taskplug.k8s import K8S_SECTION, KubeClient, owner_key
 from taskplug.service._catalog import PostgresCatalog
 from taskplug.service._children import CHILD_CHANNEL, ChildRows
+from taskplug.service._logs import DEFAULT_KEEP_BYTES, LogKeeper, LogKeepingKubeClient
 from taskplug.service._migrations import migrate
 from taskplug.service._pgstore import SIGNAL_CHANNEL, Claim, PostgresStateStore
 from taskplug.service._reaper import reap_orphans, reaped_resource_types
@@ -135,6 +136,9 @@ class ReplicaSettings:
     """Seconds between orphan-reaper passes (objects of finished attempts, deleted)."""
     forget_fenced_after: float = 300.0
     """Seconds a fenced replica's row stays visible (the replicas page) once it owns nothing."""
+    keep_log_bytes: int = DEFAULT_KEEP_BYTES
+    """The most of each container's log kept in the database when its pod ends or is deleted (the end of
+    it; 0 keeps none): a finished attempt's log stays readable on ``taskplug serve`` after its pod is gone."""
     fencing: bool = True
     """False only in the negative control of the fencing tests: writes then ignore the owner and epoch, the
     create guard is open and a replica declared dead carries on (the sweeper still releases its rows)."""
@@ -142,6 +146,8 @@ class ReplicaSettings:
     def __post_init__(self) -> None:
         if self.capacity < 1 or self.claim_batch < 1:
             raise ValueError("capacity and claim-batch must be at least 1")
+        if self.keep_log_bytes < 0:
+            raise ValueError("keep-log-bytes must be at least 0")
         if not (self.heartbeat > 0 and 0 <= self.margin < self.ttl):
             raise ValueError("heartbeat must be positive and 0 <= margin < ttl")
         if self.heartbeat * 2 > self.ttl - self.margin:
@@ -181,6 +187,7 @@ class _Incarnation:
     # its replica row; one registry per incarnation, as each incarnation loads its plugins afresh.
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     claim_statements: int = 0  # claims and what adopting a claimed row reads or writes
+    keeper: LogKeeper | None = None  # keeps ended or deleted pods' logs (None: keep-log-bytes 0)
     children: ChildRows | None = None  # the launch-plan children its workflows launched
 
 
@@ -275,6 +282,7 @@ class Replica:
         async with (
             await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as beat,
             await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as work,
+            await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as logs,
         ):
             sent = time.monotonic()
             await beat.execute(
@@ -297,7 +305,11 @@ class Replica:
             if self.on_incarnation is not None:
                 self.on_incarnation(rid)
             log.info("replica %s started (capacity %d)", rid, s.capacity)
-            guarded = GuardedKubeClient(self.kube, self._guard)
+            guarded: GuardedKubeClient = GuardedKubeClient(self.kube, self._guard)
+            if s.keep_log_bytes > 0:
+                # Its own connection: a log is kept between two statements of the executor's, never inside.
+                inc.keeper = LogKeeper(logs, self.kube, max_bytes=s.keep_log_bytes)
+                guarded = LogKeepingKubeClient(self.kube, self._guard, inc.keeper)
             try:
                 async with open_executor(
                     self.platform,
@@ -636,6 +648,13 @@ class Replica:
         async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True) as conn:
             while True:
                 await asyncio.sleep(self.settings.reap)
+                if inc.keeper is not None:
+                    try:
+                        # Before the reaper: an ended pod's log is kept before anything deletes the pod.
+                        await inc.keeper.keep_ended()
+                    except (psycopg.Error, TaskplugError, ConnectionError, TimeoutError) as e:
+                        _reraise_cancellation()
+                        log.warning("keeping ended pods' logs failed: %s", e)
                 try:
                     deleted = await reap_orphans(conn, self.kube, rtypes=rtypes, keep_finished=keep_finished)
                 except (psycopg.Error, TaskplugError, ConnectionError, TimeoutError) as e:

@@ -37,6 +37,7 @@ from psycopg.rows import dict_row
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskplug.core import TaskplugError
+from taskplug.executor import unique_node_id
 from taskplug.service._api import ApiError, elements_view, execution_view, filter_from, relaunch, replica_view
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB, decode_cursor
 from taskplug.service._web_feed import EVERYTHING, Feed
@@ -216,6 +217,10 @@ async def _detail(request: Request, key: str) -> dict[str, Any] | None:
     events = await db.events(row["id"])
     attempts = await db.attempts(row["id"])
     elements = elements_view(*await db.elements(row["id"], limit=200))
+    for item in elements["items"]:
+        # The element's unique node id, which its pods' attempt annotation (and so its kept log) names.
+        root = str(item["node"] or "n0").partition("/")[0]
+        item["log_node"] = unique_node_id(root, int(row["attempt"] or 0), f"n{item['index']}")
     spec = row["spec"] if isinstance(row["spec"], dict) else {}
     workflow, problem, event_nodes = await _workflow(request, row, spec, events)
     ex = execution_view(row)

@@ -363,6 +363,46 @@ async def test_a_watch_asks_for_a_timeout_and_fails_when_its_server_falls_silent
         await server.wait_closed()
 
 
+async def test_follow_pod_log_yields_what_a_container_prints_as_it_prints_it(tmp_path: Path) -> None:
+    from taskplug.k8s import FollowsPodLogs
+    from taskplug.localcluster import LocalCluster
+
+    gate = tmp_path / "gate"
+    script = f"echo one; while [ ! -e {gate} ]; do sleep 0.05; done; echo two"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "followed", "namespace": NS},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "sh", "command": ["sh", "-c", script]}],
+        },
+    }
+    async with LocalCluster(mode="process") as cluster:
+        await cluster.serve_http(port=0)
+        client = LightkubeClient(cluster.kubeconfig(tmp_path / "kubeconfig"), trust_env=False)
+        try:
+            assert isinstance(client, FollowsPodLogs)
+            await client.create(POD, pod)
+            await cluster.wait_for(
+                POD, NS, "followed", lambda p: p.get("status", {}).get("phase") == "Running", within=30
+            )
+            received = ""
+            stream = client.follow_pod_log(NS, "followed", "main")
+            async with asyncio.timeout(60):  # a deadline, not a timing
+                async for text in stream:
+                    received += text
+                    if received == "one\n":
+                        gate.touch()  # printed before the container could go on: it came while it ran
+            assert received == "one\ntwo\n"
+            with pytest.raises(KubeApiError) as info:
+                async for _ in client.follow_pod_log(NS, "no-such-pod"):
+                    pass
+            assert info.value.status == 404
+        finally:
+            await client.close()
+
+
 async def test_a_connection_the_server_closed_while_idle_is_not_reused(tmp_path: Path) -> None:
     """A server that closes each kept-alive connection after answering (as one whose idle timer ran out does):
     the pool sees the end on the idle connection and opens a new one, so no request fails on a dead one."""
@@ -412,3 +452,24 @@ async def test_a_watch_read_late_still_gets_every_event_in_order(served: tuple[A
         names.append(event.object["metadata"]["name"])
     await watch.aclose()
     assert names == [f"t{i}" for i in range(40)]
+
+
+def test_the_client_works_on_uvloop_as_uvicorn_runs_it(tmp_path: Path) -> None:
+    """``taskplug serve --kubeconfig`` reads pod logs from uvicorn's loop, uvloop when it is installed: its
+    transports are not subclasses of asyncio's, and the connections must not care."""
+    uvloop = pytest.importorskip("uvloop")
+    from taskplug.localcluster import LocalCluster
+
+    async def main() -> str:
+        async with LocalCluster(mode="simulated") as cluster:
+            await cluster.serve_http(port=0)
+            client = LightkubeClient(cluster.kubeconfig(tmp_path / "kubeconfig"), trust_env=False)
+            try:
+                await client.create(TEMPLATES, template("on-uvloop"))
+                name: str = (await client.get(TEMPLATES, NS, "on-uvloop"))["metadata"]["name"]
+                return name
+            finally:
+                await client.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(main()) == "on-uvloop"

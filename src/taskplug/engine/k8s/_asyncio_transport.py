@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httpcore2
 import httpx2
@@ -54,8 +54,9 @@ class _Receiver(asyncio.BufferedProtocol):
 
     # -- asyncio.BufferedProtocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports (the loop uvicorn picks when uvloop is installed, as in
+        # `taskplug serve --kubeconfig`) are transports by their methods, not subclasses of asyncio.Transport.
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._chunk
@@ -170,8 +171,7 @@ class _AsyncioStream(AsyncNetworkStream):
             raise httpcore2.ConnectError(str(e)) from e
         if tls is None:  # the connection was closed during the handshake
             raise httpcore2.ConnectError("the server closed the connection during the TLS handshake")
-        assert isinstance(tls, asyncio.Transport)
-        self._receiver.transport = tls
+        self._receiver.transport = tls  # no isinstance check: uvloop's (see _Receiver.connection_made)
         return _AsyncioStream(tls, self._receiver)
 
     def get_extra_info(self, info: str) -> Any:
@@ -214,7 +214,6 @@ class AsyncioBackend(AsyncNetworkBackend):
         sock = transport.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)
-        assert isinstance(transport, asyncio.Transport)
         return _AsyncioStream(transport, receiver)
 
     async def connect_unix_socket(
@@ -231,7 +230,6 @@ class AsyncioBackend(AsyncNetworkBackend):
             raise httpcore2.ConnectTimeout(f"no connection within {timeout:g}s") from e
         except OSError as e:
             raise httpcore2.ConnectError(str(e) or type(e).__name__) from e
-        assert isinstance(transport, asyncio.Transport)
         return _AsyncioStream(transport, receiver)
 
     async def sleep(self, seconds: float) -> None:

@@ -1,4 +1,5 @@
-"""The production :class:`~taskplug.k8s.KubeClient` (and :class:`~taskplug.k8s.ReadsPodLogs`): plain dicts
+"""The production :class:`~taskplug.k8s.KubeClient` (and :class:`~taskplug.k8s.ReadsPodLogs`,
+:class:`~taskplug.k8s.FollowsPodLogs`): plain dicts
 over lightkube's connection. The ONLY module
 of taskplug that imports lightkube (checked by import-linter).
 
@@ -32,6 +33,7 @@ because the informer owns resuming and relisting. Bookmarks are requested (``all
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import random
 from collections.abc import AsyncIterator, Mapping
@@ -331,6 +333,39 @@ class LightkubeClient:
         if response.status_code >= 400:
             raise _api_error(response.status_code, response.content, self.server)
         return response.content.decode("utf-8", "replace")
+
+    # -- FollowsPodLogs -------------------------------------------------------------------------------
+    async def follow_pod_log(
+        self, namespace: str, name: str, container: str | None = None
+    ) -> AsyncIterator[str]:
+        """``GET pods/{name}/log?follow=true``: the log from its beginning, then as it is written, until the
+        server ends the answer (the container ended). No read deadline: a container may print nothing for
+        long; the caller stops following when it knows the pod ended."""
+        params = {"follow": "true", **({"container": container} if container else {})}
+        path = f"{self._item(POD, namespace, name)}/log"
+        try:
+            request = self._http.build_request(
+                "GET", path, params=params, timeout=httpx2.Timeout(self.timeout, read=None)
+            )
+            response = await self._http.send(request, stream=True)
+        except Exception as e:
+            _raise_transport(e, self.server)
+        try:
+            if response.status_code >= 400:
+                raise _api_error(response.status_code, await response.aread(), self.server)
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            try:
+                async for chunk in response.aiter_bytes():
+                    text = decoder.decode(chunk)
+                    if text:
+                        yield text
+            except Exception as e:
+                _raise_transport(e, self.server)
+            if rest := decoder.decode(b"", final=True):
+                yield rest
+        finally:
+            with contextlib.suppress(Exception):
+                await response.aclose()
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):
