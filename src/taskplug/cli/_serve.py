@@ -44,7 +44,8 @@ __all__ = ["serve"]
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The platform config the replicas run with: a submission whose task type no enabled plugin runs, "
-    "or that asks for more than its executor.limits, is refused (422).",
+    "or that asks for more than its executor.limits, is refused (422); a connector task's log is asked of "
+    "its connector.",
 )
 @click.option(
     "--kubeconfig",
@@ -176,6 +177,7 @@ def serve(
     import psycopg
 
     from taskplug.service import (
+        JobLogs,
         OidcSettings,
         ServeLimits,
         auth_settings,
@@ -199,6 +201,7 @@ def serve(
         asyncio.run(connect(kubeconfig).close())
     task_types = None
     submission_limits = None
+    job_logs = None
     if config_path is not None:
         from taskplug.executor import Platform
         from taskplug.executor import submission_limits as limits_of
@@ -206,6 +209,7 @@ def serve(
         platform = Platform.load(config_path)
         task_types = platform_task_types(platform)
         submission_limits = limits_of(platform)
+        job_logs = JobLogs(platform)
     limits = ServeLimits(
         max_streams=max_streams,
         max_streams_per_client=max_streams_per_client,
@@ -249,4 +253,5 @@ def serve(
         auth=settings,
         submission_limits=submission_limits,
         kubeconfig=kubeconfig,
+        job_logs=job_logs,
     )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # loaded on first use: they need psycopg (the `postgres` extr
     from taskplug.service._catalog import PostgresCatalog
     from taskplug.service._gc import GcReport, collect_garbage
     from taskplug.service._hosts import HostPolicy, host_policy
+    from taskplug.service._job_logs import JobLogs
     from taskplug.service._limits import ServeLimits
     from taskplug.service._pgstore import PostgresStateStore
     from taskplug.service._reaper import reap_orphans
@@ -30,6 +31,7 @@ __all__ = [
     "AuthSettings",
     "GcReport",
     "HostPolicy",
+    "JobLogs",
     "OidcSettings",
     "PostgresCatalog",
     "PostgresStateStore",
@@ -76,6 +78,7 @@ __getattr__ = lazy_exports(
         "ServeLimits": "taskplug.service._limits",
         "HostPolicy": "taskplug.service._hosts",
         "host_policy": "taskplug.service._hosts",
+        "JobLogs": "taskplug.service._job_logs",
         "platform_task_types": "taskplug.service._api_submit",
     },
 )

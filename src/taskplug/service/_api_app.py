@@ -48,6 +48,7 @@ from taskplug.service._auth import (
 from taskplug.service._controls import ControlCharacters
 from taskplug.service._headers import SecurityHeaders, content_security_policy
 from taskplug.service._hosts import HostCheck, HostPolicy, host_policy
+from taskplug.service._job_logs import JobLogs
 from taskplug.service._limits import DEFAULT_LIMITS, ServeLimits, StreamCap, deadline_protocol
 from taskplug.service._migrations import migrate
 from taskplug.service._tokens import TokenStore
@@ -81,6 +82,7 @@ def create_app(
     submission_limits: SubmissionLimits | None = None,
     kubeconfig: Path | None = None,
     log_poll: float = LOG_POLL,
+    job_logs: JobLogs | None = None,
 ) -> FastAPI:
     """The API (``/api/v1``) and the web view over the database at ``dsn``.
 
@@ -97,7 +99,8 @@ def create_app(
     plugin runs is 422 (the platform config's plugins); ``submission_limits``: what one submission may ask for
     (``executor.limits``; its defaults when None); ``kubeconfig``: the cluster the replicas run on, whose
     ``pods/log`` shows a running attempt's log (without it, a log shows once the replica that ran the attempt
-    kept it); ``log_poll``: seconds between two reads of a followed log.
+    kept it); ``log_poll``: seconds between two reads of a followed log; ``job_logs``: where a connector task's
+    job log is asked for (:mod:`._job_logs`; the platform config's connectors), shown among its logs.
 
     Every answer carries the security headers (:mod:`._headers`); a path or query parameter holding a
     control character is 422 naming it (:mod:`._controls`).
@@ -122,6 +125,7 @@ def create_app(
         app.state.stream_reads = asyncio.Semaphore(max(1, pool_size // 2))
         await feed.start_position()
         app.state.log_cluster = _connect(kubeconfig) if kubeconfig is not None else None
+        app.state.job_logs = job_logs
         task = asyncio.create_task(feed.run(), name="taskplug-live-feed")
         try:
             yield
@@ -291,6 +295,7 @@ def serve_http(
     auth: AuthSettings | None = None,
     submission_limits: SubmissionLimits | None = None,
     kubeconfig: Path | None = None,
+    job_logs: JobLogs | None = None,
 ) -> None:
     """Run the server until SIGINT/SIGTERM (uvicorn). It answers the ``Host`` names of its canonical bind
     address (:func:`~._hosts.host_policy`) and ``allowed_hosts``; ``auth`` says who may do what."""
@@ -306,5 +311,6 @@ def serve_http(
         task_types=task_types,
         submission_limits=submission_limits,
         kubeconfig=kubeconfig,
+        job_logs=job_logs,
     )
     uvicorn.Server(uvicorn_config(app, host=host, port=port, limits=limits)).run()

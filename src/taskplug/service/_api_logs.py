@@ -101,7 +101,11 @@ async def _logs(
     # pod's log at its next reaper pass (follow_logs waits for it a while).
     following = follow
     reader = LogReader(
-        pool, request.app.state.log_cluster, reads=request.app.state.stream_reads, follow=following
+        pool,
+        request.app.state.log_cluster,
+        reads=request.app.state.stream_reads,
+        follow=following,
+        jobs=request.app.state.job_logs,
     )
 
     async def read() -> list[ContainerLog]:

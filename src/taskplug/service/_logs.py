@@ -15,8 +15,8 @@ Two halves, one table (``taskplug_logs``, migration ``0011``):
   reading again every ``poll`` seconds while the attempt runs — a running container's log is then streamed
   by the cluster (``pods/log?follow=true``) into the reader, not read whole again each time.
 
-A log is one source among others on purpose (:class:`ContainerLog` is what a reader yields): a connector's
-task logs can join as another.
+A log is one source among others (:class:`ContainerLog` is what a reader yields): a connector task's job
+log is a third, asked of its connector when the server has the platform config (:mod:`._job_logs`).
 
 Flyte keeps no log: flyteadmin stores the log *links* a plugin reports (``flyteplugins/go/tasks/logs``) and
 the console opens them; ``kubectl logs`` reads ``pods/log`` while the pod exists. Deviation: the replicas keep
@@ -48,6 +48,7 @@ from taskplug.k8s import (
     ResourceType,
     is_not_found,
 )
+from taskplug.service._job_logs import JOB_CONTAINER, JOB_POD, JobLogs
 
 __all__ = [
     "DEFAULT_KEEP_BYTES",
@@ -77,6 +78,13 @@ MAX_LIVE_PODS: Final = 100
 """The most running pods one read of the cluster reads the logs of (a map's elements: ask for one node)."""
 
 _ENDED: Final = frozenset({"Succeeded", "Failed"})
+_JOB_RECORDS: Final = """
+SELECT coalesce(record->>'path', ''), record, terminal FROM taskplug_executions
+ WHERE id = %s AND record->'plugin_state' ? 'resourceMeta'
+UNION ALL
+SELECT n.path, n.record, e.terminal FROM taskplug_nodes n JOIN taskplug_executions e ON e.id = n.execution_id
+ WHERE n.execution_id = %s AND n.record->'plugin_state' ? 'resourceMeta'
+"""
 
 _OWNER = "SELECT id FROM taskplug_executions WHERE object_owner = %s AND key LIKE %s ORDER BY id DESC LIMIT 1"
 _KEPT_PODS = "SELECT DISTINCT pod FROM taskplug_logs WHERE pod = ANY(%s) AND ended"
@@ -267,8 +275,11 @@ class LogReader:
         *,
         reads: asyncio.Semaphore,
         follow: bool = False,
+        jobs: JobLogs | None = None,
     ) -> None:
         self.pool = pool
+        self.jobs = jobs
+        """Where a web-API job's log is asked for (a connector task's; None: not shown)."""
         self.follow = follow
         """Stream running containers' logs from the cluster between reads (:meth:`close` stops them), rather
         than reading each whole log again at every read."""
@@ -299,7 +310,28 @@ class LogReader:
                 )
         for live in await self._live(key, owner, node, attempt, skip=found):
             found[live.ident] = live
+        if self.jobs is not None:
+            for job in await self._jobs(self.jobs, execution_id, node, attempt):
+                found[job.ident] = job
         return sorted(found.values(), key=lambda c: (c.attempt, c.node, c.pod, c.container))
+
+    async def _jobs(
+        self, jobs: JobLogs, execution_id: int, node: str | None, attempt: int | None
+    ) -> list[ContainerLog]:
+        """The logs of the web-API jobs (connector tasks) of the execution's attempts: each record whose
+        plugin state names a job (the attempt it is at), asked of the job's service."""
+        async with self.reads, self.pool.connection() as conn:
+            cur = await conn.execute(_JOB_RECORDS, (execution_id, execution_id))
+            records = await cur.fetchall()
+        found = []
+        for path, record, terminal in records:
+            at = int(record.get("attempt") or 0)
+            if (node is not None and path != node) or (attempt is not None and at != attempt):
+                continue
+            data = await jobs.text(record.get("plugin_state"), ended=bool(terminal))
+            if data is not None:
+                found.append(ContainerLog(str(path), at, JOB_POD, JOB_CONTAINER, data, 0, bool(terminal)))
+        return found
 
     async def _live(
         self,
