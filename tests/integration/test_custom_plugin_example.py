@@ -55,7 +55,7 @@ def test_the_installed_plugin_is_listed_but_handles_nothing_until_enabled(tmp_pa
     enabled = plugins(tmp_path, "--config", str(CONFIG))
     assert enabled["batchjob"]["enabled"] is True
     assert enabled["batchjob"]["handles"] == ["batchjob"]
-    assert enabled["container"]["handles"] == ["container", "python-task", "raw-container"]
+    assert enabled["container"]["handles"] == ["container", "python", "python-task", "raw-container"]
 
 
 def test_render_shows_the_batch_job_with_the_platform_configuration(tmp_path: Path) -> None:
