@@ -176,6 +176,7 @@ class _Dag:
 
     __slots__ = (
         "_unique",
+        "done_run",
         "downstream",
         "nodes",
         "parent",
@@ -206,6 +207,11 @@ class _Dag:
         self.upstream = {k: list(v.ids) for k, v in compiled.connections.upstream.items()}
         self.downstream = {k: list(v.ids) for k, v in compiled.connections.downstream.items()}
         self._unique: dict[str, str] = {}
+        # For a finished node: the last of the finished nodes that follow it one by one (each the only
+        # downstream node of the one before), as far as the walk has seen them finished. A finished node
+        # stays finished, so the walk goes on from there rather than through each of them every round: a
+        # chain of n nodes costs O(n), not O(n²).
+        self.done_run: dict[str, str] = {}
 
     def add(self, node: workflow_pb2.Node) -> None:
         """Know ``node`` by its id, and a branch's cases with it (nested branches too)."""
@@ -300,6 +306,7 @@ class WorkflowRun:
         self._due: dict[str, float] = {}
         self._all = True  # every running child gets a round: woken without knowing which object changed
         self._round_all = True
+        self._in_round = False
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
@@ -371,15 +378,23 @@ class WorkflowRun:
         self._rounded.clear()
         self._round_all, self._all = self._all, False
         self._child_wake = None
-        if not self.record.abort_requested:
-            await self._round_children()
-        for _ in range(_MAX_STREAK):
-            progressed = await self._round_once()
-            self._save()
-            if self.record.terminal or not progressed:
-                break
+        self._in_round = True
+        try:
+            if not self.record.abort_requested:
+                await self._round_children()
+            progressed = False
+            for _ in range(_MAX_STREAK):
+                progressed = await self._round_once()
+                self._save()
+                if self.record.terminal or not progressed:
+                    break
+        finally:
+            self._in_round = False
         if self.record.terminal:
             return
+        if progressed:
+            # The streak ended while nodes still made progress: the next round at once (propeller requeues).
+            self.host.wake(self.key)
         wake = self.settings.resync_period
         child_wake = self._next_child_wake()
         if child_wake is not None:
@@ -515,7 +530,7 @@ class WorkflowRun:
             return _PENDING
         phase = self._phase(unique)
         if phase in _DONE_PHASES:
-            return await self._downstream(dag, node_id)
+            return await self._downstream(dag, self._last_done(dag, node_id))
         if phase in _FAILED_PHASES:
             await self._downstream(dag, node_id)
             status = self._nodes[unique]
@@ -525,6 +540,24 @@ class WorkflowRun:
         if phase is NodePhase.ABORTED:
             return _PENDING
         return await self._handle(dag, dag.nodes[node_id] if node_id in dag.nodes else _start_end(node_id))
+
+    def _last_done(self, dag: _Dag, node_id: str) -> str:
+        """The last finished node of the run that starts at finished node ``node_id`` and goes on while a node
+        has one downstream node and that node is finished (not in this walk). Walking ``node_id`` reports what
+        walking that node's downstream nodes reports: a node with one downstream node reports that node's
+        report, and a finished node's report is its downstream nodes'."""
+        last = dag.done_run.get(node_id, node_id)
+        while True:
+            below = dag.downstream.get(last)
+            if below is None or len(below) != 1:
+                break
+            unique = dag.unique_id(below[0])
+            if unique in self._dirty or self._phase(unique) not in _DONE_PHASES:
+                break
+            last = below[0]
+        if last != node_id:
+            dag.done_run[node_id] = last
+        return last
 
     async def _downstream(self, dag: _Dag, node_id: str) -> _Report:
         """``handleDownstream``: every downstream node in the compiled order."""
@@ -1380,7 +1413,10 @@ class WorkflowRun:
         status = self._nodes[unique]
         status.terminal = True
         self.host.store.save_nodes(self.key, [status])
-        self.host.wake(self.key)
+        if not self._in_round:
+            # Within a round the walk looks at the child right after its round (children run only in
+            # rounds: before the walk, in it, or in an abort); another round would find nothing new.
+            self.host.wake(self.key)
 
     def child_saved(self, record: NodeRecord) -> None:
         self.host.store.save_nodes(self.key, [record])
