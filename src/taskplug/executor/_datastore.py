@@ -1,13 +1,15 @@
 """The data store: inputs written, outputs and error documents read, through fsspec.
 
 Flyte's storage layer (flytestdlib/storage) over S3/GCS/local; here any fsspec URL, a local folder by
-default. Local files are read and written directly (they are small and fast); other file systems go through a
-worker thread so the event loop never blocks on the network.
+default. Local files are read and written directly, without fsspec (they are small and fast, and a workflow
+reads and writes several per node); other file systems go through a worker thread so the event loop never
+blocks on the network.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import fsspec
@@ -36,7 +38,7 @@ class DataStore:
 
     async def write(self, path: str, data: bytes) -> None:
         if self._is_local(path):
-            self._write_sync(path, data)
+            _write_local(_local_path(path), data)
         else:
             await asyncio.to_thread(self._write_sync, path, data)
 
@@ -49,7 +51,7 @@ class DataStore:
 
     async def read(self, path: str) -> bytes | None:
         if self._is_local(path):
-            return self._read_sync(path)
+            return _read_local(_local_path(path))
         return await asyncio.to_thread(self._read_sync, path)
 
     def _read_sync(self, path: str) -> bytes | None:
@@ -121,6 +123,30 @@ class DataStore:
             return errors_pb2.ErrorDocument.FromString(data)
         except DecodeError:
             return None
+
+
+def _local_path(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def _write_local(path: str, data: bytes) -> None:
+    """A local file written straight (fsspec's layers cost more than the write of a small file): its folder
+    made only when it is missing, not checked before every write."""
+    try:
+        file = open(path, "wb")  # noqa: SIM115 - the folder may have to be made first
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        file = open(path, "wb")  # noqa: SIM115
+    with file:
+        file.write(data)
+
+
+def _read_local(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        return None
 
 
 def _execution_error(document: errors_pb2.ErrorDocument) -> tuple[ExecutionError, bool]:
