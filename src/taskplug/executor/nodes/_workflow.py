@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, timedelta
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, TypeGuard, runtime_checkable
 
 from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, tasks_pb2, workflow_pb2
 
@@ -113,6 +113,19 @@ class AllowsDynamic(Protocol):
     workflow this node runs next (a task root node: :class:`~taskplug.executor.nodes._task_node.TaskNode`)."""
 
     allow_dynamic: bool
+
+
+_ALLOWS_DYNAMIC: dict[type, bool] = {}
+
+
+def _allows_dynamic(child: object) -> TypeGuard[AllowsDynamic]:
+    """Whether ``child`` is :class:`AllowsDynamic`, known once per class (an ``isinstance`` check against a
+    runtime protocol walks the protocol's members every time, and a workflow starts many children)."""
+    kind = type(child)
+    known = _ALLOWS_DYNAMIC.get(kind)
+    if known is None:
+        known = _ALLOWS_DYNAMIC[kind] = isinstance(child, AllowsDynamic)
+    return known
 
 
 class WorkflowPhase(enum.IntEnum):
@@ -444,16 +457,21 @@ class WorkflowRun:
         for unique in running:
             self._woken.discard(unique)
             self._due.pop(unique, None)
-        limit = asyncio.Semaphore(max(1, self.settings.array.workers))
+        self._rounded.update(running)
+        pending = iter(running)
 
-        async def one(unique: str) -> None:
-            async with limit:
+        async def worker() -> None:
+            for unique in pending:
                 await self._children[unique].round()
 
-        self._rounded.update(running)
+        # As many workers as may run at once, each taking the next child (not a task per child's round).
+        workers = min(max(1, self.settings.array.workers), len(running))
+        if workers == 1:
+            await worker()
+            return
         async with asyncio.TaskGroup() as group:
-            for unique in running:
-                group.create_task(one(unique))
+            for _ in range(workers):
+                group.create_task(worker())
 
     async def _round_once(self) -> bool:
         """One round of the workflow (``HandleFlyteWorkflow``); whether it made progress worth another."""
@@ -722,8 +740,12 @@ class WorkflowRun:
                 self._elements[unique] = elements  # a map node's elements, for the result
             self._due.pop(unique, None)
             if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
-                _, output_dir = self._dirs(unique, status.attempt)
-                futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
+                # The task node read its futures.pb when it checked its success (unless it was decided
+                # before a restart): not read twice.
+                futures = getattr(ended, "futures", None)
+                if not getattr(ended, "futures_known", False):
+                    _, output_dir = self._dirs(unique, status.attempt)
+                    futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
                 if futures is not None:
                     return await self._build_dynamic(dag, node, unique, futures)
             return self._child_ended(node, unique, status)
@@ -785,7 +807,7 @@ class WorkflowRun:
             kind = NodeKind.TASK
         plugin = self.resolver.resolve(task.type)
         child = self.child_node[kind](_ChildHost(self, unique), spec, status, plugin, self.settings)
-        if isinstance(child, AllowsDynamic):
+        if _allows_dynamic(child):
             child.allow_dynamic = True  # propeller runs every task node through its dynamic handler
         if kind is NodeKind.TASK and hasattr(child, "inputs_in_store"):
             child.inputs_in_store = True  # _queue wrote them, where the task node would: not twice
