@@ -454,14 +454,16 @@ class WorkflowRun:
         ]
         if not running:
             return
-        for unique in running:
-            self._woken.discard(unique)
-            self._due.pop(unique, None)
         self._rounded.update(running)
         pending = iter(running)
 
         async def worker() -> None:
             for unique in pending:
+                # What woke the child is forgotten as its round starts, not when it was chosen: an event
+                # that came in between (with a thousand children, rounds ago) is seen by this round and
+                # needs no other.
+                self._woken.discard(unique)
+                self._due.pop(unique, None)
                 await self._children[unique].round()
 
         # As many workers as may run at once, each taking the next child (not a task per child's round).
