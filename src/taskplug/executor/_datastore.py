@@ -129,24 +129,39 @@ def _local_path(path: str) -> str:
     return path[len("file://") :] if path.startswith("file://") else path
 
 
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
 def _write_local(path: str, data: bytes) -> None:
-    """A local file written straight (fsspec's layers cost more than the write of a small file): its folder
-    made only when it is missing, not checked before every write."""
+    """A local file written with the system calls alone (fsspec's layers, even Python's file objects, cost
+    more than the write of a small file): its folder made only when it is missing, not checked before every
+    write."""
     try:
-        file = open(path, "wb")  # noqa: SIM115 - the folder may have to be made first
+        fd = os.open(path, _WRITE_FLAGS, 0o666)
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        file = open(path, "wb")  # noqa: SIM115
-    with file:
-        file.write(data)
+        fd = os.open(path, _WRITE_FLAGS, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def _read_local(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as file:
-            return file.read()
+        fd = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _execution_error(document: errors_pb2.ErrorDocument) -> tuple[ExecutionError, bool]:
