@@ -298,6 +298,7 @@ class WorkflowRun:
         self._children: dict[str, RootNode] = {}  # running task and map nodes, by unique id
         self._names: dict[str, str] = {}  # generated name -> the child's unique id
         self._changed: set[str] = set()
+        self._unsaved: dict[str, NodeRecord] = {}  # records children saved, written when their round ends
         self._dirty: set[str] = set()  # nodes modified in this walk (propeller's IsDirty)
         self._rounded: set[str] = set()  # children given a round in this call
         self._walked: dict[tuple[int, str], _Report] = {}
@@ -465,6 +466,7 @@ class WorkflowRun:
                 self._woken.discard(unique)
                 self._due.pop(unique, None)
                 await self._children[unique].round()
+                self._save_children()
 
         # As many workers as may run at once, each taking the next child (not a task per child's round).
         workers = min(max(1, self.settings.array.workers), len(running))
@@ -559,7 +561,24 @@ class WorkflowRun:
             return _Report(_Outcome.FAILED, status.error or _unknown_error(""))
         if phase is NodePhase.ABORTED:
             return _PENDING
+        if phase is NodePhase.RUNNING and self._idle_child(unique):
+            # What handling it reports (max parallelism first, as for any task node), without the layers: a
+            # wide workflow's walk meets many of these every round.
+            if self._blocked("task_node"):
+                return _PENDING
+            self._parallelism += 1
+            return _PENDING
         return await self._handle(dag, dag.nodes[node_id] if node_id in dag.nodes else _start_end(node_id))
+
+    def _idle_child(self, unique: str) -> bool:
+        """Whether ``unique`` is a task or map node whose child runs (not a @dynamic node's workflow) and has
+        had its round, or needs none: handling it would only count it as running."""
+        if unique not in self._children or unique in self._dynamic:
+            return False
+        status = self._nodes[unique]
+        if status.terminal or (status.workflow_state or {}).get("dynamic"):
+            return False
+        return unique in self._rounded or not self._needs_round(unique, False)
 
     def _last_done(self, dag: _Dag, node_id: str) -> str:
         """The last finished node of the run that starts at finished node ``node_id`` and goes on while a node
@@ -735,6 +754,7 @@ class WorkflowRun:
             self._woken.discard(unique)
             self._due.pop(unique, None)
             await child.round()
+            self._save_children()
         if status.terminal:
             ended = self._children.pop(unique, None)
             elements = ended.elements_json() if ended is not None else None
@@ -1234,6 +1254,7 @@ class WorkflowRun:
             if abort_reason is not None:
                 child.abort_reason = reason  # type: ignore[attr-defined]
             await child.round()
+            self._save_children()
             done = status.terminal
         elif kind == "branch_node" and status.workflow_state and "taken" in status.workflow_state:
             taken = dag.nodes[status.workflow_state["taken"]]
@@ -1312,7 +1333,15 @@ class WorkflowRun:
         self._node_event(unique, node, "Failed", error=error)
         return _Report(_Outcome.FAILED, error)
 
+    def _save_children(self) -> None:
+        """What children saved in their rounds, written once each (a task node saves its record up to three
+        times in the round that ends it)."""
+        if self._unsaved:
+            self.host.store.save_nodes(self.key, list(self._unsaved.values()))
+            self._unsaved.clear()
+
     def _save(self) -> None:
+        self._save_children()
         if self._changed:
             self.host.store.save_nodes(self.key, [self._nodes[u] for u in sorted(self._changed)])
             self._changed.clear()
@@ -1436,14 +1465,17 @@ class WorkflowRun:
             child.unindex_all()
         status = self._nodes[unique]
         status.terminal = True
-        self.host.store.save_nodes(self.key, [status])
+        self._unsaved[unique] = status
         if not self._in_round:
             # Within a round the walk looks at the child right after its round (children run only in
-            # rounds: before the walk, in it, or in an abort); another round would find nothing new.
+            # rounds: before the walk, in it, or in an abort) and the round writes it; another round would
+            # find nothing new.
+            self._save_children()
             self.host.wake(self.key)
 
-    def child_saved(self, record: NodeRecord) -> None:
-        self.host.store.save_nodes(self.key, [record])
+    def child_saved(self, unique: str, record: NodeRecord) -> None:
+        """Written when the child's round ends (or before any flush), so one round's saves are one write."""
+        self._unsaved[unique] = record
 
     def child_indexed(self, name: str, unique: str) -> None:
         self._names[name] = unique
@@ -1516,7 +1548,7 @@ class _ChildStore:
         return self.parent._nodes.get(self.unique)
 
     def save(self, record: ExecutionRecord) -> None:
-        self.parent.child_saved(record)
+        self.parent.child_saved(self.unique, record)
 
     def append_event(self, key: str, event: Event) -> None:
         event.node = self.unique
@@ -1533,9 +1565,11 @@ class _ChildStore:
         return [n for n in self._store.load_nodes(self.parent.key) if n.path.startswith(prefix)]
 
     def flush(self) -> None:
+        self.parent._save_children()
         self._store.flush()
 
     async def aflush(self) -> None:
+        self.parent._save_children()
         await flush_store(self._store)
 
     def close(self) -> None:
