@@ -64,7 +64,7 @@ from taskplug.executor._limits import SubmissionLimits, check_limits
 from taskplug.executor._spec import ExecutionSpec, NodeKind
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor.nodes._factory import first_context, root_node
-from taskplug.executor.nodes._host import AsyncFlush, RootNode, flush_store
+from taskplug.executor.nodes._host import RootNode, async_flush, flush_store
 from taskplug.executor.nodes._retry import retry_delay
 from taskplug.executor.nodes._settings import ArrayNodeSettings, CacheSettings, NodeSettings, RunSettings
 from taskplug.executor.nodes._step import NodeStep
@@ -247,6 +247,10 @@ class Executor:
         self._open_plugins = plugins
         self._plugins_stack = contextlib.AsyncExitStack()
         self.store = store
+        # The store's capabilities, looked up once (an isinstance check against a runtime protocol walks
+        # its members every time; these are asked every round and before every create).
+        self._async_flush = async_flush(store)
+        self._writes_intents = isinstance(store, WritesCreateIntent)
         self.data = data_store or DataStore()
         self.settings = settings or ExecutorSettings()
         self.clock: Clock = clock or SystemClock()
@@ -337,7 +341,7 @@ class Executor:
         """The web-API adapters' hook, awaited right before a create (or a sync plugin's ``do``): the store's
         intent write, for the execution's attempt or the map element's retry attempt (see the module doc).
         Raises the store's error when the execution is no longer this process's to drive."""
-        if not isinstance(self.store, WritesCreateIntent):
+        if not self._writes_intents:
             return
         name = tctx.metadata.task_execution_id.generated_name
         key = self._by_generated_name.get(name)
@@ -347,6 +351,7 @@ class Executor:
                 ErrorCode.SYSTEM_ERROR, f"no execution is driven here for [{name}]: nothing is created"
             )
         node, element, attempt = execution.node.creating(tctx)
+        assert isinstance(self.store, WritesCreateIntent)
         if self.store.write_create_intent(execution.record.key, attempt, name, element=element, node=node):
             self.unknown_creates += 1
             log.warning(
@@ -554,7 +559,7 @@ class Executor:
                 self._running.discard(key)
             if execution.flush_due:
                 await self._flush_terminal(execution)
-            elif self._queue.empty() and not self._running and not isinstance(self.store, AsyncFlush):
+            elif self._queue.empty() and not self._running and not self._async_flush:
                 # Idle: commit the batch now rather than at the next round's write, so that another process
                 # sharing the state file (a second `taskplug run` waiting on a serialized cache) is not
                 # kept waiting on this one's open transaction.
@@ -619,7 +624,7 @@ class Executor:
         self.store.save(execution.record)
         if execution.parent is not None:
             self.wake(execution.parent)
-        if isinstance(self.store, AsyncFlush):
+        if self._async_flush:
             # The round's worker awaits the flush (it may share one commit with other rounds' flushes),
             # then releases the waiters.
             execution.flush_due = True

@@ -199,7 +199,11 @@ class ExecutionSpec:
         return f"{ex.project}/{ex.domain}/{ex.name}/{node.node_id}"
 
     def for_attempt(self, attempt: int) -> ExecutionSpec:
-        """The same execution at another retry attempt (new generated name, same everything else)."""
+        """The same execution at another retry attempt (new generated name, same everything else); this
+        spec itself when it is already that attempt's."""
+        current = self.metadata.task_execution_id
+        if current.id.retry_attempt == attempt and current.generated_name.endswith(f"-{attempt}"):
+            return self
         tid = identifier_pb2.TaskExecutionIdentifier()
         tid.CopyFrom(self.metadata.task_execution_id.id)
         tid.retry_attempt = attempt
@@ -998,11 +1002,16 @@ def node_task_spec(
     execution's metadata (namespace, labels, environment, service account…) for node ``unique_id``, the
     node's retry strategy, timeout, interruptible flag and overrides applied as propeller builds a task
     node's context (its ``NodeSpec``: retries, deadlines, resources, image, pod template)."""
-    template = tasks_pb2.TaskTemplate()
-    template.CopyFrom(task)
+    template = task  # shared by the nodes running it (nothing changes a spec's template), copied to change
     metadata = node.metadata
-    if metadata.HasField("timeout") and metadata.timeout.ToTimedelta().total_seconds() > 0:
+    if (
+        metadata.HasField("timeout")
+        and metadata.timeout.ToTimedelta().total_seconds() > 0
+        and metadata.timeout != task.metadata.timeout
+    ):
         # The node's execution deadline (flytekit copies the task's timeout into the node; an override wins).
+        template = tasks_pb2.TaskTemplate()
+        template.CopyFrom(task)
         template.metadata.timeout.CopyFrom(metadata.timeout)
     max_attempts = 1
     if metadata.HasField("retries") and metadata.retries.retries:

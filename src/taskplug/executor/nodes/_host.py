@@ -19,7 +19,7 @@ from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
 from taskplug.executor.nodes._step import NodeStep, error_json
 
-__all__ = ["AsyncFlush", "NodeHost", "RootNode", "flush_store", "phase_event"]
+__all__ = ["AsyncFlush", "NodeHost", "RootNode", "async_flush", "flush_store", "phase_event"]
 
 
 @runtime_checkable
@@ -30,11 +30,25 @@ class AsyncFlush(Protocol):
     async def aflush(self) -> None: ...
 
 
+_ASYNC_FLUSH: dict[type, bool] = {}
+"""Whether a store class is :class:`AsyncFlush`: an ``isinstance`` check against a runtime protocol walks the
+protocol's members each time, and a workflow flushes once per node."""
+
+
+def async_flush(store: StateStore) -> bool:
+    """Whether ``store`` can group concurrent flushes (:class:`AsyncFlush`), known once per store class."""
+    kind = type(store)
+    known = _ASYNC_FLUSH.get(kind)
+    if known is None:
+        known = _ASYNC_FLUSH[kind] = isinstance(store, AsyncFlush)
+    return known
+
+
 async def flush_store(store: StateStore) -> None:
     """Put ``store``'s pending writes on disk before going on (before anything is deleted, before waiters
     are released): through its ``aflush`` when it has one, else its ``flush``."""
-    if isinstance(store, AsyncFlush):
-        await store.aflush()
+    if async_flush(store):
+        await store.aflush()  # type: ignore[attr-defined]
     else:
         store.flush()
 

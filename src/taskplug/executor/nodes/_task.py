@@ -107,6 +107,9 @@ class TaskHandler:
         # A workflow's task node runs through propeller's dynamic handler: a futures.pb is the workflow it runs
         # next, not a failure (the task's own outputs are then not checked: it has none yet).
         self.allow_dynamic = allow_dynamic
+        # Whether a success was checked, and the futures.pb it found (a @dynamic task's; None: none).
+        self.futures_known = False
+        self.futures: bytes | None = None
 
     async def handle(self, node: NodeState) -> HandlerResult:
         if self.prepare is not None:
@@ -155,6 +158,7 @@ class TaskHandler:
         prefix = self.tctx.output_writer.output_prefix
         futures_path = f"{prefix}/{FUTURES_FILE}"
         futures = await self.data.read(futures_path)
+        self.futures_known, self.futures = True, futures
         if futures is not None and self.allow_dynamic:
             return info, literals_pb2.LiteralMap()
         if futures is not None:

@@ -31,6 +31,8 @@ from taskplug.core import (
     PhaseInfo,
     Plugin,
     PluginError,
+    PluginStateHolder,
+    StaticOutputWriter,
     StaticTaskExecutionContext,
     TaskExecutionContext,
     literal_map_to_plain,
@@ -64,12 +66,15 @@ class TaskNode:
 
     # An executor holds one per execution in flight (thousands): no per-instance dict.
     __slots__ = (
+        "_attempt_context",
         "_generated_name",
         "_inputs_written",
         "_output_folder",
         "abort_reason",
         "allow_dynamic",
         "cache",
+        "futures",
+        "futures_known",
         "host",
         "inputs_in_store",
         "key",
@@ -106,8 +111,15 @@ class TaskNode:
         # A workflow that wrote the node's inputs.pb when it queued the node (the same file) sets this.
         self.inputs_in_store = False
         self._generated_name = ""
+        # The context of the current attempt without its round's parts (plugin state, output writer): built
+        # once per attempt, not once per round.
+        self._attempt_context: tuple[int, StaticTaskExecutionContext] | None = None
         self.abort_reason = "aborted by request"  # a workflow aborting its nodes gives its own reason
         self.allow_dynamic = False  # a workflow's task node may be @dynamic: its futures.pb is no failure
+        # What the round that decided the attempt's success found of a futures.pb (its workflow reads it
+        # from here rather than from the store again); not known when decided before a restart.
+        self.futures_known = False
+        self.futures: bytes | None = None
         execution = spec.metadata.task_execution_id.id.node_execution_id.execution_id
         cache = NodeCache(
             settings.cache,
@@ -143,14 +155,30 @@ class TaskNode:
 
     # -- a round ----------------------------------------------------------------------------------------
     def _context(self) -> StaticTaskExecutionContext:
+        """This round's context: the attempt's parts, this round's plugin state and a fresh output writer."""
         record = self.record
-        return task_context_for(
-            self.spec.for_attempt(record.attempt),
-            self.settings.data_root,
-            state_version=record.state_version,
-            state=record.plugin_state,
+        cached = self._attempt_context
+        if cached is None or cached[0] != record.attempt:
+            base = task_context_for(
+                self.spec.for_attempt(record.attempt),
+                self.settings.data_root,
+                generated_name_max_length=self.plugin.get_properties().generated_name_max_length,
+            )
+            cached = self._attempt_context = (record.attempt, base)
+        base = cached[1]
+        writer = base.output_writer
+        return StaticTaskExecutionContext(
+            metadata=base.metadata,
+            task_reader=base.task_reader,
+            input_reader=base.input_reader,
+            output_writer=StaticOutputWriter(
+                output_prefix=writer.output_prefix,
+                raw_output_prefix=writer.raw_output_prefix,
+                checkpoint_prefix=writer.checkpoint_prefix,
+                prev_checkpoint_prefix=writer.prev_checkpoint_prefix,
+            ),
+            plugin_state=PluginStateHolder(record.state_version, record.plugin_state),
             resource_manager=self.host.resource_manager,
-            generated_name_max_length=self.plugin.get_properties().generated_name_max_length,
         )
 
     def _handler(self) -> TaskHandler:
@@ -234,6 +262,7 @@ class TaskNode:
         elif info.phase is Phase.SUCCESS:
             record.outputs = self._plain_outputs(evaluation.outputs)
             record.outcome = str(Phase.SUCCESS)
+            self.futures_known, self.futures = handler.futures_known, handler.futures
         else:
             record.outcome = str(info.phase)
         # The decision is on disk before anything is deleted, so a process stopped in between finishes the

@@ -45,7 +45,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, timedelta
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, TypeGuard, runtime_checkable
 
 from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, tasks_pb2, workflow_pb2
 
@@ -115,6 +115,19 @@ class AllowsDynamic(Protocol):
     allow_dynamic: bool
 
 
+_ALLOWS_DYNAMIC: dict[type, bool] = {}
+
+
+def _allows_dynamic(child: object) -> TypeGuard[AllowsDynamic]:
+    """Whether ``child`` is :class:`AllowsDynamic`, known once per class (an ``isinstance`` check against a
+    runtime protocol walks the protocol's members every time, and a workflow starts many children)."""
+    kind = type(child)
+    known = _ALLOWS_DYNAMIC.get(kind)
+    if known is None:
+        known = _ALLOWS_DYNAMIC[kind] = isinstance(child, AllowsDynamic)
+    return known
+
+
 class WorkflowPhase(enum.IntEnum):
     """``v1alpha1.WorkflowPhase``, the values propeller stores."""
 
@@ -176,6 +189,7 @@ class _Dag:
 
     __slots__ = (
         "_unique",
+        "done_run",
         "downstream",
         "nodes",
         "parent",
@@ -206,6 +220,11 @@ class _Dag:
         self.upstream = {k: list(v.ids) for k, v in compiled.connections.upstream.items()}
         self.downstream = {k: list(v.ids) for k, v in compiled.connections.downstream.items()}
         self._unique: dict[str, str] = {}
+        # For a finished node: the last of the finished nodes that follow it one by one (each the only
+        # downstream node of the one before), as far as the walk has seen them finished. A finished node
+        # stays finished, so the walk goes on from there rather than through each of them every round: a
+        # chain of n nodes costs O(n), not O(n²).
+        self.done_run: dict[str, str] = {}
 
     def add(self, node: workflow_pb2.Node) -> None:
         """Know ``node`` by its id, and a branch's cases with it (nested branches too)."""
@@ -279,6 +298,7 @@ class WorkflowRun:
         self._children: dict[str, RootNode] = {}  # running task and map nodes, by unique id
         self._names: dict[str, str] = {}  # generated name -> the child's unique id
         self._changed: set[str] = set()
+        self._unsaved: dict[str, NodeRecord] = {}  # records children saved, written when their round ends
         self._dirty: set[str] = set()  # nodes modified in this walk (propeller's IsDirty)
         self._rounded: set[str] = set()  # children given a round in this call
         self._walked: dict[tuple[int, str], _Report] = {}
@@ -300,6 +320,7 @@ class WorkflowRun:
         self._due: dict[str, float] = {}
         self._all = True  # every running child gets a round: woken without knowing which object changed
         self._round_all = True
+        self._in_round = False
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
@@ -371,15 +392,23 @@ class WorkflowRun:
         self._rounded.clear()
         self._round_all, self._all = self._all, False
         self._child_wake = None
-        if not self.record.abort_requested:
-            await self._round_children()
-        for _ in range(_MAX_STREAK):
-            progressed = await self._round_once()
-            self._save()
-            if self.record.terminal or not progressed:
-                break
+        self._in_round = True
+        try:
+            if not self.record.abort_requested:
+                await self._round_children()
+            progressed = False
+            for _ in range(_MAX_STREAK):
+                progressed = await self._round_once()
+                self._save()
+                if self.record.terminal or not progressed:
+                    break
+        finally:
+            self._in_round = False
         if self.record.terminal:
             return
+        if progressed:
+            # The streak ended while nodes still made progress: the next round at once (propeller requeues).
+            self.host.wake(self.key)
         wake = self.settings.resync_period
         child_wake = self._next_child_wake()
         if child_wake is not None:
@@ -426,19 +455,27 @@ class WorkflowRun:
         ]
         if not running:
             return
-        for unique in running:
-            self._woken.discard(unique)
-            self._due.pop(unique, None)
-        limit = asyncio.Semaphore(max(1, self.settings.array.workers))
-
-        async def one(unique: str) -> None:
-            async with limit:
-                await self._children[unique].round()
-
         self._rounded.update(running)
+        pending = iter(running)
+
+        async def worker() -> None:
+            for unique in pending:
+                # What woke the child is forgotten as its round starts, not when it was chosen: an event
+                # that came in between (with a thousand children, rounds ago) is seen by this round and
+                # needs no other.
+                self._woken.discard(unique)
+                self._due.pop(unique, None)
+                await self._children[unique].round()
+                self._save_children()
+
+        # As many workers as may run at once, each taking the next child (not a task per child's round).
+        workers = min(max(1, self.settings.array.workers), len(running))
+        if workers == 1:
+            await worker()
+            return
         async with asyncio.TaskGroup() as group:
-            for unique in running:
-                group.create_task(one(unique))
+            for _ in range(workers):
+                group.create_task(worker())
 
     async def _round_once(self) -> bool:
         """One round of the workflow (``HandleFlyteWorkflow``); whether it made progress worth another."""
@@ -515,7 +552,7 @@ class WorkflowRun:
             return _PENDING
         phase = self._phase(unique)
         if phase in _DONE_PHASES:
-            return await self._downstream(dag, node_id)
+            return await self._downstream(dag, self._last_done(dag, node_id))
         if phase in _FAILED_PHASES:
             await self._downstream(dag, node_id)
             status = self._nodes[unique]
@@ -524,7 +561,42 @@ class WorkflowRun:
             return _Report(_Outcome.FAILED, status.error or _unknown_error(""))
         if phase is NodePhase.ABORTED:
             return _PENDING
+        if phase is NodePhase.RUNNING and self._idle_child(unique):
+            # What handling it reports (max parallelism first, as for any task node), without the layers: a
+            # wide workflow's walk meets many of these every round.
+            if self._blocked("task_node"):
+                return _PENDING
+            self._parallelism += 1
+            return _PENDING
         return await self._handle(dag, dag.nodes[node_id] if node_id in dag.nodes else _start_end(node_id))
+
+    def _idle_child(self, unique: str) -> bool:
+        """Whether ``unique`` is a task or map node whose child runs (not a @dynamic node's workflow) and has
+        had its round, or needs none: handling it would only count it as running."""
+        if unique not in self._children or unique in self._dynamic:
+            return False
+        status = self._nodes[unique]
+        if status.terminal or (status.workflow_state or {}).get("dynamic"):
+            return False
+        return unique in self._rounded or not self._needs_round(unique, False)
+
+    def _last_done(self, dag: _Dag, node_id: str) -> str:
+        """The last finished node of the run that starts at finished node ``node_id`` and goes on while a node
+        has one downstream node and that node is finished (not in this walk). Walking ``node_id`` reports what
+        walking that node's downstream nodes reports: a node with one downstream node reports that node's
+        report, and a finished node's report is its downstream nodes'."""
+        last = dag.done_run.get(node_id, node_id)
+        while True:
+            below = dag.downstream.get(last)
+            if below is None or len(below) != 1:
+                break
+            unique = dag.unique_id(below[0])
+            if unique in self._dirty or self._phase(unique) not in _DONE_PHASES:
+                break
+            last = below[0]
+        if last != node_id:
+            dag.done_run[node_id] = last
+        return last
 
     async def _downstream(self, dag: _Dag, node_id: str) -> _Report:
         """``handleDownstream``: every downstream node in the compiled order."""
@@ -682,6 +754,7 @@ class WorkflowRun:
             self._woken.discard(unique)
             self._due.pop(unique, None)
             await child.round()
+            self._save_children()
         if status.terminal:
             ended = self._children.pop(unique, None)
             elements = ended.elements_json() if ended is not None else None
@@ -689,8 +762,12 @@ class WorkflowRun:
                 self._elements[unique] = elements  # a map node's elements, for the result
             self._due.pop(unique, None)
             if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
-                _, output_dir = self._dirs(unique, status.attempt)
-                futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
+                # The task node read its futures.pb when it checked its success (unless it was decided
+                # before a restart): not read twice.
+                futures = getattr(ended, "futures", None)
+                if not getattr(ended, "futures_known", False):
+                    _, output_dir = self._dirs(unique, status.attempt)
+                    futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
                 if futures is not None:
                     return await self._build_dynamic(dag, node, unique, futures)
             return self._child_ended(node, unique, status)
@@ -752,7 +829,7 @@ class WorkflowRun:
             kind = NodeKind.TASK
         plugin = self.resolver.resolve(task.type)
         child = self.child_node[kind](_ChildHost(self, unique), spec, status, plugin, self.settings)
-        if isinstance(child, AllowsDynamic):
+        if _allows_dynamic(child):
             child.allow_dynamic = True  # propeller runs every task node through its dynamic handler
         if kind is NodeKind.TASK and hasattr(child, "inputs_in_store"):
             child.inputs_in_store = True  # _queue wrote them, where the task node would: not twice
@@ -1177,6 +1254,7 @@ class WorkflowRun:
             if abort_reason is not None:
                 child.abort_reason = reason  # type: ignore[attr-defined]
             await child.round()
+            self._save_children()
             done = status.terminal
         elif kind == "branch_node" and status.workflow_state and "taken" in status.workflow_state:
             taken = dag.nodes[status.workflow_state["taken"]]
@@ -1255,7 +1333,15 @@ class WorkflowRun:
         self._node_event(unique, node, "Failed", error=error)
         return _Report(_Outcome.FAILED, error)
 
+    def _save_children(self) -> None:
+        """What children saved in their rounds, written once each (a task node saves its record up to three
+        times in the round that ends it)."""
+        if self._unsaved:
+            self.host.store.save_nodes(self.key, list(self._unsaved.values()))
+            self._unsaved.clear()
+
     def _save(self) -> None:
+        self._save_children()
         if self._changed:
             self.host.store.save_nodes(self.key, [self._nodes[u] for u in sorted(self._changed)])
             self._changed.clear()
@@ -1379,11 +1465,17 @@ class WorkflowRun:
             child.unindex_all()
         status = self._nodes[unique]
         status.terminal = True
-        self.host.store.save_nodes(self.key, [status])
-        self.host.wake(self.key)
+        self._unsaved[unique] = status
+        if not self._in_round:
+            # Within a round the walk looks at the child right after its round (children run only in
+            # rounds: before the walk, in it, or in an abort) and the round writes it; another round would
+            # find nothing new.
+            self._save_children()
+            self.host.wake(self.key)
 
-    def child_saved(self, record: NodeRecord) -> None:
-        self.host.store.save_nodes(self.key, [record])
+    def child_saved(self, unique: str, record: NodeRecord) -> None:
+        """Written when the child's round ends (or before any flush), so one round's saves are one write."""
+        self._unsaved[unique] = record
 
     def child_indexed(self, name: str, unique: str) -> None:
         self._names[name] = unique
@@ -1456,7 +1548,7 @@ class _ChildStore:
         return self.parent._nodes.get(self.unique)
 
     def save(self, record: ExecutionRecord) -> None:
-        self.parent.child_saved(record)
+        self.parent.child_saved(self.unique, record)
 
     def append_event(self, key: str, event: Event) -> None:
         event.node = self.unique
@@ -1473,9 +1565,11 @@ class _ChildStore:
         return [n for n in self._store.load_nodes(self.parent.key) if n.path.startswith(prefix)]
 
     def flush(self) -> None:
+        self.parent._save_children()
         self._store.flush()
 
     async def aflush(self) -> None:
+        self.parent._save_children()
         await flush_store(self._store)
 
     def close(self) -> None:
