@@ -278,13 +278,15 @@ def _replica_cpu(dsn: str) -> float:
     return sum(cpu_seconds(pid) for pid in pids)
 
 
-def run_replicas(admin: str, kubeconfig: Path, config: Path, count: int, n: int, workdir: Path) -> float:
-    """Runs ``n`` executions on ``count`` replicas; returns the replicas' CPU milliseconds per execution."""
+def run_replicas(
+    admin: str, kubeconfig: Path, config: Path, count: int, n: int, workdir: Path, *extra: str
+) -> float:
+    """Runs ``n`` executions on ``count`` replicas (``extra``: more options); returns the replicas' CPU
+    milliseconds per execution."""
     dsn = fresh_database(admin)
+    options = ("--heartbeat", "0.5", "--ttl", "3", "--margin", "1", *extra)
     with (
-        replicas(
-            dsn, kubeconfig, config, count, workdir, "--heartbeat", "0.5", "--ttl", "3", "--margin", "1"
-        ),
+        replicas(dsn, kubeconfig, config, count, workdir, *options),
         psycopg.connect(dsn, autocommit=True) as conn,
     ):
         names = [f"r{count}-{i}" for i in range(n)]
@@ -303,8 +305,9 @@ def run_replicas(admin: str, kubeconfig: Path, config: Path, count: int, n: int,
         )
         write, total = statements(conn, 0.5)
     db_span = float(span[0]) if span and span[0] else elapsed
+    what = f"{count} replica(s)" + (f" with {' '.join(extra)}" if extra else "")
     print(
-        f"  {count} replica(s): {n / db_span:,.0f} executions/s ({db_span:.2f} s, {phases}); statements per "
+        f"  {what}: {n / db_span:,.0f} executions/s ({db_span:.2f} s, {phases}); statements per "
         f"execution: {write / n:.2f} write path, {total / n:.2f} with heartbeats and sweeps; CPU: replicas "
         f"{replica_cpu:.1f} s ({replica_cpu * 1000 / n:.2f} ms per execution), the cluster's API server "
         f"{cluster_cpu:.1f} s"
@@ -445,9 +448,12 @@ def main(n: int, dsn: str | None) -> None:
         per_execution = {
             count: run_replicas(admin, kubeconfig, config, count, n, workdir) for count in (1, 2, 3)
         }
+        # What keeping each deleted pod's log costs (read and stored before the delete, in the round).
+        no_logs = run_replicas(admin, kubeconfig, config, 1, n, workdir, "--keep-log-bytes", "0")
         print(
             f"  CPU per execution: 1 replica {per_execution[1] / single:.2f}x the single process's (goal <= 1.2), "
-            f"3 replicas {per_execution[3] / per_execution[1]:.2f}x one replica's (goal <= 1.2)"
+            f"3 replicas {per_execution[3] / per_execution[1]:.2f}x one replica's (goal <= 1.2); 1 replica "
+            f"keeping no logs {no_logs / single:.2f}x the single process's"
         )
         run_sequential(admin, kubeconfig, config, 20, workdir)
         run_takeover(admin, kubeconfig, config, workdir)
