@@ -34,7 +34,7 @@ import hashlib
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -53,6 +53,7 @@ from taskplug.cli._flytekit_module import (
     module_spec,
     module_target_from_options,
     reject_module_options,
+    require_flytekit,
 )
 from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
@@ -79,6 +80,9 @@ from taskplug.executor import (
     open_executor,
 )
 from taskplug.k8s import KubeApiError
+
+if TYPE_CHECKING:
+    from taskplug.localcluster import Zygote
 
 __all__ = ["run"]
 
@@ -107,6 +111,7 @@ async def _run(
     rerun: bool,
     rename: str,
     interrupts: Interrupts,
+    zygote: Zygote | None = None,
 ) -> tuple[ExecutionResult, _Finished | None]:
     console = plain_console(stderr=True)
     interrupts.attach()
@@ -133,7 +138,7 @@ async def _run(
     try:
         with coordinator.hold(spec.execution_key), folder or contextlib.nullcontext() as workdir:
             async with (
-                kube_client(platform, kubeconfig, mode, workdir=workdir) as client,
+                kube_client(platform, kubeconfig, mode, workdir=workdir, zygote=zygote) as client,
                 open_executor(
                     platform,
                     kube_client=GuardedKubeClient(client, coordinator.guard),
@@ -551,6 +556,64 @@ def run(
     interrupts, own = for_run()
     if own:
         click.get_current_context().call_on_close(interrupts.uninstall)
+    zygote = None
+    if not own and is_module(spec) and kubeconfig is None and cluster_mode == "process":
+        # The embedded cluster forks the task's pyflyte-execute from this process as it is once flytekit is
+        # imported (before the user's module, any thread or the event loop): see localcluster/_zygote.py.
+        # Only as the `taskplug` command (main() installed the handler): a program invoking `run` is not forked.
+        with interrupts.deferred():
+            require_flytekit(spec)
+        zygote = _fork_zygote()
+    try:
+        _run_here(
+            spec,
+            zygote,
+            interrupts,
+            config_path=config_path,
+            kubeconfig=kubeconfig,
+            state_db=state_db,
+            pod_templates=pod_templates,
+            cluster_mode=cluster_mode,
+            rerun=rerun,
+            fmt=fmt,
+            overwrite_cache=overwrite_cache,
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+        )
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
+def _fork_zygote() -> Zygote:
+    from taskplug.localcluster import FLYTEKIT_PRELOAD, Zygote
+
+    return Zygote.fork(preload=FLYTEKIT_PRELOAD)
+
+
+def _run_here(
+    spec: Path,
+    zygote: Zygote | None,
+    interrupts: Interrupts,
+    *,
+    config_path: Path | None,
+    kubeconfig: Path | None,
+    state_db: Path | None,
+    pod_templates: tuple[Path, ...],
+    cluster_mode: str,
+    rerun: bool,
+    fmt: str,
+    overwrite_cache: bool,
+    images: tuple[str, ...],
+    project: str | None,
+    domain: str | None,
+    execution_name: str | None,
+    environment: tuple[str, ...],
+) -> None:
+    """A run on this machine's executor (the embedded cluster's or a real one's)."""
     # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
     with interrupts.deferred():
         loaded, platform, rename = _load(
@@ -578,6 +641,7 @@ def run(
                 rerun=rerun,
                 rename=rename,
                 interrupts=interrupts,
+                zygote=zygote,
             )
         )
     except _Interrupted:
