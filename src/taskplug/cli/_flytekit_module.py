@@ -76,7 +76,6 @@ __all__ = [
     "module_target_from_options",
     "module_workflow",
     "reject_module_options",
-    "require_flytekit",
     "serialize_workflow",
 ]
 
@@ -212,8 +211,7 @@ def reject_module_options(**given: object) -> None:
 # -- loading the module -------------------------------------------------------------------------------------
 
 
-def require_flytekit(path: Path) -> None:
-    """Import flytekit, or say that running ``path`` needs it."""
+def _require_flytekit(path: Path) -> None:
     try:
         import flytekit  # type: ignore[import-untyped]  # noqa: F401
     except ModuleNotFoundError as e:
@@ -690,7 +688,7 @@ def module_spec(
     resolved = path.resolve()
     if not resolved.is_file():
         raise SpecError("SPEC", f"no such file: {str(path)!r}")
-    require_flytekit(path)
+    _require_flytekit(path)
     root = _project_root(resolved)
     module = _import(resolved, root)
     entities = _entities(module)
@@ -774,7 +772,7 @@ def serialize_workflow(module_file: Path, name: str, *, target: ModuleTarget | N
     resolved = module_file.resolve()
     if not resolved.is_file():
         raise SpecError("SPEC", f"no such file: {str(module_file)!r}")
-    require_flytekit(module_file)
+    _require_flytekit(module_file)
     root = _project_root(resolved)
     entities = _entities(_import(resolved, root))
     return _serialize_workflow(module_file, resolved, root, entities, name, target or ModuleTarget())
@@ -791,7 +789,7 @@ def module_workflow(
     resolved = path.resolve()
     if not resolved.is_file():
         raise SpecError("SPEC", f"no such file: {str(path)!r}")
-    require_flytekit(path)
+    _require_flytekit(path)
     root = _project_root(resolved)
     entities = _entities(_import(resolved, root))
     name = arguments[0] if arguments and not arguments[0].startswith("-") else None

@@ -32,7 +32,7 @@ import dataclasses
 import enum
 import hashlib
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -53,7 +53,6 @@ from taskplug.cli._flytekit_module import (
     module_spec,
     module_target_from_options,
     reject_module_options,
-    require_flytekit,
 )
 from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
@@ -556,64 +555,6 @@ def run(
     interrupts, own = for_run()
     if own:
         click.get_current_context().call_on_close(interrupts.uninstall)
-    zygote = None
-    if not own and is_module(spec) and kubeconfig is None and cluster_mode == "process":
-        # The embedded cluster forks the task's pyflyte-execute from this process as it is once flytekit is
-        # imported (before the user's module, any thread or the event loop): see localcluster/_zygote.py.
-        # Only as the `taskplug` command (main() installed the handler): a program invoking `run` is not forked.
-        with interrupts.deferred():
-            require_flytekit(spec)
-        zygote = _fork_zygote()
-    try:
-        _run_here(
-            spec,
-            zygote,
-            interrupts,
-            config_path=config_path,
-            kubeconfig=kubeconfig,
-            state_db=state_db,
-            pod_templates=pod_templates,
-            cluster_mode=cluster_mode,
-            rerun=rerun,
-            fmt=fmt,
-            overwrite_cache=overwrite_cache,
-            images=images,
-            project=project,
-            domain=domain,
-            execution_name=execution_name,
-            environment=environment,
-        )
-    finally:
-        if zygote is not None:
-            zygote.close()
-
-
-def _fork_zygote() -> Zygote:
-    from taskplug.localcluster import FLYTEKIT_PRELOAD, Zygote
-
-    return Zygote.fork(preload=FLYTEKIT_PRELOAD)
-
-
-def _run_here(
-    spec: Path,
-    zygote: Zygote | None,
-    interrupts: Interrupts,
-    *,
-    config_path: Path | None,
-    kubeconfig: Path | None,
-    state_db: Path | None,
-    pod_templates: tuple[Path, ...],
-    cluster_mode: str,
-    rerun: bool,
-    fmt: str,
-    overwrite_cache: bool,
-    images: tuple[str, ...],
-    project: str | None,
-    domain: str | None,
-    execution_name: str | None,
-    environment: tuple[str, ...],
-) -> None:
-    """A run on this machine's executor (the embedded cluster's or a real one's)."""
     # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
     with interrupts.deferred():
         loaded, platform, rename = _load(
@@ -629,21 +570,24 @@ def _run_here(
         )
     if overwrite_cache:
         loaded = dataclasses.replace(loaded, overwrite_cache=True)
+    # Only as the `taskplug` command (main() installed the handler): a program invoking `run` is not forked.
+    warm = not own and is_module(spec) and kubeconfig is None and cluster_mode == "process"
     try:
-        result, finished = asyncio.run(
-            _run(
-                platform,
-                loaded,
-                kubeconfig=kubeconfig,
-                state_db=state_db,
-                mode=cluster_mode,
-                as_json=fmt == "json",
-                rerun=rerun,
-                rename=rename,
-                interrupts=interrupts,
-                zygote=zygote,
+        with _zygote(warm) as zygote:
+            result, finished = asyncio.run(
+                _run(
+                    platform,
+                    loaded,
+                    kubeconfig=kubeconfig,
+                    state_db=state_db,
+                    mode=cluster_mode,
+                    as_json=fmt == "json",
+                    rerun=rerun,
+                    rename=rename,
+                    interrupts=interrupts,
+                    zygote=zygote,
+                )
             )
-        )
     except _Interrupted:
         if not interrupts.submitted:
             fail("interrupted: stopped before anything was started", EXIT_TASK_FAILED)
@@ -658,6 +602,20 @@ def _run_here(
     if not result.succeeded and finished is None and kubeconfig is None:
         _print_log_tail(result, loaded, state_db or Path(platform.config.get(EXECUTOR_SECTION).state_db), fmt)
     _print_result(result, fmt, stored=finished is not None)
+
+
+@contextlib.contextmanager
+def _zygote(warm: bool) -> Iterator[Zygote | None]:
+    """With ``warm``, the embedded cluster's kubelet forks the task's ``pyflyte-execute`` from this process as
+    it is now — flytekit and the user's module imported, the task serialized, before any thread or the event
+    loop starts — instead of starting a new interpreter that imports them again (localcluster/_zygote.py)."""
+    if not warm:
+        yield None
+        return
+    from taskplug.localcluster import FLYTEKIT_PRELOAD, Zygote
+
+    with Zygote.fork(preload=FLYTEKIT_PRELOAD) as zygote:
+        yield zygote
 
 
 _LOG_LINES = 20

@@ -2,11 +2,11 @@
 point by forking a child of an interpreter that has already imported what the entry point needs.
 
 A container whose command is ``pyflyte-execute`` starts a new interpreter that imports flytekit (over a
-second on a small machine) before the task's first line runs; ``taskplug run module.py task`` has just
-imported flytekit itself to serialize the task. :meth:`Zygote.fork` forks the calling process — before it
-starts an event loop or a thread, right after it imported flytekit — into a small server that imports the
-entry points' modules (``preload``) and waits; for each container the kubelet hands it, it forks a child that
-becomes the container's process. In the spirit of Flyte 2's reusable containers (an environment's image kept
+second on a small machine) and the task's module before the task's first line runs; ``taskplug run module.py
+task`` has just imported both itself to serialize the task. :meth:`Zygote.fork` forks the calling process —
+``taskplug run`` calls it right after serializing, before it starts an event loop or a thread — into a small
+server that imports the entry points' modules (``preload``) and waits; for each container the kubelet hands
+it, it forks a child that becomes the container's process. In the spirit of Flyte 2's reusable containers (an environment's image kept
 running between tasks), on one machine and for one process at a time: the child is used once and ends with
 its container.
 
@@ -36,7 +36,9 @@ exec'd as before. The child keeps a pod's process semantics, as an exec'd contai
 Deviation: a real kubelet starts every container from its image. A forked container is the zygote's
 interpreter: the modules the zygote imported (flytekit, and what the forking process had imported) are
 already imported, from the zygote's ``sys.path`` — a container whose ``PYTHONPATH`` holds another copy of
-one of them gets the zygote's; interpreter settings fixed at startup (hash seed, ``-X`` options, the locale's
+one of them gets the zygote's. With ``taskplug run``, that includes the user's module: its top-level code ran
+once, in the command's process with the command's environment, and the task runs from it (a module that reads
+its environment when imported sees the command's, not the pod's); interpreter settings fixed at startup (hash seed, ``-X`` options, the locale's
 encoding, warnings filters) are the zygote's; flytekit's import-time state that depends on the environment is
 made again for the container's (its loggers, its default context) but its temporary folder is the zygote's.
 Its memory is counted as the kubelet counts any process's — the resident pages of its group, which include
@@ -72,8 +74,18 @@ __all__ = ["FLYTEKIT_PRELOAD", "KNOWN_SCRIPTS", "ForkedProcess", "Launch", "Zygo
 KNOWN_SCRIPTS: Final = frozenset({"pyflyte-execute", "pyflyte-fast-execute", "pyflyte-map-execute"})
 """The console scripts a zygote may run in a forked child (flytekit's task entry points)."""
 
-FLYTEKIT_PRELOAD: Final = ("flytekit", "flytekit.bin.entrypoint")
-"""What a zygote for flytekit tasks imports before its first fork: pyflyte-execute's module."""
+FLYTEKIT_PRELOAD: Final = (
+    "flytekit",
+    "flytekit.bin.entrypoint",
+    # What pyflyte-execute imports on its way to the task (its type transformers, loaded lazily).
+    "flytekit.types.numpy",
+    "flytekit.types.schema.types_pandas",
+    "flytekit.types.structured.basic_dfs",
+    "mashumaro.mixins.orjson",
+    "botocore.exceptions",
+)
+"""What a zygote for flytekit tasks imports before its first fork: pyflyte-execute's module and what it
+imports while it loads and runs a task."""
 
 _PR_SET_PDEATHSIG: Final = 1
 _MAX_FDS: Final = 3
