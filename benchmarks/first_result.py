@@ -13,7 +13,7 @@ checked: it exits 0 and prints the task's output. Each command runs in a fresh t
 module or spec), so no state DB or cluster folder grows from run to run; taskplug imports this checkout's
 ``src`` (``PYTHONPATH``), pyflyte and the pod's ``pyflyte-execute`` the virtual environment's flytekit.
 
-    .venv/bin/python benchmarks/first_result.py [N]
+    .venv/bin/python benchmarks/first_result.py [N] [--src OTHER_CHECKOUT/src]
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ FIRST_TARGET = 1.0
 HELLO_TARGET_S = 0.40
 
 
-def _env() -> dict[str, str]:
-    # This checkout's taskplug first; the venv's scripts (pyflyte, pyflyte-execute) on the PATH.
+def _env(src: Path) -> dict[str, str]:
+    # The taskplug sources first; the venv's scripts (pyflyte, pyflyte-execute) on the PATH.
     # Bytecode is cached as on a user's machine (a shell that sets PYTHONDONTWRITEBYTECODE would make every
     # run compile taskplug's sources again, and measure that).
-    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return {**env, "PYTHONPATH": path, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
@@ -83,9 +83,9 @@ def _wall(argv: list[str], source: str, expect: bytes, env: dict[str, str]) -> f
     return elapsed
 
 
-def main(n: int) -> None:
+def main(n: int, src: Path) -> None:
     table = _commands()
-    env = _env()
+    env = _env(src)
     samples: dict[str, list[float]] = {name: [] for name in table}
     for round_ in range(n + 1):  # the first round warms the caches and is not counted
         for name, command in table.items():
@@ -93,7 +93,7 @@ def main(n: int) -> None:
             if round_:
                 samples[name].append(elapsed)
     median = {name: statistics.median(runs) for name, runs in samples.items()}
-    print(f"first_result N={n} ({' '.join(_taskplug())}, PYTHONPATH={REPO / 'src'})")
+    print(f"first_result N={n} ({' '.join(_taskplug())}, PYTHONPATH={src})")
     for name, runs in samples.items():
         print(f"  {name:<34} {median[name]:6.2f} s wall  (min {min(runs):.2f}, max {max(runs):.2f})")
     ratio = median["taskplug run workflows.py add"] / median["pyflyte run workflows.py add"]
@@ -110,7 +110,13 @@ def main(n: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", nargs="?", type=int, default=5, help="timed runs per command (default 5, >= 4)")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=REPO / "src",
+        help="the taskplug sources to time (default: this checkout's; another checkout's for a before/after)",
+    )
     args = parser.parse_args()
     if args.n < 4:
         parser.error("N must be at least 4 (a median of fewer says little on a shared machine)")
-    main(args.n)
+    main(args.n, args.src.resolve())
