@@ -227,6 +227,9 @@ class Zygote:
             finally:
                 os._exit(code)
         theirs.close()
+        # A zygote that is busy (importing, forking) may not drain its requests at once: a full socket makes
+        # the kubelet exec that container instead of blocking its event loop.
+        ours.setblocking(False)
         return cls(pid, ours)
 
     @property
