@@ -228,28 +228,38 @@ async def test_other_commands_are_execd_as_before(warm: LocalCluster, modules: P
     assert int(warm.logs("default", "plain")) == os.getpid()  # the kubelet's child, a new interpreter
 
 
-def test_the_zygote_dies_with_the_process_that_forked_it(tmp_path: Path) -> None:
+def test_the_zygote_and_its_containers_die_with_the_process_that_forked_it(
+    modules: Path, tmp_path: Path
+) -> None:
+    # The process running the cluster is SIGKILLed: no cleanup of its own runs, the zygote's parent-death
+    # signal ends it, and its child's (armed against the zygote) ends the container.
     script = textwrap.dedent(
         """
-        import sys, time
+        import asyncio, os, sys, time
         from taskplug.localcluster import Zygote
+        from taskplug.localcluster._zygote import Launch
         zygote = Zygote.fork()
-        print(zygote.pid, flush=True)
+        log = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT)
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": sys.argv[1]}
+        launch = Launch(script=None, module="zygote_probe", args=("sleep",))
+        child = asyncio.run(zygote.spawn(launch, env=env, cwd=os.getcwd(), log_fd=log, reaper_fd=None))
+        print(zygote.pid, child.pid, flush=True)
         time.sleep(300)
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
+    argv = [sys.executable, "-c", script, str(modules), str(tmp_path / "log")]
+    parent = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, cwd=tmp_path)
     try:
         assert parent.stdout is not None
-        pid = int(parent.stdout.readline())
-        assert alive(pid)
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(alive(p) for p in pids)
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 30
-        while alive(pid) and time.monotonic() < deadline:
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not alive(pid)
+        assert not any(alive(p) for p in pids)
     finally:
         parent.kill()
         parent.wait()
