@@ -53,6 +53,10 @@ if mode == "raise":
 if mode == "sleep":
     import time
     time.sleep(300)
+if mode == "spawn":  # a process of its own in the container's group, as a task's subprocess is
+    import subprocess, time
+    print(subprocess.Popen(["sleep", "300"]).pid, flush=True)
+    time.sleep(300)
 if mode == "grow":
     import time
     blocks = []
@@ -228,11 +232,11 @@ async def test_other_commands_are_execd_as_before(warm: LocalCluster, modules: P
     assert int(warm.logs("default", "plain")) == os.getpid()  # the kubelet's child, a new interpreter
 
 
-def test_the_zygote_and_its_containers_die_with_the_process_that_forked_it(
+def test_the_zygote_its_containers_and_their_processes_die_with_the_process_that_forked_it(
     modules: Path, tmp_path: Path
 ) -> None:
-    # The process running the cluster is SIGKILLed: no cleanup of its own runs, the zygote's parent-death
-    # signal ends it, and its child's (armed against the zygote) ends the container.
+    # The process running the cluster is SIGKILLed: no cleanup of its own runs; the zygote sees its control
+    # socket close, kills its child's group (the container and the process it started) and exits.
     script = textwrap.dedent(
         """
         import asyncio, os, sys, time
@@ -241,9 +245,12 @@ def test_the_zygote_and_its_containers_die_with_the_process_that_forked_it(
         zygote = Zygote.fork()
         log = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT)
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": sys.argv[1]}
-        launch = Launch(script=None, module="zygote_probe", args=("sleep",))
+        launch = Launch(script=None, module="zygote_probe", args=("spawn",))
         child = asyncio.run(zygote.spawn(launch, env=env, cwd=os.getcwd(), log_fd=log, reaper_fd=None))
-        print(zygote.pid, child.pid, flush=True)
+        while open(sys.argv[2]).read().count("\\n") < 3:
+            time.sleep(0.02)
+        grandchild = int(open(sys.argv[2]).read().splitlines()[2])
+        print(zygote.pid, child.pid, grandchild, flush=True)
         time.sleep(300)
         """
     )
@@ -253,7 +260,7 @@ def test_the_zygote_and_its_containers_die_with_the_process_that_forked_it(
     try:
         assert parent.stdout is not None
         pids = [int(p) for p in parent.stdout.readline().split()]
-        assert len(pids) == 2 and all(alive(p) for p in pids)
+        assert len(pids) == 3 and all(alive(p) for p in pids)
         parent.kill()
         parent.wait()
         deadline = time.monotonic() + 30

@@ -652,22 +652,26 @@ class _PodWorker:
         image = rt.images[name]
         kubelet.event(rt, "Pulled", f'Container image "{image}" already present on machine', container=name)
         kubelet.event(rt, "Created", f"Created container: {name}", container=name)
-        await kubelet.reaper.start()
         launch, copilot = argv, copilot_argv(argv)
         if copilot is not None:
             launch = copilot
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        reaper_fd = kubelet.reaper.fd()
         zygote = kubelet.zygote
         warm = None
         if zygote is not None and copilot is None and not runas.switches:
             warm = warm_launch(launch, env)
+        reaper_fd: int | None = None
         with open(self.log_path(name), "ab") as log:  # noqa: ASYNC230 - a local file opens at once
             proc: _Process | None = None
             if warm is not None and zygote is not None:
+                # No reaper for a forked container: the zygote kills its children's groups when this process
+                # is gone (see _zygote.py), so the first one does not wait for the reaper to start.
                 proc = await zygote.spawn(
-                    warm, env=env, cwd=str(self.dir / "work"), log_fd=log.fileno(), reaper_fd=reaper_fd
+                    warm, env=env, cwd=str(self.dir / "work"), log_fd=log.fileno(), reaper_fd=None
                 )
+            if proc is None:
+                await kubelet.reaper.start()
+                reaper_fd = kubelet.reaper.fd()
             try:
                 proc = proc or await asyncio.create_subprocess_exec(
                     *launch,
@@ -695,7 +699,7 @@ class _PodWorker:
                 kubelet.event(rt, "Failed", f"Error: {message}", warning=True, container=name)
                 return 128
         self.procs[name] = proc
-        if reaper_fd is None:
+        if reaper_fd is None and not isinstance(proc, ForkedProcess):
             kubelet.reaper.watch(proc.pid)
         try:
             rt.running(name, cid)

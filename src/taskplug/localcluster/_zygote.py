@@ -29,9 +29,10 @@ exec'd as before. The child keeps a pod's process semantics, as an exec'd contai
 * its exit code is the interpreter's: ``SystemExit``'s code, 1 for an uncaught exception (its traceback in
   the log), death by signal N reported as -N (the kubelet's 128+N), after the non-daemon threads and the
   ``atexit`` functions ran and the streams were flushed;
-* it dies with the cluster: its parent-death signal is armed against the zygote, the zygote's against the
-  process that forked it, and it registers its group with the kubelet's reaper before running anything;
-  when the kubelet closes the zygote, the zygote kills what is left and exits.
+* it dies with the cluster: its parent-death signal is armed against the zygote, and the zygote kills the
+  process group of every child it still has — what the kubelet's reaper does for exec'd containers — when
+  the process that forked it closes it or is gone (its end of the control socket closes, which the kernel
+  does for a SIGKILLed process too), then exits.
 
 Deviation: a real kubelet starts every container from its image. A forked container is the zygote's
 interpreter: the modules the zygote imported (flytekit, and what the forking process had imported) are
@@ -216,13 +217,12 @@ class Zygote:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the zygote: never returns
             code = 70
             try:
                 ours.close()
-                _Server(theirs, parent=parent, base_path=base).serve(preload)
+                _Server(theirs, base_path=base).serve(preload)
                 code = 0
             finally:
                 os._exit(code)
@@ -305,9 +305,8 @@ class Zygote:
 
 
 class _Server:
-    def __init__(self, control: socket.socket, *, parent: int, base_path: list[str]) -> None:
+    def __init__(self, control: socket.socket, *, base_path: list[str]) -> None:
         self.control = control
-        self.parent = parent
         self.base_path = base_path
         self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd → (pid, status socket)
         self.selector = selectors.DefaultSelector()
@@ -315,7 +314,9 @@ class _Server:
 
     def serve(self, preload: Sequence[str]) -> None:
         os.setsid()  # no terminal's signals (a Ctrl-C is the forking process's to answer)
-        _die_with(self.parent)
+        # No parent-death signal here: the control socket's end of file (the forking process is gone, or
+        # closed it) is what ends the zygote, after it killed its children's groups; a signal would end it
+        # before it could.
         # What the forking process registered to run at its exit is not ours (it would remove its folders).
         atexit._clear()
         null = os.open(os.devnull, os.O_RDWR)
