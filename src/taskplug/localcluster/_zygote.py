@@ -48,6 +48,7 @@ those it shares with the zygote (as a new interpreter would have loaded them its
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import ctypes
@@ -174,14 +175,12 @@ class ForkedProcess:
         self.returncode: int | None = None
         self._reader = reader
         self._writer = writer
-        self._waiter: Any = None
+        self._waiter: asyncio.Future[int] | None = None
 
     async def wait(self) -> int:
-        import asyncio
-
         if self._waiter is None:
             self._waiter = asyncio.ensure_future(self._read_exit())
-        return int(await asyncio.shield(self._waiter))
+        return await asyncio.shield(self._waiter)
 
     async def _read_exit(self) -> int:
         try:
@@ -232,18 +231,12 @@ class Zygote:
         ours.setblocking(False)
         return cls(pid, ours)
 
-    @property
-    def alive(self) -> bool:
-        return self._control is not None
-
     async def spawn(
         self, launch: Launch, *, env: Mapping[str, str], cwd: str, log_fd: int, reaper_fd: int | None
     ) -> ForkedProcess | None:
         """Start ``launch`` in a child of the zygote, its stdout and stderr on ``log_fd``; the child registers
         its group on ``reaper_fd`` first. None when the zygote cannot take it (gone, or the request too
         large): the caller execs the command instead."""
-        import asyncio
-
         request = json.dumps(
             {
                 "script": launch.script,
