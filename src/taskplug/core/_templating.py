@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from decimal import Decimal
@@ -66,10 +66,15 @@ def render_command(args: Sequence[str], params: TemplateParameters) -> list[str]
         return []
     if params.inputs is None or params.output_paths is None:
         raise PluginError(ErrorCode.BAD_TASK_SPECIFICATION, "input reader and output path cannot be nil")
-    if not any("{{" in arg for arg in args):
-        return list(args)  # nothing to render (most commands): no key, no pattern
-    key = per_retry_unique_key(params.metadata.task_execution_id.generated_name)
-    return [_render_one(arg, params, key) for arg in args]
+    rendered: list[str] = []
+    key = None  # made at the first placeholder: most commands have none
+    for arg in args:
+        if "{{" in arg:
+            if key is None:
+                key = per_retry_unique_key(params.metadata.task_execution_id.generated_name)
+            arg = _render_one(arg, params, key)
+        rendered.append(arg)
+    return rendered
 
 
 def _render_one(text: str, params: TemplateParameters, per_retry_key: str) -> str:
@@ -78,37 +83,26 @@ def _render_one(text: str, params: TemplateParameters, per_retry_key: str) -> st
     inputs, out = params.inputs, params.output_paths
     assert inputs is not None
     assert out is not None
+    val = _INPUT_FILE.sub(lambda _: inputs.input_path, text)
+    val = _OUTPUT_PREFIX.sub(lambda _: out.output_prefix, val)
+    val = _INPUT_PREFIX.sub(lambda _: inputs.input_prefix, val)
+    val = _RAW_OUTPUT_PREFIX.sub(lambda _: out.raw_output_prefix, val)
     prev = out.prev_checkpoint_prefix or '""'
-    steps: tuple[tuple[re.Pattern[str], Callable[[], str]], ...] = (
-        (_INPUT_FILE, lambda: inputs.input_path),
-        (_OUTPUT_PREFIX, lambda: out.output_prefix),
-        (_INPUT_PREFIX, lambda: inputs.input_prefix),
-        (_RAW_OUTPUT_PREFIX, lambda: out.raw_output_prefix),
-        (_PREV_CHECKPOINT, lambda: prev),
-        (_CHECKPOINT, lambda: out.checkpoint_prefix),
-        (_PER_RETRY_KEY, lambda: per_retry_key),
-        (_TASK_TEMPLATE_PATH, lambda: params.task.path if params.task is not None else ""),
-        # The namespace goes last among the paths (it may be embedded in them) but before the inputs, as in
-        # Go: an input's value is the user's data and is never rewritten.
-        (_NAMESPACE, lambda: params.metadata.namespace),
-    )
-    val = text
-    for pattern, value in steps:
-        if "{{" not in val:
-            return val  # every placeholder is in braces: none is left (a value brought none in)
-        if pattern is _TASK_TEMPLATE_PATH and params.task is None:
-            continue
-        val = pattern.sub(_replacer(value), val)
-    if "{{" in val and _INPUT_VAR.search(val):
+    val = _PREV_CHECKPOINT.sub(lambda _: prev, val)
+    val = _CHECKPOINT.sub(lambda _: out.checkpoint_prefix, val)
+    val = _PER_RETRY_KEY.sub(lambda _: per_retry_key, val)
+    if params.task is not None and _TASK_TEMPLATE_PATH.search(val):
+        path = params.task.path
+        val = _TASK_TEMPLATE_PATH.sub(lambda _: path, val)
+    # The namespace goes last among the paths (it may be embedded in them) but before the inputs, as in
+    # Go: an input's value is the user's data and is never rewritten.
+    namespace = params.metadata.namespace
+    val = _NAMESPACE.sub(lambda _: namespace, val)
+    if _INPUT_VAR.search(val):
         literals = inputs.get()
         if literals is not None and literals.literals:
             val = _INPUT_VAR.sub(lambda m: _input_value(m.group("name"), literals, text), val)
     return val
-
-
-def _replacer(value: Callable[[], str]) -> Callable[[re.Match[str]], str]:
-    """A ``re.sub`` callback giving ``value()`` for each match (read only when a placeholder is there)."""
-    return lambda _: value()
 
 
 def _input_value(name: str, literals: literals_pb2.LiteralMap, template: str) -> str:
