@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import click
 import pytest
@@ -164,3 +165,49 @@ def test_help_and_render_load_no_cluster_http_kubernetes_client_grpc_or_what_ren
     assert help_out.startswith("Usage: taskplug")
     assert render_out.replace(" ", "").startswith('{\n"kind":"Pod"')
     assert report["loaded"] == [], json.dumps(report["chains"], indent=2)
+
+
+_RUN_PROBE = textwrap.dedent(
+    """
+    import contextlib, io, json, sys
+
+    import taskplug.cli._main
+
+    sys.argv = ["taskplug", "run", "hello.yaml", "-o", "json"]
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out):
+        try:
+            taskplug.cli.main()
+        except SystemExit as e:
+            code = e.code or 0
+    print(json.dumps({"code": code, "document": out.getvalue(), "loaded": [m for m in HEAVY if m in sys.modules]}))
+    """
+)
+
+
+def test_a_spec_run_on_the_embedded_cluster_loads_no_http_server_or_kubernetes_client_and_prints_its_document(
+    tmp_path: Path,
+) -> None:
+    # The in-process cluster's HTTP façade (aiohttp) and the real cluster's client are for other commands.
+    (tmp_path / "hello.yaml").write_text((REPO / "examples" / "hello.yaml").read_text())
+    probe = f"HEAVY = {('aiohttp', 'lightkube', 'taskplug.engine.k8s._lightkube')!r}\n{_RUN_PROBE}"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["loaded"] == []
+    assert report["code"] == 0
+    document = json.loads(report["document"])
+    assert (document["phase"], document["attempts"], document["outputs"]) == (
+        "Success",
+        1,
+        {"greeting": "hello, world"},
+    )
+    assert document["execution"].startswith("demo/development/")

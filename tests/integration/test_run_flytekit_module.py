@@ -187,3 +187,47 @@ def test_a_dataframe_task_and_a_secret_run_as_the_readme_says(tmp_path: Path) ->
     told = _run(tmp_path, *state, "-e", "_FSEC_DEMO_TOKEN=abc", module, "secret")
     assert told.returncode == 0, told.stderr
     assert json.loads(told.stdout)["outputs"] == {"o0": "abc"}
+
+
+PROCESS_PROBE = '''
+import json, logging, os, sys
+
+from flytekit import task
+
+
+@task
+def probe() -> str:
+    """What the task's process is: forked from the command's warm interpreter, with the pod's environment."""
+    handlers = logging.getLogger("flytekit").handlers
+    return json.dumps({
+        "forked": "taskplug.cli._run" in sys.modules,
+        "cli_env": os.environ.get("TASKPLUG_TEST_CLI_ONLY"),
+        "execution_id": os.environ.get("FLYTE_INTERNAL_EXECUTION_ID"),
+        "cwd": os.getcwd(),
+        "rich": [type(h).__name__ for h in handlers if "Rich" in type(h).__name__],
+    })
+'''
+
+
+def test_the_task_runs_in_a_process_forked_from_the_commands_warm_interpreter_with_the_pods_environment(
+    tmp_path: Path,
+) -> None:
+    module = tmp_path / "process_probe.py"
+    module.write_text(PROCESS_PROBE)
+    done = subprocess.run(
+        [TASKPLUG, "run", "--state-db", str(tmp_path / "state.db"), "-o", "json", str(module), "probe"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+        env={**os.environ, "TASKPLUG_TEST_CLI_ONLY": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    seen = json.loads(document["outputs"]["o0"])
+    assert seen["forked"] is True  # the command's modules are there: no new interpreter imported flytekit
+    assert seen["cli_env"] is None  # the pod's environment alone
+    assert seen["execution_id"] == document["execution"].split("/")[2]
+    assert Path(seen["cwd"]).name == "work" and str(tmp_path / "cluster") in seen["cwd"]  # the pod's folder
+    assert seen["rich"] == []  # flytekit's loggers made again for a pod, not the terminal's

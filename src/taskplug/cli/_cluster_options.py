@@ -7,13 +7,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from taskplug.engine import local_operators
 from taskplug.executor import Platform
 from taskplug.k8s import KubeClient
+
+if TYPE_CHECKING:
+    from taskplug.localcluster import Zygote
 
 __all__ = ["cluster_options", "kube_client"]
 
@@ -48,11 +51,17 @@ def cluster_options(*, kubeconfig_help: str, cluster_mode_help: str) -> Callable
 
 @contextlib.asynccontextmanager
 async def kube_client(
-    platform: Platform, kubeconfig: Path | None, mode: str, *, workdir: Path | None = None
+    platform: Platform,
+    kubeconfig: Path | None,
+    mode: str,
+    *,
+    workdir: Path | None = None,
+    zygote: Zygote | None = None,
 ) -> AsyncIterator[KubeClient]:
     """The cluster of ``kubeconfig``, or (None) an embedded one in ``mode``, with the operators the enabled
     plugins bring for their custom resources; ``workdir`` is where the embedded one keeps its pods' folders
-    (their logs), a temporary folder when not given."""
+    (their logs), a temporary folder when not given; its kubelet forks Python entry points from ``zygote``
+    when given."""
     if kubeconfig is not None:
         client = platform.connect(kubeconfig)
         try:
@@ -64,7 +73,7 @@ async def kube_client(
     from taskplug.localcluster import LocalCluster
 
     async with LocalCluster(
-        mode="simulated" if mode == "simulated" else "process", workdir=workdir
+        mode="simulated" if mode == "simulated" else "process", workdir=workdir, zygote=zygote
     ) as cluster:
         # The embedded cluster has no operators of its own: every enabled plugin that brings one for its
         # custom resource (Spark, a plugin author's CRD) gets it registered here.

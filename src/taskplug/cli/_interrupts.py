@@ -105,7 +105,9 @@ class Interrupts:
 
         def wait() -> None:  # inherits the blocked mask: sigtimedwait takes the signal instead of a handler
             while not stop.is_set():
-                got = signal.sigtimedwait(_SIGNALS, 0.05)
+                # A short wait: the end of the import waits for this thread to see ``stop`` (every run pays
+                # up to one wait here), and a wake-up costs next to nothing.
+                got = signal.sigtimedwait(_SIGNALS, 0.01)
                 if got is not None:
                     _exit_now("interrupted: stopped before anything was started", flush=False)
 

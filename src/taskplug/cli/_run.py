@@ -32,9 +32,9 @@ import dataclasses
 import enum
 import hashlib
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import click
@@ -81,6 +81,9 @@ from taskplug.executor import (
 )
 from taskplug.k8s import KubeApiError
 
+if TYPE_CHECKING:
+    from taskplug.localcluster import Zygote
+
 __all__ = ["run"]
 
 
@@ -108,6 +111,7 @@ async def _run(
     rerun: bool,
     rename: str,
     interrupts: Interrupts,
+    zygote: Zygote | None = None,
 ) -> tuple[ExecutionResult, _Finished | None]:
     console = plain_console(stderr=True)
     interrupts.attach()
@@ -134,7 +138,7 @@ async def _run(
     try:
         with coordinator.hold(spec.execution_key), folder or contextlib.nullcontext() as workdir:
             async with (
-                kube_client(platform, kubeconfig, mode, workdir=workdir) as client,
+                kube_client(platform, kubeconfig, mode, workdir=workdir, zygote=zygote) as client,
                 open_executor(
                     platform,
                     kube_client=GuardedKubeClient(client, coordinator.guard),
@@ -571,20 +575,24 @@ def run(
         )
     if overwrite_cache:
         loaded = dataclasses.replace(loaded, overwrite_cache=True)
+    # Only as the `taskplug` command (main() installed the handler): a program invoking `run` is not forked.
+    warm = not own and is_module(spec) and kubeconfig is None and cluster_mode == "process"
     try:
-        result, finished = asyncio.run(
-            _run(
-                platform,
-                loaded,
-                kubeconfig=kubeconfig,
-                state_db=state_db,
-                mode=cluster_mode,
-                as_json=fmt == "json",
-                rerun=rerun,
-                rename=rename,
-                interrupts=interrupts,
+        with _zygote(warm) as zygote:
+            result, finished = asyncio.run(
+                _run(
+                    platform,
+                    loaded,
+                    kubeconfig=kubeconfig,
+                    state_db=state_db,
+                    mode=cluster_mode,
+                    as_json=fmt == "json",
+                    rerun=rerun,
+                    rename=rename,
+                    interrupts=interrupts,
+                    zygote=zygote,
+                )
             )
-        )
     except _Interrupted:
         if not interrupts.submitted:
             fail("interrupted: stopped before anything was started", EXIT_TASK_FAILED)
@@ -599,6 +607,20 @@ def run(
     if not result.succeeded and finished is None and kubeconfig is None:
         _print_log_tail(result, loaded, state_db or Path(platform.config.get(EXECUTOR_SECTION).state_db), fmt)
     _print_result(result, fmt, stored=finished is not None)
+
+
+@contextlib.contextmanager
+def _zygote(warm: bool) -> Iterator[Zygote | None]:
+    """With ``warm``, the embedded cluster's kubelet forks the task's ``pyflyte-execute`` from this process as
+    it is now — flytekit and the user's module imported, the task serialized, before any thread or the event
+    loop starts — instead of starting a new interpreter that imports them again (localcluster/_zygote.py)."""
+    if not warm:
+        yield None
+        return
+    from taskplug.localcluster import FLYTEKIT_PRELOAD, Zygote
+
+    with Zygote.fork(preload=FLYTEKIT_PRELOAD) as zygote:
+        yield zygote
 
 
 _LOG_LINES = 20

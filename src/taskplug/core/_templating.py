@@ -66,8 +66,15 @@ def render_command(args: Sequence[str], params: TemplateParameters) -> list[str]
         return []
     if params.inputs is None or params.output_paths is None:
         raise PluginError(ErrorCode.BAD_TASK_SPECIFICATION, "input reader and output path cannot be nil")
-    key = per_retry_unique_key(params.metadata.task_execution_id.generated_name)
-    return [_render_one(arg, params, key) for arg in args]
+    rendered: list[str] = []
+    key = None  # made at the first placeholder: most commands have none
+    for arg in args:
+        if "{{" in arg:
+            if key is None:
+                key = per_retry_unique_key(params.metadata.task_execution_id.generated_name)
+            arg = _render_one(arg, params, key)
+        rendered.append(arg)
+    return rendered
 
 
 def _render_one(text: str, params: TemplateParameters, per_retry_key: str) -> str:

@@ -16,6 +16,7 @@ from taskplug.localcluster._simulated import (
     ANNOTATION_LOGS,
     ANNOTATION_OOM,
 )
+from taskplug.localcluster._zygote import FLYTEKIT_PRELOAD, Zygote
 
 __all__ = [
     "ANNOTATION_DURATION",
@@ -24,6 +25,7 @@ __all__ = [
     "ANNOTATION_OOM",
     "CONTEXT_NAME",
     "DEFAULT_NODE",
+    "FLYTEKIT_PRELOAD",
     "NAMESPACE",
     "NODE",
     "POD_TEMPLATE",
@@ -32,4 +34,5 @@ __all__ = [
     "LocalCluster",
     "LocalKubeClient",
     "NodeConfig",
+    "Zygote",
 ]

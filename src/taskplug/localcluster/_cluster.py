@@ -44,6 +44,7 @@ from taskplug.localcluster._scheduler import Scheduler
 from taskplug.localcluster._simulated import SimulatedKubelet
 from taskplug.localcluster._store import Store
 from taskplug.localcluster._timers import Timers
+from taskplug.localcluster._zygote import Zygote
 
 if TYPE_CHECKING:
     from taskplug.localcluster._tls import ServingCertificate
@@ -70,6 +71,7 @@ class LocalCluster:
         memory_poll_interval: float = 0.05,
         kill_grace_seconds: float = 2.0,
         pod_security: PodSecurityLevel = "baseline",
+        zygote: Zygote | None = None,
     ) -> None:
         if mode not in ("process", "simulated"):
             raise ValueError(f"mode must be 'process' or 'simulated', not {mode!r}")
@@ -93,6 +95,7 @@ class LocalCluster:
         self._images = ImagePolicy(image_pull_failures)
         self._memory_poll_interval = memory_poll_interval
         self._kill_grace = kill_grace_seconds
+        self._zygote = zygote
         self.kubelet: KubeletBase | None = None
         self._operators: list[tuple[ResourceType, Operator]] = []
         self._group: asyncio.TaskGroup | None = None
@@ -119,6 +122,7 @@ class LocalCluster:
                 workdir=self._workdir,
                 poll_interval=self._memory_poll_interval,
                 kill_grace=self._kill_grace,
+                zygote=self._zygote,
             )
         else:
             self.kubelet = SimulatedKubelet(self.store, self.recorder, self._images, self.clock, self.timers)

@@ -75,6 +75,7 @@ from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
 from taskplug.localcluster._runas import RunAs, RunAsError, current_identity, run_as
 from taskplug.localcluster._store import Store
+from taskplug.localcluster._zygote import ForkedProcess, Zygote, warm_launch
 
 __all__ = [
     "COPILOT_EXECUTABLE",
@@ -316,6 +317,10 @@ class _ConfigError(Exception):
     pass
 
 
+_Process = asyncio.subprocess.Process | ForkedProcess
+"""A container's process: exec'd, or forked by the zygote (:mod:`._zygote`)."""
+
+
 class _PodWorker:
     def __init__(self, kubelet: ProcessKubelet, runtime: PodRuntime) -> None:
         self.kubelet = kubelet
@@ -326,7 +331,7 @@ class _PodWorker:
         self.dir = kubelet.workdir / f"{namespace}_{name[:120]}_{runtime.uid}"
         self.stopping: str | None = None  # "deleted", "deleting" or "shutdown"
         self.stop_event = asyncio.Event()
-        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.procs: dict[str, _Process] = {}
         self.containers = {
             c["name"]: c
             for c in (runtime.spec.get("initContainers") or []) + (runtime.spec.get("containers") or [])
@@ -647,15 +652,28 @@ class _PodWorker:
         image = rt.images[name]
         kubelet.event(rt, "Pulled", f'Container image "{image}" already present on machine', container=name)
         kubelet.event(rt, "Created", f"Created container: {name}", container=name)
-        await kubelet.reaper.start()
         launch, copilot = argv, copilot_argv(argv)
         if copilot is not None:
             launch = copilot
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        reaper_fd = kubelet.reaper.fd()
+        zygote = kubelet.zygote
+        warm = None
+        if zygote is not None and copilot is None and not runas.switches:
+            warm = warm_launch(launch, env)
+        reaper_fd: int | None = None
         with open(self.log_path(name), "ab") as log:  # noqa: ASYNC230 - a local file opens at once
+            proc: _Process | None = None
+            if warm is not None and zygote is not None:
+                # No reaper for a forked container: the zygote kills its children's groups when this process
+                # is gone (see _zygote.py), so the first one does not wait for the reaper to start.
+                proc = await zygote.spawn(
+                    warm, env=env, cwd=str(self.dir / "work"), log_fd=log.fileno(), reaper_fd=None
+                )
+            if proc is None:
+                await kubelet.reaper.start()
+                reaper_fd = kubelet.reaper.fd()
             try:
-                proc = await asyncio.create_subprocess_exec(
+                proc = proc or await asyncio.create_subprocess_exec(
                     *launch,
                     cwd=self.dir / "work",
                     env=env,
@@ -681,7 +699,7 @@ class _PodWorker:
                 kubelet.event(rt, "Failed", f"Error: {message}", warning=True, container=name)
                 return 128
         self.procs[name] = proc
-        if reaper_fd is None:
+        if reaper_fd is None and not isinstance(proc, ForkedProcess):
             kubelet.reaper.watch(proc.pid)
         try:
             rt.running(name, cid)
@@ -743,9 +761,7 @@ class _PodWorker:
         except QuantityError:
             return None
 
-    async def _supervise(
-        self, proc: asyncio.subprocess.Process, memory_limit: int | None
-    ) -> tuple[int, bool]:
+    async def _supervise(self, proc: _Process, memory_limit: int | None) -> tuple[int, bool]:
         loop = asyncio.get_running_loop()
         waiter = asyncio.ensure_future(proc.wait())
         oom = False
@@ -800,7 +816,7 @@ async def _first_of(*events: asyncio.Event) -> None:
         await asyncio.gather(*waiters, return_exceptions=True)
 
 
-def _signal_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+def _signal_group(proc: _Process, sig: int) -> None:
     if proc.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -818,8 +834,10 @@ class ProcessKubelet(KubeletBase):
         workdir: Path,
         poll_interval: float = 0.05,
         kill_grace: float = 2.0,
+        zygote: Zygote | None = None,
     ) -> None:
         super().__init__(store, recorder, images, clock)
+        self.zygote = zygote
         self.workdir = workdir
         self.poll_interval = poll_interval
         self.kill_grace = kill_grace

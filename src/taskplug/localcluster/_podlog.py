@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from taskplug.k8s import KubeApiError
 from taskplug.localcluster._errors import bad_request
+
+if TYPE_CHECKING:  # aiohttp is loaded by a cluster served over HTTP only (an in-process run never needs it)
+    from aiohttp import web
 
 __all__ = ["LogOptions", "follow_log", "previous_not_found", "select_log"]
 
@@ -88,6 +90,8 @@ async def follow_log(
     """Stream ``first``, then what the container appends, as the kubelet follows a log: ``read`` gives the
     whole log so far and whether the container has ended (its pod terminal, or gone); once it has, the rest
     is sent and the stream ends. ``written`` is how much of the log ``first`` stands for."""
+    from aiohttp import web
+
     response = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await response.prepare(request)
     await response.write(first.encode())

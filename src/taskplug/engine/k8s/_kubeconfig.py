@@ -31,7 +31,10 @@ default."""
 
 class _Model(BaseModel):
     # Strict: a number where a string belongs is a mistake, not a value to convert. Unknown keys are kept.
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True, populate_by_name=True)
+    # Built when a kubeconfig is first read, not when a run on the embedded cluster imports the engine.
+    model_config = ConfigDict(
+        extra="allow", strict=True, frozen=True, populate_by_name=True, defer_build=True
+    )
 
 
 class _Cluster(_Model):
