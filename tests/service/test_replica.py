@@ -328,11 +328,11 @@ async def test_a_signal_set_for_an_execution_this_replica_drives_wakes_it_at_onc
                 what="the replica drives the execution",
             )
             # A NOTIFY sent before the replica's LISTEN is lost (the reconcile and resync cover that): wait
-            # until it listens.
+            # until it listens (its last LISTEN, the launch-plan children's, comes after the signals').
             await wait_until(
                 lambda: (
                     conn.execute(
-                        "SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN taskplug_signal'"
+                        "SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN taskplug_child'"
                     ).fetchone()
                     is not None
                 ),
