@@ -130,8 +130,9 @@ class ChildRows:
         return ended
 
     async def child_ended(self, payload: str) -> str | None:
-        """A ``taskplug_child`` notification: the parent's row key when the child is one of ours (its record
-        is read first, so the parent's round finds it ended)."""
+        """A ``taskplug_child`` notification: the parent's row key, to be woken if this replica drives it (a
+        child launched here has its record read first, so the parent's round finds it ended; a parent taken
+        over here may not have launched it again yet, and its round then does)."""
         try:
             note = orjson.loads(payload)
             child = str(note["child"])
@@ -139,9 +140,8 @@ class ChildRows:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             log.warning("ignoring a malformed %s notification: %r", CHILD_CHANNEL, payload[:200])
             return None
-        if child not in self._parents:
-            return None
-        await self.refresh((child,))
+        if child in self._parents:
+            await self.refresh((child,))
         return parent
 
     async def refresh_waiting(self) -> list[str]:
