@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import re
@@ -75,7 +74,7 @@ from taskplug.localcluster._kubeletbase import KubeletBase
 from taskplug.localcluster._podstatus import ImagePolicy, PodRuntime, container_id, crash_loop_delay
 from taskplug.localcluster._runas import RunAs, RunAsError, current_identity, run_as
 from taskplug.localcluster._store import Store
-from taskplug.localcluster._zygote import ForkedProcess, Zygote, warm_launch
+from taskplug.localcluster._zygote import _PRCTL, ForkedProcess, Zygote, _die_with, warm_launch
 
 __all__ = [
     "COPILOT_EXECUTABLE",
@@ -95,7 +94,6 @@ _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 _MESSAGE_LIMIT: Final = 4096
 _LOG_TAIL_LINES: Final = 80
 _LOG_TAIL_BYTES: Final = 2048
-_PR_SET_PDEATHSIG: Final = 1
 _DEFAULT_GRACE_SECONDS: Final = 30.0
 COPILOT_EXECUTABLE: Final = "flyte-copilot"
 _COPILOT_MODULE: Final = "taskplug.localcluster._copilot"
@@ -158,33 +156,15 @@ def tail_for_termination_message(log: bytes) -> str:
     return b"".join(lines)[-_LOG_TAIL_BYTES:].decode("utf-8", "replace")
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_PRCTL: Final = _load_prctl()
-
-
 def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` that makes the child get SIGKILL when the process starting it dies (Linux), or None
     where there is no such signal. Resolved before the fork: the child only calls into libc."""
-    prctl = _PRCTL
-    if prctl is None:
+    if _PRCTL is None:
         return None
     parent = os.getpid()
 
     def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before the signal was armed
-            os.kill(os.getpid(), signal.SIGKILL)
+        _die_with(parent)  # the zygote's children arm it the same way
 
     return arm
 
