@@ -195,6 +195,17 @@ def dynamic_workflow(n: int = 3) -> int:
     return nested_dynamic(n=n)
 
 
+@dynamic
+def shifted_each(n: int) -> list[int]:
+    """Launches the launch plan once per i < n, each a child execution: [1 + i for i < n]."""
+    return [shift_from_one(b=i) for i in range(n)]
+
+
+@workflow
+def dynamic_launches(n: int = 3) -> list[int]:
+    return shifted_each(n=n)
+
+
 # Gates: a pause, an approval of a value, and a value typed in while the workflow runs.
 @workflow
 def gated(a: int = 2) -> int:

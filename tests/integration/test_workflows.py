@@ -154,6 +154,12 @@ CASES: dict[str, Case] = {
         {"n": 2},
         {f"n0-0-dn{i}": "Succeeded" for i in range(4)} | {"n0": "Succeeded", "n0-0-dn2-0-dn0": "Succeeded"},
     ),
+    "dynamic-launch-plan": Case(
+        PIPELINES,
+        "dynamic_launches",
+        {"n": 3},
+        {"n0": "Succeeded"} | {f"n0-0-dn{i}": "Succeeded" for i in range(3)},
+    ),
     "fail-after-executable-nodes": Case(
         PIPELINES,
         "keep_going",
@@ -278,6 +284,28 @@ def test_a_node_override_names_the_node(case: str, runs: dict[str, Future[Run]])
     run = runs[case].result(timeout=DEADLINE * len(CASES))
     (node,) = run.document["nodes"]
     assert (node["id"], node["name"], node["attempts"]) == ("n0", "twice", 1)
+
+
+@pytest.mark.parametrize("case", ["dynamic-launch-plan"])
+def test_each_launch_plan_a_dynamic_task_launches_is_a_child_execution_of_its_own(
+    case: str, runs: dict[str, Future[Run]]
+) -> None:
+    run = runs[case].result(timeout=DEADLINE * len(CASES))
+    children = [run.nodes[f"n0-0-dn{i}"] for i in range(3)]
+    assert [node["kind"] for node in children] == ["launchplan"] * 3
+    executions = {node["execution"] for node in children}
+    assert len(executions) == 3 and run.document["execution"] not in executions, executions
+    # Each child is recorded on its own: `taskplug status` finds it by its key.
+    for key in executions:
+        status = subprocess.run(
+            [TASKPLUG, "status", "--state-db", str(run.cwd / "state.db"), "-o", "json", key],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["phase"] == "Succeeded"
 
 
 @pytest.mark.parametrize("case", ["failure-node"])

@@ -875,6 +875,16 @@ def _serialize_workflow(
         raise TaskplugError(
             f"flytekit cannot serialize {what} {entity.name!r}: {type(e).__name__}: {e}"
         ) from e
+    # The module's other launch plans, as `pyflyte register` registers them: a @dynamic task may launch any
+    # of them, and propeller would find it in Admin. One flytekit cannot serialize is left out (the run did
+    # not ask for it); a dynamic workflow launching it then fails naming it.
+    for other in entities.workflows.values():
+        if isinstance(other, LaunchPlan) and other is not entity:
+            try:
+                with _stdout_to_stderr():
+                    get_serializable(mapping, settings, other)
+            except Exception:  # see above
+                continue
     workflows, tasks, plans = [], [], []
     for model in mapping.values():
         if isinstance(model, TaskSpec):

@@ -15,8 +15,10 @@ files are read, within bounds, by :func:`taskplug.compiler.read_entities`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
@@ -247,12 +249,26 @@ def _resolve(
 
 @dataclass(frozen=True)
 class LaunchPlanRun:
-    """A launch plan a workflow's node launches, ready to run: the plan (``admin.LaunchPlan``: its default and
-    fixed inputs), its expected inputs as flyteadmin computes them, and its workflow compiled."""
+    """A launch plan a workflow's node may launch: the plan (``admin.LaunchPlan``: its default and fixed
+    inputs), its expected inputs as flyteadmin computes them, the outputs of the workflow it runs, and that
+    workflow compiled — when first asked for, since only a launch plan some node launches needs it (a
+    ``@dynamic`` task may launch any launch plan read, as propeller fetches any registered one from Admin)."""
 
     launch_plan: launch_plan_pb2.LaunchPlan
     expected_inputs: interface_pb2.ParameterMap
-    closure: compiler_pb2.CompiledWorkflowClosure
+    outputs: interface_pb2.VariableMap
+    compile: Callable[[], compiler_pb2.CompiledWorkflowClosure] = dataclass_field(repr=False, compare=False)
+
+    @cached_property
+    def closure(self) -> compiler_pb2.CompiledWorkflowClosure:
+        """The launched workflow compiled (its compile errors are
+        :class:`~taskplug.compiler.CompileErrors`)."""
+        return self.compile()
+
+    @property
+    def interface(self) -> LaunchPlanInterface:
+        """What the compiler needs of the launch plan to check a node that launches it."""
+        return LaunchPlanInterface(self.launch_plan.id, self.expected_inputs, self.outputs)
 
 
 @dataclass(frozen=True)
@@ -301,8 +317,10 @@ def _launch_plan_interfaces(bundle: WorkflowBundle) -> dict[str, LaunchPlanInter
 def _launched(
     bundle: WorkflowBundle, interfaces: Mapping[str, LaunchPlanInterface]
 ) -> dict[str, LaunchPlanRun]:
-    """Every launch plan a node of any workflow read launches, with its workflow compiled, ready for the
-    launch-plan node to start it as a child execution."""
+    """Every launch plan read whose workflow was read, ready for a launch-plan node to start it as a child
+    execution. Those a node of any workflow read launches have their workflow compiled now (a compile error
+    refuses the execution before anything runs, as registration would); the others (a ``@dynamic`` task may
+    launch them) when first launched."""
     referenced: set[str] = set()
     for template in [bundle.workflow, *bundle.sub_workflows.values()]:
         stack = list(template.nodes)
@@ -317,17 +335,24 @@ def _launched(
                 stack.extend(other.then_node for other in block.other)
                 if block.HasField("else_node"):
                     stack.append(block.else_node)
-    out = {}
-    for key in sorted(referenced):
-        lp = bundle.launch_plans.get(key)
-        if lp is None or key not in interfaces:
-            continue  # the compile has refused it (WorkflowReferenceNotFound)
-        launched = bundle.sub_workflows[id_key(lp.spec.workflow_id)]
-        closure = compile_workflow(
+
+    def compiler(
+        launched: core_workflow_pb2.WorkflowTemplate,
+    ) -> Callable[[], compiler_pb2.CompiledWorkflowClosure]:
+        return lambda: compile_workflow(
             launched,
             sub_workflows=bundle.sub_workflows.values(),
             tasks=bundle.tasks.values(),
             launch_plans=interfaces.values(),
         )
-        out[key] = LaunchPlanRun(lp, interfaces[key].expected_inputs, closure)
+
+    out = {}
+    for key in sorted(interfaces):
+        lp = bundle.launch_plans[key]
+        launched = bundle.sub_workflows[id_key(lp.spec.workflow_id)]
+        expected = interfaces[key].expected_inputs or interface_pb2.ParameterMap()
+        run = LaunchPlanRun(lp, expected, launched.interface.outputs, compiler(launched))
+        if key in referenced:
+            run.closure  # noqa: B018 - compiled now: its errors refuse the execution before it starts
+        out[key] = run
     return out

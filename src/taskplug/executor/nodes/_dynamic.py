@@ -7,19 +7,22 @@ brings gets the parent task's container ``config`` entries it lacks; it is compi
 (``CompileWorkflow``), and kept beside the task's outputs as ``futures_compiled.pb`` so a resumed execution runs
 the same workflow. ``min_successes`` is not read, as in propeller.
 
-Deviation: propeller gives the dynamic workflow a random version (and fetches launch-plan interfaces from
-Admin); taskplug uses the parent task's version, and a dynamic workflow that launches a launch plan is refused
-as a compile error (no launch plans are known to it).
+A launch plan the dynamic workflow launches is looked up among those the execution read (propeller fetches
+its interface from Admin): every launch plan of the file, folder or archive the workflow came from, and of the
+module ``taskplug run module.py`` imported — what ``pyflyte register`` would have registered.
+
+Deviation: propeller gives the dynamic workflow a random version; taskplug uses the parent task's version.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from flyteidl.core import compiler_pb2, dynamic_job_pb2, identifier_pb2, tasks_pb2, workflow_pb2
 from google.protobuf.message import DecodeError
 
-from taskplug.compiler import compile_workflow
+from taskplug.compiler import LaunchPlanInterface, compile_workflow
 from taskplug.core import TaskplugError
 
 __all__ = ["COMPILED_FUTURES_FILE", "compile_dynamic"]
@@ -28,10 +31,14 @@ COMPILED_FUTURES_FILE: Final = "futures_compiled.pb"
 
 
 def compile_dynamic(
-    futures: bytes, parent: tasks_pb2.TaskTemplate, unique_id: str
+    futures: bytes,
+    parent: tasks_pb2.TaskTemplate,
+    unique_id: str,
+    launch_plans: Iterable[LaunchPlanInterface] = (),
 ) -> compiler_pb2.CompiledWorkflowClosure:
-    """The compiled dynamic workflow of node ``unique_id`` whose task ``parent`` wrote ``futures``; a
-    TaskplugError (the build failed: ``DynamicWorkflowBuildFailed``) when it does not decode or compile."""
+    """The compiled dynamic workflow of node ``unique_id`` whose task ``parent`` wrote ``futures``, its
+    launch-plan nodes checked against ``launch_plans``; a TaskplugError (the build failed:
+    ``DynamicWorkflowBuildFailed``) when it does not decode or compile."""
     spec = dynamic_job_pb2.DynamicJobSpec()
     try:
         spec.ParseFromString(futures)
@@ -60,4 +67,6 @@ def compile_dynamic(
             present = {pair.key for pair in copy.container.config}
             copy.container.config.extend(p for p in parent.container.config if p.key not in present)
         tasks.append(copy)
-    return compile_workflow(template, sub_workflows=spec.subworkflows, tasks=tasks, max_nodes=0)
+    return compile_workflow(
+        template, sub_workflows=spec.subworkflows, tasks=tasks, launch_plans=launch_plans, max_nodes=0
+    )

@@ -846,7 +846,9 @@ class WorkflowRun:
         status = self._nodes[unique]
         parent_task = self._task(dag, node.task_node.reference_id, node.id)
         try:
-            closure = compile_dynamic(futures, parent_task, unique)
+            closure = compile_dynamic(
+                futures, parent_task, unique, [run.interface for run in self.workflow.launch_plans.values()]
+            )
         except TaskplugError as e:
             error = {"kind": str(ErrorKind.USER), "code": "DynamicWorkflowBuildFailed", "message": str(e)}
             return self._node_failed(unique, node, status, error)
