@@ -5,6 +5,7 @@ expected inputs as typed options with their defaults."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,71 @@ def test_a_workflow_calling_a_reference_workflow_is_refused_with_flytekits_reaso
     with pytest.raises(TaskplugError) as err:
         serialize_workflow(module, "outer")
     assert "Reference sub-workflows are currently unsupported" in str(err.value)
+
+
+# -- what pyflyte wrote, named on the command line ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["folder", "package", "file"])
+def test_what_pyflyte_wrote_renders_as_the_workflow_it_holds_with_options_for_its_inputs(
+    runner: CliRunner, demo: Serialized, form: str
+) -> None:
+    path = {"folder": demo.folder, "package": demo.package, "file": demo.file("wf_2.pb")}[form]
+    result = invoke(runner, "render", path, "wf", "--x", "2")
+    assert result.exit_code == 0, result.stderr
+    closure = json.loads(result.stdout)
+    assert closure["primary"]["template"]["id"]["name"] == "loader_cli_demo.wf"
+    # The same closure a spec naming the same file compiles.
+    spec_file = demo.module.parent / f"render-{form}.yaml"
+    spec_file.write_text(
+        json.dumps(
+            {
+                "templateFile": str(path),
+                "workflow": "wf",
+                "inputs": {"x": 2},
+                "execution": {"id": {"project": "flytesnacks", "domain": "development"}},
+            }
+        )
+    )
+    from_spec = invoke(runner, "render", spec_file)
+    assert from_spec.exit_code == 0, from_spec.stderr
+    assert json.loads(from_spec.stdout)["primary"] == closure["primary"]
+
+
+def test_help_after_what_pyflyte_wrote_lists_the_launch_plans_inputs(
+    runner: CliRunner, demo: Serialized
+) -> None:
+    result = invoke(runner, "run", demo.folder, "sub_lp", "--help")
+    assert result.exit_code == 0, result.stderr
+    lines = _options(result.stdout)
+    assert "--a" not in lines  # fixed by the launch plan
+    assert "INTEGER" in lines["--b"] and "[default: 5]" in lines["--b"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "words"),
+    [
+        (["nope"], "WORKFLOW", "has no workflow 'nope'"),
+        (["wf", "--x", "two"], "--x", "expected an integer"),
+    ],
+)
+def test_a_mistake_after_what_pyflyte_wrote_exits_2_naming_it(
+    runner: CliRunner, demo: Serialized, arguments: list[str], field: str, words: str
+) -> None:
+    result = invoke(runner, "render", demo.package, *arguments)
+    assert result.exit_code == 2
+    assert field in result.stderr and words in result.stderr, result.stderr
+
+
+def test_without_a_name_the_one_workflow_no_other_runs_is_the_one_run(
+    runner: CliRunner, demo: Serialized
+) -> None:
+    result = invoke(runner, "render", demo.package, "--x", "2")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["primary"]["template"]["id"]["name"] == "loader_cli_demo.wf"
+
+
+def test_an_image_option_is_refused_for_what_pyflyte_wrote(runner: CliRunner, demo: Serialized) -> None:
+    result = invoke(runner, "render", "--image", "x:1", demo.folder, "wf", "--x", "1")
+    assert result.exit_code == 2
+    assert "--image" in result.stderr and "name their images" in result.stderr

@@ -39,7 +39,7 @@ from support.flytekit_workflows import DEMO, serialize
 from support.postgres_server import postgres_dsn_fixture, postgres_server_fixture  # noqa: F401
 from support.waiting import wait_until
 from taskplug.cli._flytekit_module import ModuleTarget, module_workflow
-from taskplug.cli._remote_run import module_document, remote_document
+from taskplug.cli._remote_run import module_document, remote_document, serialized_document
 from taskplug.cli._run import run
 from taskplug.core import PluginRegistry, SpecError
 from taskplug.executor import (
@@ -387,6 +387,29 @@ def test_a_workflow_spec_file_is_sent_compiled_and_the_server_compiles_the_same(
 
     assert called(theirs) == called(ours)
     assert served.inputs == local.inputs  # b = 2 from the launch plan's default, merged again by the server
+
+
+def test_what_pyflyte_wrote_named_on_the_command_line_is_sent_as_its_spec_file_would_be(
+    tmp_path: Path,
+) -> None:
+    serialized = serialize(tmp_path / "project", "service_wf_cli", MODULE)
+    target = ModuleTarget(project="p", domain="d", name="cli1", on_host=False)
+    with click.Context(run, info_name="taskplug run").scope():
+        document, key = serialized_document(serialized.package, ["wf", "--a", "3"], target)
+    spec_file = tmp_path / "run.yaml"
+    spec_file.write_text(
+        yaml.safe_dump(
+            {
+                "templateFile": str(serialized.package),
+                "workflow": "wf",
+                "inputs": {"a": 3},
+                "execution": {"id": {"project": "p", "domain": "d", "name": "cli1"}},
+            }
+        )
+    )
+    from_file, file_key = remote_document(spec_file)
+    assert key == file_key == "p/d/cli1/wf"
+    assert document == from_file
 
 
 async def test_each_web_api_node_of_a_workflow_is_created_once_with_its_own_intent(

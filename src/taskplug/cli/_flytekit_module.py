@@ -116,7 +116,7 @@ class ModuleCommand(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         at = self._spec_position(ctx, args)
-        if at is not None and is_module(Path(args[at])):
+        if at is not None and (is_module(Path(args[at])) or is_serialized(Path(args[at]))):
             ctx.meta[MODULE_ARGS] = tuple(args[at + 1 :])
             args = args[: at + 1]
         return super().parse_args(ctx, args)
@@ -830,6 +830,109 @@ def _workflow_command_line(
         if raw is not None:
             plain[item.name] = _input_value(item, raw, on_host=target.on_host)
     return bundle, plain
+
+
+# -- what pyflyte wrote: PATH [WORKFLOW] [--INPUT VALUE]... -------------------------------------------------
+
+
+def is_serialized(spec: Path) -> bool:
+    """Whether SPEC is what ``pyflyte serialize`` or ``pyflyte package`` wrote: an entity's ``.pb`` file, a
+    folder of them, or an archive."""
+    return spec.suffix == ".pb" or spec.is_dir() or spec.name.lower().endswith((".tgz", ".tar.gz", ".tar"))
+
+
+def serialized_workflow(
+    path: Path, arguments: Sequence[str], target: ModuleTarget
+) -> tuple[WorkflowBundle, dict[str, Any], dict[str, Any]]:
+    """``PATH [WORKFLOW] [--INPUT VALUE]...`` where PATH is what pyflyte wrote (:func:`is_serialized`): the
+    workflow or launch plan WORKFLOW names (flytekit's name, ``module.wf`` or ``wf``; a ``_2.pb`` / ``_3.pb``
+    file names its own), the plain values of the inputs given as options (typed by the launch plan's expected
+    inputs, which ``--help`` lists with their defaults), and the execution section from ``target`` — on this
+    machine with ``PYTHONPATH`` set to the working folder unless ``--env`` sets it, since the templates'
+    ``pyflyte-execute`` imports the module by its dotted name, from where ``pyflyte serialize`` ran."""
+    from taskplug.compiler import expected_inputs, read_bundle
+    from taskplug.core import describe_type
+
+    if target.images:
+        raise SpecError(
+            "--image", "is for a flytekit module: a serialized workflow's tasks name their images"
+        )
+    if not path.exists():
+        raise SpecError("SPEC", f"no such file or folder: {str(path)!r}")
+    name = arguments[0] if arguments and not arguments[0].startswith("-") else None
+    rest = list(arguments[1:] if name is not None else arguments)
+    try:
+        try:
+            bundle = read_bundle(path, workflow=name, field="SPEC")
+        except SpecError as e:
+            if name is None or e.path != "workflow":
+                raise
+            try:  # not a workflow's name: a launch plan's?
+                bundle = read_bundle(path, workflow=None, launch_plan=name, field="SPEC")
+            except SpecError:
+                raise e from None
+    except SpecError as e:
+        if e.path in ("workflow", "launchPlan"):
+            raise SpecError("WORKFLOW", e.reason) from None  # what the user typed after PATH
+        raise
+    expected = expected_inputs(bundle.launch_plan, bundle.workflow.interface)
+    inputs = []
+    for input_name, parameter in expected.parameters.items():
+        default = parameter.default if parameter.HasField("default") else None
+        description = parameter.var.description
+        inputs.append(
+            _Input(
+                name=input_name,
+                literal_type=parameter.var.type,
+                python_type=None,
+                required=default is None,
+                default=default,
+                description=description if description != input_name else "",
+                default_text=_default_text(default),
+                type_text=describe_type(parameter.var.type),
+            )
+        )
+    shown = name or bundle.workflow.id.name
+    command = click.Command(
+        shown,
+        params=[_option(item) for item in inputs],
+        help=f"Workflow {bundle.workflow.id.name} from {path.name}: its inputs as options.",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    given = _parse_task_arguments(click.get_current_context(), path, shown, command, rest)
+    plain: dict[str, Any] = {}
+    for item in inputs:
+        raw = given.get(item.name)
+        if raw is not None:
+            plain[item.name] = _input_value(item, raw, on_host=target.on_host)
+    ids: dict[str, Any] = {"project": target.project, "domain": target.domain}
+    if target.name is not None:
+        ids["name"] = target.name
+    execution: dict[str, Any] = {"id": ids}
+    environment = _environment(target.environment)
+    if target.on_host:
+        environment.setdefault("PYTHONPATH", str(Path.cwd()))
+    if environment:
+        execution["environment"] = environment
+    return bundle, plain, execution
+
+
+def serialized_spec(
+    path: Path, arguments: Sequence[str], target: ModuleTarget, *, fresh_name: bool = True
+) -> ExecutionSpec:
+    """The workflow execution of ``PATH [WORKFLOW] [--INPUT VALUE]...`` (:func:`serialized_workflow`), as a
+    spec whose ``templateFile`` is PATH would give it."""
+    bundle, values, execution = serialized_workflow(path, arguments, target)
+    return workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=fresh_name)
+
+
+def _default_text(default: literals_pb2.Literal | None) -> str:
+    if default is None:
+        return ""
+    try:
+        return repr(literal_to_plain(default))
+    except (TypeError, ValueError, TaskplugError):
+        return str(json_format.MessageToJson(default, indent=None))
 
 
 def _workflow_entity(path: Path, entities: _Entities, name: str) -> Any:

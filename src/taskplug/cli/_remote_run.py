@@ -149,6 +149,18 @@ def module_document(path: Path, arguments: Sequence[str], target: ModuleTarget) 
     return workflow_document(bundle, spec, values, execution=execution), spec.execution_key
 
 
+def serialized_document(
+    path: Path, arguments: Sequence[str], target: ModuleTarget
+) -> tuple[dict[str, Any], str]:
+    """``PATH [WORKFLOW] [--INPUT VALUE]...`` where PATH is what pyflyte wrote, as the document to submit and
+    its execution key: read and compiled here, sent self-contained (the server reads no files)."""
+    from taskplug.cli._flytekit_module import serialized_workflow
+
+    bundle, values, execution = serialized_workflow(path, arguments, target)
+    spec = workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=True)
+    return workflow_document(bundle, spec, values, execution=execution), spec.execution_key
+
+
 def read_token(token_file: Path | None) -> tuple[str | None, str]:
     """The API token to send (from ``token_file``, else ``$TASKPLUG_TOKEN``, else none) and where it came from,
     as an error names it."""

@@ -18,10 +18,12 @@ from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
     is_module,
+    is_serialized,
     module_options,
     module_spec,
     module_target_from_options,
     reject_module_options,
+    serialized_spec,
 )
 from taskplug.cli._output import dump, handles_bad_input
 from taskplug.executor import EXECUTOR_SECTION, Platform, load_spec, render_object
@@ -30,7 +32,7 @@ __all__ = ["render"]
 
 
 @click.command(cls=ModuleCommand)
-@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("spec", type=click.Path(path_type=Path))
 @click.option(
     "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), help="Platform config YAML."
 )
@@ -59,7 +61,8 @@ def render(
     a workflow, the compiled workflow (the CompiledWorkflowClosure flyteadmin would store).
 
     SPEC is an execution spec, or a flytekit module, a task or workflow and its inputs as `taskplug run`
-    takes them (`taskplug render workflows.py add --a 2`).
+    takes them (`taskplug render workflows.py add --a 2`), or what pyflyte serialize / package wrote and a
+    workflow in it (`taskplug render flyte-package.tgz wf --a 2`).
     """
     if is_module(spec):
         target = module_target_from_options(
@@ -75,6 +78,18 @@ def render(
             loaded = flyte2_module_spec(spec, arguments, target, fresh_name=False)
         else:
             loaded = module_spec(spec, arguments, target, fresh_name=False)
+        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+    elif is_serialized(spec):
+        target = module_target_from_options(
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+            on_host=True,
+        )
+        arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+        loaded = serialized_spec(spec, arguments, target, fresh_name=False)
         platform = Platform.load(config_path, pod_template_paths=pod_templates)
     else:
         reject_module_options(

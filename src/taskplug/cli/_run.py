@@ -50,10 +50,12 @@ from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
     is_module,
+    is_serialized,
     module_options,
     module_spec,
     module_target_from_options,
     reject_module_options,
+    serialized_spec,
 )
 from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
@@ -458,7 +460,7 @@ def _check_remote(
 
 
 @click.command(cls=ModuleCommand)
-@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("spec", type=click.Path(path_type=Path))
 @cluster_options(
     kubeconfig_help="Run on this cluster instead of the embedded one.",
     cluster_mode_help="The embedded cluster: run containers as local processes, or simulate them.",
@@ -514,7 +516,9 @@ def run(
 
     SPEC is an execution spec (YAML or JSON), or a flytekit module followed by a task in it and the task's
     inputs, as with pyflyte run: `taskplug run workflows.py add --a 2 --b 3` (`taskplug run workflows.py
-    add --help` lists the inputs). Options go before SPEC then.
+    add --help` lists the inputs). Options go before SPEC then. What `pyflyte serialize` or `pyflyte
+    package` wrote (a folder, an archive, a `_2.pb` file) runs the same way: `taskplug run
+    flyte-package.tgz wf --a 2`, from the folder pyflyte ran in.
     """
     if server is not None:
         _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
@@ -538,6 +542,19 @@ def run(
                 document, _ = flyte2_module_document(spec, arguments, target)
             else:
                 document, _ = module_document(spec, arguments, target)
+        elif is_serialized(spec):
+            from taskplug.cli._remote_run import serialized_document
+
+            target = module_target_from_options(
+                images=images,
+                project=project,
+                domain=domain,
+                execution_name=execution_name,
+                environment=environment,
+                on_host=False,  # the server's cluster: the templates' own images and environment
+            )
+            arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+            document, _ = serialized_document(spec, arguments, target)
         else:
             reject_module_options(
                 image=images, project=project, domain=domain, name=execution_name, env=environment
@@ -715,6 +732,17 @@ def _load(
             loaded = flyte2_module_spec(spec, arguments, target)
         else:
             loaded = module_spec(spec, arguments, target)
+        return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
+    if is_serialized(spec):
+        target = module_target_from_options(
+            images=images,
+            project=project,
+            domain=domain,
+            execution_name=execution_name,
+            environment=environment,
+            on_host=kubeconfig is None,
+        )
+        loaded = serialized_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
         return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)

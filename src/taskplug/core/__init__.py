@@ -70,7 +70,7 @@ from taskplug.core._literals import (
     literal_to_plain,
     plain_to_literal,
 )
-from taskplug.core._literals_types import are_types_castable, literal_type_for_literal
+from taskplug.core._literals_types import are_types_castable, describe_type, literal_type_for_literal
 from taskplug.core._phase import (
     DEFAULT_PHASE_VERSION,
     PHASE_INFO_UNDEFINED,
@@ -210,6 +210,7 @@ __all__ = [
     "are_types_castable",
     "canonical_host",
     "close_plugin",
+    "describe_type",
     "enabled_plugins",
     "field_docs",
     "format_go_duration",
