@@ -243,6 +243,15 @@ def test_without_a_name_the_one_workflow_no_other_runs_is_the_one_run(
     assert json.loads(result.stdout)["primary"]["template"]["id"]["name"] == "loader_cli_demo.wf"
 
 
+def test_a_folder_without_what_pyflyte_wrote_is_refused_naming_spec(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("not a workflow")
+    result = invoke(runner, "run", tmp_path, "wf")
+    assert result.exit_code == 2
+    assert "SPEC" in result.stderr and "holds no workflow" in result.stderr, result.stderr
+
+
 def test_an_image_option_is_refused_for_what_pyflyte_wrote(runner: CliRunner, demo: Serialized) -> None:
     result = invoke(runner, "render", "--image", "x:1", demo.folder, "wf", "--x", "1")
     assert result.exit_code == 2
