@@ -10,7 +10,10 @@ The commands are the console script next to the interpreter (``.venv/bin/taskplu
 ``python -m taskplug.cli``, run from the repository root so ``examples/hello.yaml`` resolves. Targets:
 ``taskplug --help`` ≤ 150 ms and ``taskplug render examples/hello.yaml`` ≤ 200 ms (wall time; issue 25).
 
-    .venv/bin/python benchmarks/cli_startup.py [N]
+With ``--baseline-src OTHER_CHECKOUT/src``, each taskplug command also runs with that checkout's sources first on
+``PYTHONPATH``, right after this one's run of it in the same round, and prints beside it with the ratio.
+
+    .venv/bin/python benchmarks/cli_startup.py [N] [--baseline-src BASE/src]
 """
 
 from __future__ import annotations
@@ -43,38 +46,73 @@ def commands() -> dict[str, list[str]]:
     }
 
 
-def wall_ms(argv: list[str]) -> float:
+def _environment() -> dict[str, str]:
+    # Bytecode is cached as on a user's machine, whatever the calling shell says.
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def wall_ms(argv: list[str], env: dict[str, str] | None = None) -> float:
+    env = env if env is not None else _environment()
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(
+        argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
     elapsed = (time.perf_counter() - start) * 1000
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr.decode()}")
     return elapsed
 
 
-def main(n: int) -> None:
+def _with_src(src: Path) -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
+    return {**_environment(), "PYTHONPATH": path}
+
+
+def main(n: int, baseline: Path | None = None) -> None:
     table = commands()
-    for argv in table.values():  # warm-up: bytecode and file caches
+    base_env = _with_src(baseline) if baseline is not None else None
+    base_names = [name for name in table if name != "python -c pass"] if base_env is not None else []
+    for name, argv in table.items():  # warm-up: bytecode and file caches
         wall_ms(argv)
+        if name in base_names:
+            wall_ms(argv, base_env)
     samples: dict[str, list[float]] = {name: [] for name in table}
+    base_samples: dict[str, list[float]] = {name: [] for name in base_names}
     for _ in range(n):
         for name, argv in table.items():
             samples[name].append(wall_ms(argv))
+            if name in base_samples:  # right after this checkout's run of the same command
+                base_samples[name].append(wall_ms(argv, base_env))
 
-    baseline = statistics.median(samples["python -c pass"])
+    baseline_pass = statistics.median(samples["python -c pass"])
     print(f"cli_startup N={n} ({' '.join(taskplug_command())})")
     print(f"{'command':<38} {'median ms':>10} {'min ms':>8} {'- python ms':>12}  target")
     for name, runs in samples.items():
         median = statistics.median(runs)
-        over = "" if name == "python -c pass" else f"{median - baseline:12.1f}"
+        over = "" if name == "python -c pass" else f"{median - baseline_pass:12.1f}"
         target = TARGETS_MS.get(name)
         verdict = ""
         if target is not None:
             verdict = f"<= {target:.0f} ms ({'met' if median <= target else 'MISSED'})"
         print(f"{name:<38} {median:10.1f} {min(runs):8.1f} {over:>12}  {verdict}")
+    if baseline is not None:
+        print(f"baseline PYTHONPATH={baseline}, run alternately with the above:")
+        for name, runs in base_samples.items():
+            base = statistics.median(runs)
+            ratio = statistics.median(samples[name]) / base
+            print(
+                f"{name:<38} {base:10.1f} {min(runs):8.1f} {base - baseline_pass:12.1f}  this / baseline {ratio:.2f}x"
+            )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", nargs="?", type=int, default=7, help="timed runs per command (default 7)")
-    main(parser.parse_args().n)
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="another checkout's sources, timed in the same rounds, each run right after this one's",
+    )
+    args = parser.parse_args()
+    main(args.n, args.baseline_src.resolve() if args.baseline_src else None)

@@ -6,6 +6,10 @@
    Target: taskplug's median ≤ 1.0× pyflyte's.
 2. ``taskplug run examples/hello.yaml -o json`` end to end beside ``python -c pass``. Target: ≤ 0.40 s.
 
+With ``--baseline-src OTHER_CHECKOUT/src``, each round also runs the two taskplug commands with that checkout's
+sources, right after this one's, and the figures print side by side with this/baseline ratios: a before/after
+measured under the same load.
+
 Each command runs as a new process, N times (default 5, at least 4), after one untimed round that fills the
 OS file cache and Python's bytecode cache (written even if ``PYTHONDONTWRITEBYTECODE`` is set here). The rounds alternate the commands (one of each per round), so a
 burst of load on the machine (two cores, shared) spreads over both sides instead of skewing one. Each run is
@@ -13,7 +17,7 @@ checked: it exits 0 and prints the task's output. Each command runs in a fresh t
 module or spec), so no state DB or cluster folder grows from run to run; taskplug imports this checkout's
 ``src`` (``PYTHONPATH``), pyflyte and the pod's ``pyflyte-execute`` the virtual environment's flytekit.
 
-    .venv/bin/python benchmarks/first_result.py [N] [--src OTHER_CHECKOUT/src]
+    .venv/bin/python benchmarks/first_result.py [N] [--src OTHER_CHECKOUT/src] [--baseline-src BASE/src]
 """
 
 from __future__ import annotations
@@ -83,19 +87,40 @@ def _wall(argv: list[str], source: str, expect: bytes, env: dict[str, str]) -> f
     return elapsed
 
 
-def main(n: int, src: Path) -> None:
+def main(n: int, src: Path, baseline: Path | None = None) -> None:
     table = _commands()
     env = _env(src)
+    # The baseline checkout runs the taskplug commands only (pyflyte and bare Python are the same for both).
+    base_names = [name for name in table if name.startswith("taskplug")] if baseline is not None else []
+    base_env = _env(baseline) if baseline is not None else env
     samples: dict[str, list[float]] = {name: [] for name in table}
+    base_samples: dict[str, list[float]] = {name: [] for name in base_names}
     for round_ in range(n + 1):  # the first round warms the caches and is not counted
         for name, command in table.items():
             elapsed = _wall(*command, env)
             if round_:
                 samples[name].append(elapsed)
+            if name in base_samples:  # right after this checkout's run of the same command
+                elapsed = _wall(*command, base_env)
+                if round_:
+                    base_samples[name].append(elapsed)
     median = {name: statistics.median(runs) for name, runs in samples.items()}
     print(f"first_result N={n} ({' '.join(_taskplug())}, PYTHONPATH={src})")
     for name, runs in samples.items():
         print(f"  {name:<34} {median[name]:6.2f} s wall  (min {min(runs):.2f}, max {max(runs):.2f})")
+    if baseline is not None:
+        print(f"  baseline PYTHONPATH={baseline}, run alternately with the above:")
+        for name, runs in base_samples.items():
+            base = statistics.median(runs)
+            print(
+                f"  {name:<34} {base:6.2f} s wall  (min {min(runs):.2f}, max {max(runs):.2f}); "
+                f"this / baseline {median[name] / base:.2f}x"
+            )
+        ratio = (
+            statistics.median(base_samples["taskplug run workflows.py add"])
+            / median["pyflyte run workflows.py add"]
+        )
+        print(f"  baseline taskplug run / pyflyte run: {ratio:.2f}x")
     ratio = median["taskplug run workflows.py add"] / median["pyflyte run workflows.py add"]
     verdict = "met" if ratio <= FIRST_TARGET else "MISSED"
     print(f"  taskplug run / pyflyte run: {ratio:.2f}x  (target <= {FIRST_TARGET:.1f}x: {verdict})")
@@ -116,7 +141,13 @@ if __name__ == "__main__":
         default=REPO / "src",
         help="the taskplug sources to time (default: this checkout's; another checkout's for a before/after)",
     )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="another checkout's sources, timed in the same rounds, each run right after this one's",
+    )
     args = parser.parse_args()
     if args.n < 4:
         parser.error("N must be at least 4 (a median of fewer says little on a shared machine)")
-    main(args.n, args.src.resolve())
+    main(args.n, args.src.resolve(), args.baseline_src.resolve() if args.baseline_src else None)

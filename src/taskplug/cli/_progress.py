@@ -13,16 +13,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
 from taskplug.cli._text import error_text, last_line, reason_line
 from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
 from taskplug.executor import Event, NodeRecord
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = [
     "ArrayProgress",
@@ -104,6 +106,8 @@ class ArrayProgress:
         for group, count in counts.items():
             if count:
                 line.append(f"{group} {count}  ", style=_GROUP_STYLES[group])
+        from rich.table import Table  # here: `-o json` and a run without a terminal draw no table
+
         bar = Table.grid(padding=(0, 1))
         bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), line)
         parts: list[RenderableType] = [bar]
@@ -188,6 +192,8 @@ class Progress:
         return parts[0] if len(parts) == 1 else Group(*parts)
 
     def _timeline(self) -> Table:
+        from rich.table import Table
+
         table = Table(box=None, show_header=True, header_style="bold")
         for column in ("attempt", "phase", "version", "reason", "elapsed"):
             table.add_column(column)

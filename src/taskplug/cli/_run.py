@@ -577,25 +577,38 @@ def run(
     interrupts, own = for_run()
     if own:
         click.get_current_context().call_on_close(interrupts.uninstall)
-    # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
-    with interrupts.deferred():
-        loaded, platform, rename = _load(
-            spec,
-            config_path=config_path,
-            pod_templates=pod_templates,
-            kubeconfig=kubeconfig,
-            images=images,
-            project=project,
-            domain=domain,
-            execution_name=execution_name,
-            environment=environment,
-        )
-    if overwrite_cache:
-        loaded = dataclasses.replace(loaded, overwrite_cache=True)
     # Only as the `taskplug` command (main() installed the handler): a program invoking `run` is not forked.
     warm = not own and is_module(spec) and kubeconfig is None and cluster_mode == "process"
     try:
-        with _zygote(warm) as zygote:
+        with contextlib.ExitStack() as forked:
+            # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
+            with interrupts.deferred():
+                loaded, platform, rename = _load(
+                    spec,
+                    config_path=config_path,
+                    pod_templates=pod_templates,
+                    kubeconfig=kubeconfig,
+                    images=images,
+                    project=project,
+                    domain=domain,
+                    execution_name=execution_name,
+                    environment=environment,
+                    platform_later=warm,
+                )
+            # The zygote forks as soon as the task is serialized (and outside the deferral, whose helper thread
+            # must not be running at a fork): it imports what pyflyte-execute needs while this process loads the
+            # plugins and starts the cluster.
+            zygote = forked.enter_context(_zygote(warm))
+            if platform is None:
+                try:
+                    with interrupts.deferred():
+                        platform = Platform.load(config_path, pod_template_paths=pod_templates)
+                except BaseException:
+                    if zygote is not None:
+                        zygote.close(timeout=0)  # nothing forked from it yet: its imports are not waited for
+                    raise
+            if overwrite_cache:
+                loaded = dataclasses.replace(loaded, overwrite_cache=True)
             result, finished = asyncio.run(
                 _run(
                     platform,
@@ -709,9 +722,11 @@ def _load(
     domain: str | None,
     execution_name: str | None,
     environment: tuple[str, ...],
-) -> tuple[ExecutionSpec, Platform, str]:
+    platform_later: bool = False,
+) -> tuple[ExecutionSpec, Platform | None, str]:
     """The spec (a YAML one, or a flytekit module's task), the platform, and how the user renames the
-    execution (for the messages that tell them to)."""
+    execution (for the messages that tell them to). With ``platform_later``, a module's platform is left to
+    the caller (None): it is loaded after the zygote forks."""
     if is_module(spec):
         if kubeconfig is not None and not images:
             raise SpecError(
@@ -732,6 +747,8 @@ def _load(
             loaded = flyte2_module_spec(spec, arguments, target)
         else:
             loaded = module_spec(spec, arguments, target)
+        if platform_later:
+            return loaded, None, "--name"
         return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     if is_serialized(spec):
         target = module_target_from_options(

@@ -23,7 +23,6 @@ from typing import Any, Final
 
 from flyteidl.core import compiler_pb2, workflow_pb2
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.table import Table
 from rich.text import Text
 
 from taskplug.cli._text import error_text
@@ -541,6 +540,8 @@ class _NodeTable:
             for i in used
             if columns[i] != "last"
         }
+        from rich.table import Table  # here, not at the top: only a workflow's live view draws one
+
         table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
         for i in used:
             if columns[i] == "last":

@@ -12,7 +12,6 @@ import asyncio
 import os
 from typing import Any
 
-import fsspec
 from flyteidl.core import errors_pb2, execution_pb2, literals_pb2
 from google.protobuf.message import DecodeError
 
@@ -29,6 +28,8 @@ class DataStore:
         protocol = path.split("://", 1)[0] if "://" in path else "file"
         fs = self._fs_cache.get(protocol)
         if fs is None:
+            import fsspec  # here, not at the top: a local data root is read and written without it
+
             fs = fsspec.filesystem(protocol)
             self._fs_cache[protocol] = fs
         return fs, path

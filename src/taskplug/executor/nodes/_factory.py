@@ -1,7 +1,7 @@
 """Which handler runs a root node of each kind: the one module that knows every node kind.
 
 Follows flytepropeller/pkg/controller/nodes/factory/handler_factory.go (a handler per ``v1alpha1.NodeKind``).
-Adding a kind is a handler module and one line in :data:`_ROOT_NODES` (and, for ``taskplug render`` and the
+Adding a kind is a handler module and one line in :func:`_root_nodes` (and, for ``taskplug render`` and the
 submit-time check, one in :func:`first_context`).
 """
 
@@ -13,21 +13,21 @@ from taskplug.core import Plugin, PluginResolver, StaticTaskExecutionContext
 from taskplug.executor._spec import ExecutionSpec, NodeKind
 from taskplug.executor._store import ExecutionRecord
 from taskplug.executor._tasks import task_context_for
-from taskplug.executor.nodes._array import ArrayRun
-from taskplug.executor.nodes._array_context import element_task_context
 from taskplug.executor.nodes._host import NodeHost, RootNode
 from taskplug.executor.nodes._settings import RunSettings
 from taskplug.executor.nodes._task_node import TaskNode
-from taskplug.executor.nodes._workflow import WorkflowRun
 
 __all__ = ["first_context", "root_node"]
 
-_ROOT_NODES: dict[
-    NodeKind, Callable[[NodeHost, ExecutionSpec, ExecutionRecord, Plugin, RunSettings], RootNode]
-] = {
-    NodeKind.TASK: TaskNode,
-    NodeKind.ARRAY: ArrayRun,
-}
+RootNodeFactory = Callable[[NodeHost, ExecutionSpec, ExecutionRecord, Plugin, RunSettings], RootNode]
+
+
+def _root_nodes() -> dict[NodeKind, RootNodeFactory]:
+    """The handler of each kind a root node (or a workflow's task node) can be. The array handler and the
+    workflow's load with the first execution that needs them: a single task's run never imports them."""
+    from taskplug.executor.nodes._array import ArrayRun
+
+    return {NodeKind.TASK: TaskNode, NodeKind.ARRAY: ArrayRun}
 
 
 def root_node(
@@ -39,9 +39,14 @@ def root_node(
 ) -> RootNode:
     """The root node of execution ``spec``, by its kind: a workflow runs its nodes (each kind's handler made
     here too, :func:`child_node`); a task or a map task runs through the plugin of its task type."""
+    plugin_of = resolver.resolve
+    if spec.kind is NodeKind.TASK:
+        return TaskNode(host, spec, record, plugin_of(spec.template.type), settings)
     if spec.kind is NodeKind.WORKFLOW:
-        return WorkflowRun(host, spec, record, settings, resolver=resolver, child_node=_ROOT_NODES)
-    return _ROOT_NODES[spec.kind](host, spec, record, resolver.resolve(spec.template.type), settings)
+        from taskplug.executor.nodes._workflow import WorkflowRun
+
+        return WorkflowRun(host, spec, record, settings, resolver=resolver, child_node=_root_nodes())
+    return _root_nodes()[spec.kind](host, spec, record, plugin_of(spec.template.type), settings)
 
 
 def first_context(
@@ -50,5 +55,7 @@ def first_context(
     """The task context of the first task a spec's root node would run: the task's own, or a map task's
     element 0, whose template every element shares (what the submit-time check and ``render`` build)."""
     if spec.kind is NodeKind.ARRAY:
+        from taskplug.executor.nodes._array_context import element_task_context
+
         return element_task_context(spec, data_root, 0, generated_name_max_length=generated_name_max_length)
     return task_context_for(spec, data_root, generated_name_max_length=generated_name_max_length)

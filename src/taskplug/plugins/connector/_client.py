@@ -20,17 +20,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import grpc
-import grpc.aio
 from flyteidl.admin import agent_pb2
-from flyteidl.service import agent_pb2_grpc
-from flyteidl2.connector import connector_pb2, service_pb2_grpc
 from flyteidl2.core import security_pb2
 
 from taskplug.core import ErrorCode, PluginError
 from taskplug.plugins.connector._config import FLYTEIDL2, Deployment
+
+if TYPE_CHECKING:
+    # gRPC and the services' stubs load when a channel is dialled: every `taskplug run` loads this plugin
+    # (it is enabled by default), and most never call a connector.
+    import grpc
+    import grpc.aio
 
 __all__ = [
     "ChannelFactory",
@@ -45,13 +47,14 @@ __all__ = [
 
 SyncStage = Literal["open", "send", "receive"]
 
-# Go's codes.Code.String() names, which Flyte's error messages carry ("rpc error: code = NotFound desc = …").
-_GO_NAMES = {grpc.StatusCode.CANCELLED: "Canceled"}
+# Go's codes.Code.String() names, which Flyte's error messages carry ("rpc error: code = NotFound desc = …"),
+# by the name of grpc.StatusCode.
+_GO_NAMES = {"CANCELLED": "Canceled"}
 
 
 def go_status_name(code: grpc.StatusCode) -> str:
-    if code in _GO_NAMES:
-        return _GO_NAMES[code]
+    if code.name in _GO_NAMES:
+        return _GO_NAMES[code.name]
     return "".join(part.capitalize() for part in code.name.split("_"))
 
 
@@ -147,11 +150,13 @@ class ConnectorClient(Protocol):
     async def close(self) -> None: ...
 
 
-ChannelFactory = Callable[[Deployment], grpc.aio.Channel]
+ChannelFactory = Callable[[Deployment], "grpc.aio.Channel"]
 
 
 def dial(deployment: Deployment) -> grpc.aio.Channel:
     """Open a channel to ``deployment``: plaintext or TLS with the system roots, with its service config."""
+    import grpc.aio
+
     if not deployment.endpoint:
         # Deviation: Flyte dials the empty target and fails with a resolver error; say what is missing.
         raise ConnectorRpcError(
@@ -166,6 +171,8 @@ def dial(deployment: Deployment) -> grpc.aio.Channel:
 
 
 async def _unary(method: Callable[..., Awaitable[Any]], request: Any, deadline: float | None) -> Any:
+    import grpc.aio
+
     try:
         return await method(request, timeout=deadline)
     except grpc.aio.AioRpcError as e:
@@ -173,6 +180,8 @@ async def _unary(method: Callable[..., Awaitable[Any]], request: Any, deadline: 
 
 
 async def _final_status(call: grpc.aio.StreamStreamCall, *, stage: SyncStage) -> ConnectorRpcError:
+    import grpc
+
     code = await call.code()
     details = await call.details()
     status = "Unknown" if code == grpc.StatusCode.OK else go_status_name(code)
@@ -183,6 +192,9 @@ class _Stubs:
     __slots__ = ("async_service", "async_service2", "channel", "metadata", "metadata2", "sync_service")
 
     def __init__(self, channel: grpc.aio.Channel) -> None:
+        from flyteidl.service import agent_pb2_grpc
+        from flyteidl2.connector import service_pb2_grpc
+
         self.channel = channel
         self.async_service = agent_pb2_grpc.AsyncAgentServiceStub(channel)
         self.sync_service = agent_pb2_grpc.SyncAgentServiceStub(channel)
@@ -246,6 +258,8 @@ class GrpcConnectorClient:
     ) -> agent_pb2.ListAgentsResponse:
         stubs = self._for(deployment)
         if deployment.protocol == FLYTEIDL2:
+            from flyteidl2.connector import connector_pb2
+
             listed = await _unary(
                 stubs.metadata2.ListConnectors, connector_pb2.ListConnectorsRequest(), deadline
             )
@@ -265,6 +279,8 @@ class GrpcConnectorClient:
     ) -> agent_pb2.CreateTaskResponse:
         stubs = self._for(deployment)
         if deployment.protocol == FLYTEIDL2:
+            from flyteidl2.connector import connector_pb2
+
             wire = _to_flyteidl2(request, connector_pb2.CreateTaskRequest, connection)
             return _recode(
                 await _unary(stubs.async_service2.CreateTask, wire, deadline), agent_pb2.CreateTaskResponse
@@ -284,6 +300,8 @@ class GrpcConnectorClient:
     ) -> agent_pb2.GetTaskResponse:
         stubs = self._for(deployment)
         if deployment.protocol == FLYTEIDL2:
+            from flyteidl2.connector import connector_pb2
+
             wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.GetTaskRequest, connection)
             return _recode(
                 await _unary(stubs.async_service2.GetTask, wire, deadline), agent_pb2.GetTaskResponse
@@ -301,6 +319,8 @@ class GrpcConnectorClient:
     ) -> agent_pb2.DeleteTaskResponse:
         stubs = self._for(deployment)
         if deployment.protocol == FLYTEIDL2:
+            from flyteidl2.connector import connector_pb2
+
             wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.DeleteTaskRequest, connection)
             await _unary(stubs.async_service2.DeleteTask, wire, deadline)
             return agent_pb2.DeleteTaskResponse()
@@ -314,6 +334,8 @@ class GrpcConnectorClient:
     ) -> agent_pb2.GetTaskMetricsResponse:
         stubs = self._for(deployment)
         if deployment.protocol == FLYTEIDL2:
+            from flyteidl2.connector import connector_pb2
+
             wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.GetTaskMetricsRequest, None)
             answer = await _unary(stubs.async_service2.GetTaskMetrics, wire, deadline)
             return _recode(answer, agent_pb2.GetTaskMetricsResponse)
@@ -325,8 +347,12 @@ class GrpcConnectorClient:
     async def get_task_logs(
         self, deployment: Deployment, request: agent_pb2.GetTaskLogsRequest, deadline: float | None
     ) -> AsyncIterator[agent_pb2.GetTaskLogsResponse]:
+        import grpc.aio
+
         stubs = self._for(deployment)
         if deployment.protocol == FLYTEIDL2:
+            from flyteidl2.connector import connector_pb2
+
             wire = _to_flyteidl2(_for_flyteidl2(request), connector_pb2.GetTaskLogsRequest, None)
             call = stubs.async_service2.GetTaskLogs(wire, timeout=deadline)
         else:
@@ -354,6 +380,8 @@ class GrpcConnectorClient:
             raise ConnectorRpcError(
                 "Unimplemented", "Flyte 2's connector protocol (flyteidl2) has no synchronous service"
             )
+        import grpc.aio
+
         stub = self._for(deployment).sync_service
         # The two messages go in as a request iterator: gRPC writes them and half-closes on its own, and
         # stops quietly when the server ends the call early (NOT_FOUND after reading the header). Writing
