@@ -85,11 +85,13 @@ def _merge_containers(
     primary: str,
     default_name: str,
     primary_name: str,
+    consume: bool,
 ) -> list[KubeObject]:
     by_name = {t.get("name"): t for t in templates}
     default_template = by_name.get(default_name)
     primary_template = by_name.get(primary_name)
-    merged_list: list[KubeObject] = []
+    plan: list[tuple[KubeObject, list[KubeObject]]] = []
+    uses: dict[int, int] = {}  # how many merges each template container is still to serve, by id
     for container in containers:
         name = container.get("name")
         layers = [default_template] if default_template is not None else []
@@ -97,13 +99,24 @@ def _merge_containers(
             layers.append(primary_template)
         if name != primary and name != default_name and name in by_name:
             layers.append(by_name[name])
+        for layer in layers:
+            uses[id(layer)] = uses.get(id(layer), 0) + 1
+        plan.append((container, layers))
+
+    def take(layer: KubeObject) -> KubeObject:
+        # A merge changes (and shares) what it is given: each merge gets a copy, except that a consumed
+        # template's container goes into its last merge as it is.
+        left = uses[id(layer)] = uses[id(layer)] - 1
+        return layer if consume and left == 0 else deep_copy(layer)
+
+    merged_list: list[KubeObject] = []
+    for container, layers in plan:
         if not layers:
             merged_list.append(container)
             continue
-        # Each template container may serve several task containers, so every merge starts from a copy.
-        merged: KubeObject = deep_copy(layers[0])
+        merged = take(layers[0])
         for layer in layers[1:]:
-            deep_merge(merged, deep_copy(layer))
+            deep_merge(merged, take(layer))
         merged_list.append(deep_merge(merged, container))
     return merged_list
 
@@ -113,10 +126,14 @@ def merge_base_pod_spec_onto_template(
     base_spec: Mapping[str, Any] | None,
     primary: str,
     primary_init: str = "",
+    *,
+    consume_template_containers: bool = False,
 ) -> KubeObject:
     """Flyte's MergeBasePodSpecOntoTemplate: the task's pod spec (base) merged over a template's spec.
 
-    Both arguments are consumed: the result shares their values (the pipeline passes fresh copies).
+    Both arguments are consumed: the result shares their values (the pipeline passes fresh copies). The
+    template's containers are copied into each merge, and stay as they were, unless
+    ``consume_template_containers``: then each goes into the result itself at its last (often only) use.
     """
     if template_spec is None or base_spec is None:
         raise ValueError("neither the templatePodSpec or the basePodSpec can be nil")
@@ -130,6 +147,7 @@ def merge_base_pod_spec_onto_template(
         primary,
         DEFAULT_CONTAINER_TEMPLATE,
         PRIMARY_CONTAINER_TEMPLATE,
+        consume_template_containers,
     )
     inits = _merge_containers(
         list(base_spec.get("initContainers") or []),
@@ -137,6 +155,7 @@ def merge_base_pod_spec_onto_template(
         primary_init,
         DEFAULT_INIT_CONTAINER_TEMPLATE,
         PRIMARY_INIT_CONTAINER_TEMPLATE,
+        consume_template_containers,
     )
     if inits:
         merged["initContainers"] = inits

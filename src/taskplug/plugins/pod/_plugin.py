@@ -41,6 +41,8 @@ SIDECAR_TASK_TYPE = "sidecar"
 
 KubeObject = dict[str, Any]
 
+_PROPERTIES = K8sPluginProperties()  # frozen: one value serves every call
+
 
 class PodPlugin:
     """Builds a Pod for a task and reports the Pod's phase."""
@@ -51,7 +53,7 @@ class PodPlugin:
         self._clock = setup.clock if setup is not None else None
 
     def get_properties(self) -> K8sPluginProperties:
-        return K8sPluginProperties()
+        return _PROPERTIES
 
     def build_identity_resource(self, meta: TaskExecutionMetadata) -> KubeObject:
         return build_identity_pod()
