@@ -173,12 +173,13 @@ def build_raw_container(tctx: TaskExecutionContext, platform: PlatformPodConfig)
         # Flyte picks 4 random lowercase letters/digits when the generated name is not a valid label.
         name = "".join(random.choices(string.ascii_lowercase + string.digits, k=4))
     container: KubeObject = {"name": name, "image": task_container.image}
-    if task_container.command:
-        container["command"] = list(task_container.command)
-    if task_container.args:
-        container["args"] = list(task_container.args)
-    if task_container.env:
-        container["env"] = [{"name": kv.key, "value": kv.value} for kv in task_container.env]
+    command, args, env = task_container.command, task_container.args, task_container.env
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    if env:
+        container["env"] = [{"name": kv.key, "value": kv.value} for kv in env]
     resources = to_k8s_resources_block(task_container.resources)
     if resources:
         container["resources"] = resources

@@ -87,6 +87,8 @@ def _merge_containers(
     primary_name: str,
     consume: bool,
 ) -> list[KubeObject]:
+    if not templates:
+        return list(containers)
     by_name = {t.get("name"): t for t in templates}
     default_template = by_name.get(default_name)
     primary_template = by_name.get(primary_name)
@@ -103,21 +105,16 @@ def _merge_containers(
             uses[id(layer)] = uses.get(id(layer), 0) + 1
         plan.append((container, layers))
 
-    def take(layer: KubeObject) -> KubeObject:
-        # A merge changes (and shares) what it is given: each merge gets a copy, except that a consumed
-        # template's container goes into its last merge as it is.
-        left = uses[id(layer)] = uses[id(layer)] - 1
-        return layer if consume and left == 0 else deep_copy(layer)
-
     merged_list: list[KubeObject] = []
     for container, layers in plan:
-        if not layers:
-            merged_list.append(container)
-            continue
-        merged = take(layers[0])
-        for layer in layers[1:]:
-            deep_merge(merged, take(layer))
-        merged_list.append(deep_merge(merged, container))
+        merged: KubeObject | None = None
+        for layer in layers:
+            # A merge changes (and shares) what it is given: each merge gets a copy, except that a consumed
+            # template's container goes into its last merge as it is.
+            left = uses[id(layer)] = uses[id(layer)] - 1
+            part = layer if consume and left == 0 else deep_copy(layer)
+            merged = part if merged is None else deep_merge(merged, part)
+        merged_list.append(container if merged is None else deep_merge(merged, container))
     return merged_list
 
 

@@ -131,9 +131,11 @@ def resources_from_requirements(req: ResourceRequirements | None) -> Resources:
 def resources_from_container(container: Mapping[str, Any], path: str = "resources") -> Resources:
     """Parse a container's ``resources`` block; a bad quantity names the container and the key."""
     raw = container.get("resources") or {}
+    requests, limits = raw.get("requests"), raw.get("limits")
+    if not requests and not limits:
+        return {"requests": {}, "limits": {}}
     out: Resources = {"requests": {}, "limits": {}}
-    for kind in ("requests", "limits"):
-        values = raw.get(kind)
+    for kind, values in (("requests", requests), ("limits", limits)):
         if not values:
             continue
         parsed = out[kind]
