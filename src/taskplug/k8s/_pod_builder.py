@@ -50,7 +50,6 @@ from taskplug.k8s._resources import (
     ResourceCustomizationMode,
     Resources,
     apply_resource_overrides,
-    merge_resources,
     merge_resources_if_missing,
     resources_from_container,
     resources_from_requirements,
@@ -280,22 +279,22 @@ def add_flyte_customizations_to_container(
         if platform_requirements is not None
         else {}
     )
-    overrides = resources_from_requirements(meta.overrides.resources)
+    override_requirements = meta.overrides.resources
     own = resources_from_container(container)
     # Only the container's own resources are sanitized; overrides keep a raw `gpu` key (as Flyte).
     sanitize_gpu_resource_requirements(own, k8s.gpu_resource_name)
-    template_resources = pod_template_resources or {"requests": {}, "limits": {}}
 
     if mode is ResourceCustomizationMode.ASSIGN:
-        result = overrides
+        result = resources_from_requirements(override_requirements)
         assign = True
-    elif mode is ResourceCustomizationMode.MERGE_EXISTING:
-        merge_resources(overrides, own)
-        merge_resources_if_missing(template_resources, own)
-        result, assign = own, True
     else:
-        merge_resources_if_missing(template_resources, own)
-        result, assign = own, False
+        if mode is ResourceCustomizationMode.MERGE_EXISTING and override_requirements is not None:
+            # (merge_resources, from the execution's maps without copying them first)
+            own["limits"].update(override_requirements.limits)
+            own["requests"].update(override_requirements.requests)
+        if pod_template_resources:
+            merge_resources_if_missing(pod_template_resources, own)
+        result, assign = own, mode is ResourceCustomizationMode.MERGE_EXISTING
     apply_resource_overrides(
         result,
         platform_resources,
@@ -304,11 +303,12 @@ def add_flyte_customizations_to_container(
         default_memory=k8s.default_memory,
         gpu_resource_name=k8s.gpu_resource_name,
     )
-    encoded: dict[str, Any] = dict(resources_to_k8s(result))
+    encoded: dict[str, Any] = resources_to_k8s(result)
     if mode is not ResourceCustomizationMode.ASSIGN:
         # The container's other requirements (e.g. DRA `claims`) stay, as in Flyte, which edits them in place.
-        own_block = container.get("resources") or {}
-        encoded.update((k, v) for k, v in own_block.items() if k not in ("requests", "limits"))
+        for key, value in (container.get("resources") or {}).items():
+            if key != "requests" and key != "limits":
+                encoded[key] = value
     if encoded:
         container["resources"] = encoded
     else:

@@ -70,7 +70,9 @@ def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, An
         if not value:
             continue
         current = base.get(key)
-        if isinstance(current, dict) and isinstance(value, Mapping):
+        if current is None:  # (the common case: a key the base does not have)
+            base[key] = value
+        elif isinstance(current, dict) and isinstance(value, (dict, Mapping)):
             deep_merge(current, value)
         elif isinstance(current, list) and isinstance(value, list):
             base[key] = current + value
@@ -136,8 +138,13 @@ def merge_base_pod_spec_onto_template(
         raise ValueError("neither the templatePodSpec or the basePodSpec can be nil")
     template_containers = list(template_spec.get("containers") or [])
     template_inits = list(template_spec.get("initContainers") or [])
-    merged: KubeObject = {k: v for k, v in template_spec.items() if k not in ("containers", "initContainers")}
-    deep_merge(merged, {k: v for k, v in base_spec.items() if k not in ("containers", "initContainers")})
+    merged: KubeObject = dict(template_spec)
+    merged.pop("containers", None)
+    merged.pop("initContainers", None)
+    base_fields = dict(base_spec)
+    base_fields.pop("containers", None)
+    base_fields.pop("initContainers", None)
+    deep_merge(merged, base_fields)
     merged["containers"] = _merge_containers(
         list(base_spec.get("containers") or []),
         template_containers,
