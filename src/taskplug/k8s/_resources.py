@@ -95,8 +95,9 @@ def to_k8s_resource_list(entries: Iterable[tasks_pb2.Resources.ResourceEntry]) -
 def to_k8s_resource_requirements(resources: tasks_pb2.Resources | None) -> Resources:
     if resources is None:
         return {"requests": {}, "limits": {}}
-    # Every execution of a task converts the same message: remember the answer by its wire bytes.
-    cached = _converted(resources.SerializeToString(deterministic=True))
+    # Every execution of a task converts the same message: remember the answer by its wire bytes (computed
+    # from those bytes alone, so equal messages written differently only miss the cache).
+    cached = _converted(resources.SerializeToString())
     return {"requests": dict(cached[0]), "limits": dict(cached[1])}
 
 
@@ -111,7 +112,7 @@ def to_k8s_resources_block(resources: tasks_pb2.Resources | None) -> dict[str, d
     task sets none): ``resources_to_k8s(to_k8s_resource_requirements(resources))``, a fresh copy."""
     if resources is None:
         return {}
-    cached = _encoded(resources.SerializeToString(deterministic=True))
+    cached = _encoded(resources.SerializeToString())  # (as to_k8s_resource_requirements)
     return {kind: dict(values) for kind, values in cached}
 
 
