@@ -175,6 +175,22 @@ def test_placeholders_are_case_insensitive_with_dot_or_dollar_and_spaces(
     assert render([template]) == [expected]
 
 
+def test_placeholders_match_with_unicode_case_folding_as_the_patterns_do() -> None:
+    # A regular expression's case-insensitive match folds the long s and the Kelvin sign to ASCII letters,
+    # which ``str.lower`` does not: text that is not ASCII is matched without any shortcut.
+    assert render(["{{ .Name\u017fpace }} {{ .PerRetryUnique\u212aey }} \u00e9"]) == [
+        "test-namespace per_retry_unique_key \u00e9"
+    ]
+
+
+def test_a_substituted_value_is_rendered_by_the_placeholders_after_it() -> None:
+    out = StaticOutputWriter(output_prefix="s3://b/{{ .Namespace }}/{{ .PerRetryUniqueKey }}")
+    assert render(["{{ .OutputPrefix }}", "{{ .Input }}"], params(out=out)) == [
+        "s3://b/test-namespace/per_retry_unique_key",
+        "input/blah",
+    ]
+
+
 @pytest.mark.parametrize(
     "template",
     ["${{input}}", "{{ .wrongOutputDataPrefix }}", "{{ Input }}", "{ .Input }", "{{ .Inputs.blah blah }}"],

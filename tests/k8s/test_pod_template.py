@@ -317,6 +317,30 @@ def test_one_template_container_serving_several_containers_gives_independent_cop
     }
 
 
+def test_a_consumed_template_container_is_copied_for_all_but_its_last_merge() -> None:
+    default = {"name": "default", "env": [{"name": "T"}], "resources": {"limits": {"cpu": "1"}}}
+    primary = {"name": "primary", "securityContext": {"runAsUser": 1}}
+    merged = merge_base_pod_spec_onto_template(
+        {"containers": [default, primary]},
+        {"containers": [{"name": "a"}, {"name": "b", "env": [{"name": "B"}]}]},
+        "a",
+        consume_template_containers=True,
+    )
+    first, second = merged["containers"]
+    # The default template serves both: a copy for the first, the template's own dict for the last.
+    assert first is not default
+    assert second is default
+    first["env"].append({"name": "X"})
+    first["resources"]["limits"]["cpu"] = "9"
+    first["securityContext"]["runAsUser"] = 2
+    assert second == {
+        "name": "b",
+        "env": [{"name": "T"}, {"name": "B"}],
+        "resources": {"limits": {"cpu": "1"}},
+    }
+    assert first["name"] == "a"
+
+
 _NON_EMPTY_SCALARS = st.one_of(st.integers(1, 5), st.text(min_size=1, max_size=4), st.just(True))
 _NON_EMPTY_JSON = st.recursive(
     _NON_EMPTY_SCALARS,

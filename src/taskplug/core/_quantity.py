@@ -88,6 +88,8 @@ class Quantity:
         """A quantity as it stands in a Kubernetes JSON or YAML document: a string, or a number, which the
         API server reads by its text (``cpu: 2``, ``cpu: 0.5``). A protobuf Struct holds every number as a
         double, so whole doubles count as integers."""
+        if type(value) is str:  # the common case first (parsing is cached per text)
+            return _parse(value)
         if isinstance(value, float):
             value = int(value) if value.is_integer() else repr(value)
         return cls(value)  # type: ignore[arg-type]  # anything else is rejected by the constructor

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from decimal import Decimal
@@ -67,38 +67,66 @@ def render_command(args: Sequence[str], params: TemplateParameters) -> list[str]
     if params.inputs is None or params.output_paths is None:
         raise PluginError(ErrorCode.BAD_TASK_SPECIFICATION, "input reader and output path cannot be nil")
     rendered: list[str] = []
-    key = None  # made at the first placeholder: most commands have none
+    keys: list[str] = []  # the per-retry key, made when a placeholder asks for it: most commands have none
+
+    def retry_key() -> str:
+        if not keys:
+            keys.append(per_retry_unique_key(params.metadata.task_execution_id.generated_name))
+        return keys[0]
+
     for arg in args:
-        if "{{" in arg:
-            if key is None:
-                key = per_retry_unique_key(params.metadata.task_execution_id.generated_name)
-            arg = _render_one(arg, params, key)
-        rendered.append(arg)
+        rendered.append(_render_one(arg, params, retry_key) if "{{" in arg else arg)
     return rendered
 
 
-def _render_one(text: str, params: TemplateParameters, per_retry_key: str) -> str:
+def _folded(text: str) -> str | None:
+    """``text`` lowercased, to tell cheaply which placeholders it cannot hold; None when it is not ASCII (the
+    patterns' case-insensitive matching then folds more than ``str.lower`` does, e.g. ``ſ`` as ``s``)."""
+    return text.lower() if text.isascii() else None
+
+
+def _render_one(text: str, params: TemplateParameters, per_retry_key: Callable[[], str]) -> str:
     if "{{" not in text:
         return text
     inputs, out = params.inputs, params.output_paths
     assert inputs is not None
     assert out is not None
-    val = _INPUT_FILE.sub(lambda _: inputs.input_path, text)
-    val = _OUTPUT_PREFIX.sub(lambda _: out.output_prefix, val)
-    val = _INPUT_PREFIX.sub(lambda _: inputs.input_prefix, val)
-    val = _RAW_OUTPUT_PREFIX.sub(lambda _: out.raw_output_prefix, val)
-    prev = out.prev_checkpoint_prefix or '""'
-    val = _PREV_CHECKPOINT.sub(lambda _: prev, val)
-    val = _CHECKPOINT.sub(lambda _: out.checkpoint_prefix, val)
-    val = _PER_RETRY_KEY.sub(lambda _: per_retry_key, val)
-    if params.task is not None and _TASK_TEMPLATE_PATH.search(val):
-        path = params.task.path
+    # In Go's order: each value is substituted into the text the previous ones left. A placeholder is
+    # looked for only when its lowercased name is in the (ASCII) text at all: a match needs it.
+    val, low = text, _folded(text)
+    if low is None or "input" in low:
+        val = _INPUT_FILE.sub(lambda _: inputs.input_path, val)
+        low = _folded(val)
+    if low is None or "outputprefix" in low:
+        val = _OUTPUT_PREFIX.sub(lambda _: out.output_prefix, val)
+        low = _folded(val)
+    if low is None or "inputprefix" in low:
+        val = _INPUT_PREFIX.sub(lambda _: inputs.input_prefix, val)
+        low = _folded(val)
+    if low is None or "rawoutputdataprefix" in low:
+        val = _RAW_OUTPUT_PREFIX.sub(lambda _: out.raw_output_prefix, val)
+        low = _folded(val)
+    if low is None or "prevcheckpointprefix" in low:
+        val = _PREV_CHECKPOINT.sub(lambda _: out.prev_checkpoint_prefix or '""', val)
+        low = _folded(val)
+    if low is None or "checkpointoutputprefix" in low:
+        val = _CHECKPOINT.sub(lambda _: out.checkpoint_prefix, val)
+        low = _folded(val)
+    if low is None or "perretryuniquekey" in low:
+        val = _PER_RETRY_KEY.sub(lambda _: per_retry_key(), val)
+        low = _folded(val)
+    task = params.task
+    if task is not None and (low is None or "tasktemplatepath" in low) and _TASK_TEMPLATE_PATH.search(val):
+        path = task.path
         val = _TASK_TEMPLATE_PATH.sub(lambda _: path, val)
+        low = _folded(val)
     # The namespace goes last among the paths (it may be embedded in them) but before the inputs, as in
     # Go: an input's value is the user's data and is never rewritten.
-    namespace = params.metadata.namespace
-    val = _NAMESPACE.sub(lambda _: namespace, val)
-    if _INPUT_VAR.search(val):
+    if low is None or "namespace" in low:
+        namespace = params.metadata.namespace
+        val = _NAMESPACE.sub(lambda _: namespace, val)
+        low = _folded(val)
+    if (low is None or "inputs." in low) and _INPUT_VAR.search(val):
         literals = inputs.get()
         if literals is not None and literals.literals:
             val = _INPUT_VAR.sub(lambda m: _input_value(m.group("name"), literals, text), val)

@@ -50,6 +50,8 @@ class PluginTaskExecutionContext:
     @property
     def metadata(self) -> TaskExecutionMetadata:
         meta = self.base_metadata if self.base_metadata is not None else self.inner.metadata
+        if self.interruptible is None and self.resources is None and self.extended_resources is None:
+            return meta  # (the plugin manager's own context: read on every step of a build)
         changes: dict[str, Any] = {}
         if self.interruptible is not None:
             changes["interruptible"] = self.interruptible

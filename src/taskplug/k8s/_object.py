@@ -147,17 +147,20 @@ def add_object_metadata(
     """
     metadata = obj.setdefault("metadata", {})
     template_meta = template.metadata.metadata if template is not None else None
+    # (A protobuf map is copied only when it holds something: most templates set none.)
+    template_annotations = template_meta.annotations if template_meta is not None else None
+    template_labels = template_meta.labels if template_meta is not None else None
     metadata["namespace"] = meta.namespace
     metadata["annotations"] = _union(
         cfg.default_annotations,
         metadata.get("annotations"),
-        dict(template_meta.annotations) if template_meta is not None else None,
+        dict(template_annotations) if template_annotations else None,
         meta.annotations,
     )
     metadata["labels"] = _union(
         cfg.default_labels,
         metadata.get("labels"),
-        dict(template_meta.labels) if template_meta is not None else None,
+        dict(template_labels) if template_labels else None,
         meta.labels,
     )
     metadata["name"] = convert_to_dns1123_subdomain_compatible(meta.task_execution_id.generated_name)

@@ -50,13 +50,12 @@ from taskplug.k8s._resources import (
     ResourceCustomizationMode,
     Resources,
     apply_resource_overrides,
-    merge_resources,
     merge_resources_if_missing,
     resources_from_container,
     resources_from_requirements,
     resources_to_k8s,
     sanitize_gpu_resource_requirements,
-    to_k8s_resource_requirements,
+    to_k8s_resources_block,
 )
 
 __all__ = [
@@ -163,22 +162,24 @@ def build_raw_container(tctx: TaskExecutionContext, platform: PlatformPodConfig)
     template = tctx.task_reader.read()
     if not template.HasField("container"):
         raise BadTaskSpecification("unable to create container with no definition in TaskTemplate")
-    overrides = tctx.metadata.overrides
+    meta = tctx.metadata
+    overrides = meta.overrides
     if overrides is None or overrides.resources is None:
         raise BadTaskSpecification("resource requirements not found for container task, required!")
     task_container = template.container
-    name = tctx.metadata.task_execution_id.generated_name
+    name = meta.task_execution_id.generated_name
     if not is_dns1123_label(name):
         # Flyte picks 4 random lowercase letters/digits when the generated name is not a valid label.
         name = "".join(random.choices(string.ascii_lowercase + string.digits, k=4))
     container: KubeObject = {"name": name, "image": task_container.image}
-    if task_container.command:
-        container["command"] = list(task_container.command)
-    if task_container.args:
-        container["args"] = list(task_container.args)
-    if task_container.env:
-        container["env"] = [{"name": kv.key, "value": kv.value} for kv in task_container.env]
-    resources = resources_to_k8s(to_k8s_resource_requirements(task_container.resources))
+    command, args, env = task_container.command, task_container.args, task_container.env
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    if env:
+        container["env"] = [{"name": kv.key, "value": kv.value} for kv in env]
+    resources = to_k8s_resources_block(task_container.resources)
     if resources:
         container["resources"] = resources
     container["terminationMessagePolicy"] = "FallbackToLogsOnError"
@@ -190,30 +191,33 @@ def build_raw_container(tctx: TaskExecutionContext, platform: PlatformPodConfig)
 def execution_env_vars(meta: TaskExecutionMetadata, console_url: str) -> list[dict[str, str]]:
     """FLYTE_INTERNAL_* variables identifying the execution (Flyte's GetExecutionEnvVars)."""
     tid = meta.task_execution_id.id
-    if not tid.HasField("node_execution_id") or not tid.node_execution_id.HasField("execution_id"):
+    if not tid.HasField("node_execution_id"):
         return []
     node = tid.node_execution_id
+    if not node.HasField("execution_id"):
+        return []
     execution = node.execution_id
+    project, domain, name = execution.project, execution.domain, execution.name
     env = [
-        {"name": "FLYTE_INTERNAL_EXECUTION_ID", "value": execution.name},
-        {"name": "FLYTE_INTERNAL_EXECUTION_PROJECT", "value": execution.project},
-        {"name": "FLYTE_INTERNAL_EXECUTION_DOMAIN", "value": execution.domain},
+        {"name": "FLYTE_INTERNAL_EXECUTION_ID", "value": name},
+        {"name": "FLYTE_INTERNAL_EXECUTION_PROJECT", "value": project},
+        {"name": "FLYTE_INTERNAL_EXECUTION_DOMAIN", "value": domain},
         {"name": "FLYTE_ATTEMPT_NUMBER", "value": str(tid.retry_attempt)},
     ]
     if console_url:
         url = (
-            f"{console_url.rstrip('/')}/projects/{execution.project}/domains/{execution.domain}"
-            f"/executions/{execution.name}/nodeId/{meta.task_execution_id.unique_node_id}/nodes"
+            f"{console_url.rstrip('/')}/projects/{project}/domains/{domain}"
+            f"/executions/{name}/nodeId/{meta.task_execution_id.unique_node_id}/nodes"
         )
         env.append({"name": "FLYTE_EXECUTION_URL", "value": url})
     if tid.HasField("task_id"):
         task = tid.task_id
-        env += [
+        env += (
             {"name": "FLYTE_INTERNAL_TASK_PROJECT", "value": task.project},
             {"name": "FLYTE_INTERNAL_TASK_DOMAIN", "value": task.domain},
             {"name": "FLYTE_INTERNAL_TASK_NAME", "value": task.name},
             {"name": "FLYTE_INTERNAL_TASK_VERSION", "value": task.version},
-        ]
+        )
     return env
 
 
@@ -221,10 +225,13 @@ def decorate_env_vars(
     container: KubeObject, meta: TaskExecutionMetadata, platform: PlatformPodConfig, console_url: str
 ) -> None:
     """Existing env, then execution, task and platform default env; no de-duplication (as Flyte)."""
-    env = list(container.get("env") or ())
+    own = container.get("env")
+    env = list(own) if own else []
     env += execution_env_vars(meta, console_url)
-    env += [{"name": k, "value": v} for k, v in meta.environment_variables.items()]
-    env += [dict(e) for e in platform.default_env]
+    if meta.environment_variables:
+        env += [{"name": k, "value": v} for k, v in meta.environment_variables.items()]
+    if platform.default_env:
+        env += [dict(e) for e in platform.default_env]
     if env:
         container["env"] = env
     if platform.default_env_from:
@@ -265,23 +272,29 @@ def add_flyte_customizations_to_container(
     decorate_env_vars(container, meta, platform, meta.console_url if params.include_console_url else "")
 
     k8s = platform.k8s
-    platform_resources = resources_from_requirements(meta.platform_resources)
-    overrides = resources_from_requirements(meta.overrides.resources)
+    platform_requirements = meta.platform_resources
+    # (only read: the execution's own maps, uncopied)
+    platform_resources: Mapping[str, Mapping[str, Quantity]] = (
+        {"requests": platform_requirements.requests, "limits": platform_requirements.limits}
+        if platform_requirements is not None
+        else {}
+    )
+    override_requirements = meta.overrides.resources
     own = resources_from_container(container)
     # Only the container's own resources are sanitized; overrides keep a raw `gpu` key (as Flyte).
     sanitize_gpu_resource_requirements(own, k8s.gpu_resource_name)
-    template_resources = pod_template_resources or {"requests": {}, "limits": {}}
 
     if mode is ResourceCustomizationMode.ASSIGN:
-        result = overrides
+        result = resources_from_requirements(override_requirements)
         assign = True
-    elif mode is ResourceCustomizationMode.MERGE_EXISTING:
-        merge_resources(overrides, own)
-        merge_resources_if_missing(template_resources, own)
-        result, assign = own, True
     else:
-        merge_resources_if_missing(template_resources, own)
-        result, assign = own, False
+        if mode is ResourceCustomizationMode.MERGE_EXISTING and override_requirements is not None:
+            # (merge_resources, from the execution's maps without copying them first)
+            own["limits"].update(override_requirements.limits)
+            own["requests"].update(override_requirements.requests)
+        if pod_template_resources:
+            merge_resources_if_missing(pod_template_resources, own)
+        result, assign = own, mode is ResourceCustomizationMode.MERGE_EXISTING
     apply_resource_overrides(
         result,
         platform_resources,
@@ -290,11 +303,12 @@ def add_flyte_customizations_to_container(
         default_memory=k8s.default_memory,
         gpu_resource_name=k8s.gpu_resource_name,
     )
-    encoded: dict[str, Any] = dict(resources_to_k8s(result))
+    encoded: dict[str, Any] = resources_to_k8s(result)
     if mode is not ResourceCustomizationMode.ASSIGN:
         # The container's other requirements (e.g. DRA `claims`) stay, as in Flyte, which edits them in place.
-        own_block = container.get("resources") or {}
-        encoded.update((k, v) for k, v in own_block.items() if k not in ("requests", "limits"))
+        for key, value in (container.get("resources") or {}).items():
+            if key != "requests" and key != "limits":
+                encoded[key] = value
     if encoded:
         container["resources"] = encoded
     else:
@@ -611,9 +625,8 @@ def get_container(spec: Mapping[str, Any], name: str) -> KubeObject:
 
 
 def _base_pod_template(
-    tctx: TaskExecutionContext, template: tasks_pb2.TaskTemplate, platform: PlatformPodConfig
+    namespace: str, template: tasks_pb2.TaskTemplate, platform: PlatformPodConfig
 ) -> KubeObject | None:
-    namespace = tctx.metadata.namespace
     name = template.metadata.pod_template_name
     if name:
         found = platform.pod_templates.load_or_default(namespace, name)
@@ -642,8 +655,9 @@ def apply_flyte_pod_configuration(
 ) -> RawPod:
     """Every piece of platform configuration, in Flyte's order (ApplyFlytePodConfiguration)."""
     template = tctx.task_reader.read()
-    base_template = _base_pod_template(tctx, template, platform)
     params = _template_parameters(tctx, include_console_url="link_type" in template.config)
+    exec_meta = params.metadata  # (a property that may build a new value on each read: read once)
+    base_template = _base_pod_template(exec_meta.namespace, template, platform)
     spec = raw.spec
 
     for init in spec.get("initContainers") or []:
@@ -685,7 +699,7 @@ def apply_flyte_pod_configuration(
     data_config = _data_loading_config(template)
     if data_config is not None and data_config.enabled:
         add_copilot_to_container(platform.k8s.co_pilot, primary_container, template.interface, data_config)
-        overrides = tctx.metadata.overrides.resources
+        overrides = exec_meta.overrides.resources
         primary_init = add_copilot_to_pod(
             platform.k8s.co_pilot,
             spec,
@@ -698,7 +712,7 @@ def apply_flyte_pod_configuration(
             override_resources=overrides.to_k8s() if overrides is not None else None,
         )
 
-    update_pod(tctx.metadata, requirements, spec, platform)
+    update_pod(exec_meta, requirements, spec, platform)
     if primary_container.get("securityContext") is None and platform.k8s.default_security_context is not None:
         primary_container["securityContext"] = deep_copy(platform.k8s.default_security_context)
 
@@ -706,7 +720,10 @@ def apply_flyte_pod_configuration(
     if base_template is not None:
         template_spec = (base_template.get("template") or {}).get("spec") or {}
         try:
-            spec = merge_base_pod_spec_onto_template(template_spec, spec, raw.primary, primary_init)
+            # The store's template is this pod's own copy (load_or_default): its containers go in as they are.
+            spec = merge_base_pod_spec_onto_template(
+                template_spec, spec, raw.primary, primary_init, consume_template_containers=True
+            )
         except ValueError as e:
             raise BadTaskSpecification(str(e)) from e
         template_meta = (base_template.get("template") or {}).get("metadata") or {}
@@ -714,7 +731,7 @@ def apply_flyte_pod_configuration(
         meta.setdefault("annotations", {})
         meta.setdefault("labels", {})
 
-    override_extended = tctx.metadata.overrides.extended_resources
+    override_extended = exec_meta.overrides.extended_resources
     if template.HasField("extended_resources") or override_extended is not None:
         extended = _merged_extended_resources(template.extended_resources, override_extended)
         if extended.HasField("gpu_accelerator"):
@@ -722,7 +739,7 @@ def apply_flyte_pod_configuration(
         if extended.HasField("shared_memory"):
             apply_shared_memory(spec, raw.primary, extended.shared_memory)
 
-    image = tctx.metadata.overrides.container_image
+    image = exec_meta.overrides.container_image
     if image:
         apply_container_image_override(spec, image, raw.primary)
     return RawPod(spec, meta, raw.primary)

@@ -70,7 +70,9 @@ def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, An
         if not value:
             continue
         current = base.get(key)
-        if isinstance(current, dict) and isinstance(value, Mapping):
+        if current is None:  # (the common case: a key the base does not have)
+            base[key] = value
+        elif isinstance(current, dict) and isinstance(value, (dict, Mapping)):
             deep_merge(current, value)
         elif isinstance(current, list) and isinstance(value, list):
             base[key] = current + value
@@ -85,11 +87,15 @@ def _merge_containers(
     primary: str,
     default_name: str,
     primary_name: str,
+    consume: bool,
 ) -> list[KubeObject]:
+    if not templates:
+        return list(containers)
     by_name = {t.get("name"): t for t in templates}
     default_template = by_name.get(default_name)
     primary_template = by_name.get(primary_name)
-    merged_list: list[KubeObject] = []
+    plan: list[tuple[KubeObject, list[KubeObject]]] = []
+    uses: dict[int, int] = {}  # how many merges each template container is still to serve, by id
     for container in containers:
         name = container.get("name")
         layers = [default_template] if default_template is not None else []
@@ -97,14 +103,20 @@ def _merge_containers(
             layers.append(primary_template)
         if name != primary and name != default_name and name in by_name:
             layers.append(by_name[name])
-        if not layers:
-            merged_list.append(container)
-            continue
-        # Each template container may serve several task containers, so every merge starts from a copy.
-        merged: KubeObject = deep_copy(layers[0])
-        for layer in layers[1:]:
-            deep_merge(merged, deep_copy(layer))
-        merged_list.append(deep_merge(merged, container))
+        for layer in layers:
+            uses[id(layer)] = uses.get(id(layer), 0) + 1
+        plan.append((container, layers))
+
+    merged_list: list[KubeObject] = []
+    for container, layers in plan:
+        merged: KubeObject | None = None
+        for layer in layers:
+            # A merge changes (and shares) what it is given: each merge gets a copy, except that a consumed
+            # template's container goes into its last merge as it is.
+            left = uses[id(layer)] = uses[id(layer)] - 1
+            part = layer if consume and left == 0 else deep_copy(layer)
+            merged = part if merged is None else deep_merge(merged, part)
+        merged_list.append(container if merged is None else deep_merge(merged, container))
     return merged_list
 
 
@@ -113,23 +125,33 @@ def merge_base_pod_spec_onto_template(
     base_spec: Mapping[str, Any] | None,
     primary: str,
     primary_init: str = "",
+    *,
+    consume_template_containers: bool = False,
 ) -> KubeObject:
     """Flyte's MergeBasePodSpecOntoTemplate: the task's pod spec (base) merged over a template's spec.
 
-    Both arguments are consumed: the result shares their values (the pipeline passes fresh copies).
+    Both arguments are consumed: the result shares their values (the pipeline passes fresh copies). The
+    template's containers are copied into each merge, and stay as they were, unless
+    ``consume_template_containers``: then each goes into the result itself at its last (often only) use.
     """
     if template_spec is None or base_spec is None:
         raise ValueError("neither the templatePodSpec or the basePodSpec can be nil")
     template_containers = list(template_spec.get("containers") or [])
     template_inits = list(template_spec.get("initContainers") or [])
-    merged: KubeObject = {k: v for k, v in template_spec.items() if k not in ("containers", "initContainers")}
-    deep_merge(merged, {k: v for k, v in base_spec.items() if k not in ("containers", "initContainers")})
+    merged: KubeObject = dict(template_spec)
+    merged.pop("containers", None)
+    merged.pop("initContainers", None)
+    base_fields = dict(base_spec)
+    base_fields.pop("containers", None)
+    base_fields.pop("initContainers", None)
+    deep_merge(merged, base_fields)
     merged["containers"] = _merge_containers(
         list(base_spec.get("containers") or []),
         template_containers,
         primary,
         DEFAULT_CONTAINER_TEMPLATE,
         PRIMARY_CONTAINER_TEMPLATE,
+        consume_template_containers,
     )
     inits = _merge_containers(
         list(base_spec.get("initContainers") or []),
@@ -137,6 +159,7 @@ def merge_base_pod_spec_onto_template(
         primary_init,
         DEFAULT_INIT_CONTAINER_TEMPLATE,
         PRIMARY_INIT_CONTAINER_TEMPLATE,
+        consume_template_containers,
     )
     if inits:
         merged["initContainers"] = inits

@@ -48,6 +48,7 @@ __all__ = [
     "sanitize_gpu_resource_requirements",
     "to_k8s_resource_list",
     "to_k8s_resource_requirements",
+    "to_k8s_resources_block",
 ]
 
 GPU_KEY = "gpu"
@@ -94,8 +95,9 @@ def to_k8s_resource_list(entries: Iterable[tasks_pb2.Resources.ResourceEntry]) -
 def to_k8s_resource_requirements(resources: tasks_pb2.Resources | None) -> Resources:
     if resources is None:
         return {"requests": {}, "limits": {}}
-    # Every execution of a task converts the same message: remember the answer by its wire bytes.
-    cached = _converted(resources.SerializeToString(deterministic=True))
+    # Every execution of a task converts the same message: remember the answer by its wire bytes (computed
+    # from those bytes alone, so equal messages written differently only miss the cache).
+    cached = _converted(resources.SerializeToString())
     return {"requests": dict(cached[0]), "limits": dict(cached[1])}
 
 
@@ -103,6 +105,22 @@ def to_k8s_resource_requirements(resources: tasks_pb2.Resources | None) -> Resou
 def _converted(wire: bytes) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
     resources = tasks_pb2.Resources.FromString(wire)
     return to_k8s_resource_list(resources.requests), to_k8s_resource_list(resources.limits)
+
+
+def to_k8s_resources_block(resources: tasks_pb2.Resources | None) -> dict[str, dict[str, str]]:
+    """A task's flyteidl resources as a container's ``resources`` block (canonical strings; empty when the
+    task sets none): ``resources_to_k8s(to_k8s_resource_requirements(resources))``, a fresh copy."""
+    if resources is None:
+        return {}
+    cached = _encoded(resources.SerializeToString())  # (as to_k8s_resource_requirements)
+    return {kind: dict(values) for kind, values in cached}
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded(wire: bytes) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    requests, limits = _converted(wire)
+    encoded = resources_to_k8s({"requests": requests, "limits": limits})
+    return tuple((kind, tuple(values.items())) for kind, values in encoded.items())
 
 
 def resources_from_requirements(req: ResourceRequirements | None) -> Resources:
@@ -114,11 +132,17 @@ def resources_from_requirements(req: ResourceRequirements | None) -> Resources:
 def resources_from_container(container: Mapping[str, Any], path: str = "resources") -> Resources:
     """Parse a container's ``resources`` block; a bad quantity names the container and the key."""
     raw = container.get("resources") or {}
+    requests, limits = raw.get("requests"), raw.get("limits")
+    if not requests and not limits:
+        return {"requests": {}, "limits": {}}
     out: Resources = {"requests": {}, "limits": {}}
-    for kind in ("requests", "limits"):
-        for name, value in (raw.get(kind) or {}).items():
+    for kind, values in (("requests", requests), ("limits", limits)):
+        if not values:
+            continue
+        parsed = out[kind]
+        for name, value in values.items():
             try:
-                out[kind][name] = Quantity.from_json(value)
+                parsed[name] = Quantity.from_json(value)
             except QuantityError as e:
                 raise BadTaskSpecification(
                     f"container [{container.get('name', '')}] {path}.{kind}.{name}: {e}", cause=e
@@ -183,44 +207,61 @@ def adjust_or_default_resource(
     return ensure_resource_range(request, limit, platform_limit)
 
 
-def _adjust(name: str, resources: Resources, platform: Resources, assign_if_unset: bool) -> None:
-    requests, limits = resources["requests"], resources["limits"]
-    request, limit = requests.get(name, _ZERO), limits.get(name, _ZERO)
-    platform_limit = platform["limits"].get(name, _ZERO)
+def _clamped(
+    request: Quantity, limit: Quantity, default: Quantity, platform_limit: Quantity, assign_if_unset: bool
+) -> tuple[Quantity, Quantity]:
+    """:func:`adjust_or_default_resource` (``assign_if_unset``) or :func:`ensure_resource_range`, on the
+    quantities' nanos: the per-container hot path."""
     if assign_if_unset:
-        request, limit = adjust_or_default_resource(
-            request, limit, platform["requests"].get(name, _ZERO), platform_limit
-        )
-    else:
-        request, limit = ensure_resource_range(request, limit, platform_limit)
-    # Both keys are written back even when zero, as Flyte does.
-    requests[name] = request
-    limits[name] = limit
+        if not request.nanos:
+            request = limit if limit.nanos else default
+        if not limit.nanos:
+            limit = request
+    cap = platform_limit.nanos
+    if cap:
+        if request.nanos and cap < request.nanos:
+            request = platform_limit
+        if limit.nanos and cap < limit.nanos:
+            limit = platform_limit
+    if request.nanos and limit.nanos and limit.nanos < request.nanos:
+        request = limit
+    return request, limit
 
 
 def apply_resource_overrides(
     resources: Resources,
-    platform: Resources,
+    platform: Mapping[str, Mapping[str, Quantity]],
     *,
     assign_if_unset: bool,
     default_cpu: Quantity,
     default_memory: Quantity,
     gpu_resource_name: str,
 ) -> Resources:
-    """Flyte's ApplyResourceOverrides (with resolvePlatformDefaults)."""
-    resources.setdefault("requests", {})
-    resources.setdefault("limits", {})
-    platform_requests = dict(platform.get("requests") or {})
-    # Config defaults apply only when the platform request *key* is absent.
-    platform_requests.setdefault("cpu", default_cpu)
-    platform_requests.setdefault("memory", default_memory)
-    resolved: Resources = {"requests": platform_requests, "limits": dict(platform.get("limits") or {})}
-
-    _adjust("cpu", resources, resolved, assign_if_unset)
-    _adjust("memory", resources, resolved, assign_if_unset)
-    for optional in ("ephemeral-storage", gpu_resource_name):
-        if optional in resources["requests"] or optional in resources["limits"]:
-            _adjust(optional, resources, resolved, assign_if_unset)
+    """Flyte's ApplyResourceOverrides (with resolvePlatformDefaults); ``platform`` is only read."""
+    requests = resources.setdefault("requests", {})
+    limits = resources.setdefault("limits", {})
+    platform_requests = platform.get("requests") or {}
+    platform_limits = platform.get("limits") or {}
+    for name in ("cpu", "memory", "ephemeral-storage", gpu_resource_name):
+        if name == "cpu":
+            # Config defaults apply only when the platform request *key* is absent.
+            default = platform_requests.get(name, default_cpu)
+        elif name == "memory":
+            default = platform_requests.get(name, default_memory)
+        elif name in requests or name in limits:  # (optional resources only when asked for)
+            default = platform_requests.get(name, _ZERO)
+        else:
+            continue
+        request, limit = _clamped(
+            requests.get(name, _ZERO),
+            limits.get(name, _ZERO),
+            default,
+            platform_limits.get(name, _ZERO),
+            assign_if_unset,
+        )
+        # Both keys are written back even when zero, as Flyte does.
+        requests[name] = request
+        limits[name] = limit
     return resources
 
 

@@ -41,6 +41,8 @@ SIDECAR_TASK_TYPE = "sidecar"
 
 KubeObject = dict[str, Any]
 
+_PROPERTIES = K8sPluginProperties()  # frozen: one value serves every call
+
 
 class PodPlugin:
     """Builds a Pod for a task and reports the Pod's phase."""
@@ -51,16 +53,17 @@ class PodPlugin:
         self._clock = setup.clock if setup is not None else None
 
     def get_properties(self) -> K8sPluginProperties:
-        return K8sPluginProperties()
+        return _PROPERTIES
 
     def build_identity_resource(self, meta: TaskExecutionMetadata) -> KubeObject:
         return build_identity_pod()
 
     def build_resource(self, tctx: TaskExecutionContext) -> KubeObject:
         template = tctx.task_reader.read()
-        if template.type == SIDECAR_TASK_TYPE and template.task_type_version == 0:
+        task_type = template.type
+        if task_type == SIDECAR_TASK_TYPE and template.task_type_version == 0:
             raw = _sidecar_v0(template.custom)
-        elif template.type == SIDECAR_TASK_TYPE and template.task_type_version == 1:
+        elif task_type == SIDECAR_TASK_TYPE and template.task_type_version == 1:
             raw = _sidecar_v1(template)
         else:
             raw = build_raw_pod(tctx, self.platform)
@@ -68,8 +71,8 @@ class PodPlugin:
         spec, meta = raw.spec, raw.meta
         # Flyte marks the primary container for sidecar tasks and, as an optimisation, for single-container
         # pods (so a task completes when its container does, before e.g. an injected Istio sidecar).
-        if template.type == SIDECAR_TASK_TYPE or (
-            len(spec.get("containers") or []) == 1 and template.type != RAW_CONTAINER_TASK_TYPE
+        if task_type == SIDECAR_TASK_TYPE or (
+            len(spec.get("containers") or []) == 1 and task_type != RAW_CONTAINER_TASK_TYPE
         ):
             meta.setdefault("annotations", {})[PRIMARY_CONTAINER_KEY] = raw.primary
         if not spec.get("serviceAccountName"):
