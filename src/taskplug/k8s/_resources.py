@@ -179,39 +179,28 @@ def merge_resources_if_missing(src: Resources, dst: Resources) -> None:
             target.setdefault(name, value)
 
 
-def _min(a: Quantity, b: Quantity) -> Quantity:
-    # Each min is skipped when either side is zero (unset).
-    if a.is_zero() or b.is_zero():
-        return a
-    return b if b < a else a
-
-
 def ensure_resource_range(
     request: Quantity, limit: Quantity, platform_limit: Quantity
 ) -> tuple[Quantity, Quantity]:
-    """Cap both at the platform limit, then pull the request down to the limit."""
-    request = _min(request, platform_limit)
-    limit = _min(limit, platform_limit)
-    request = _min(request, limit)
-    return request, limit
+    """Cap both at the platform limit, then pull the request down to the limit (a zero is unset: never a
+    cap, never capped)."""
+    return _clamped(request, limit, _ZERO, platform_limit, False)
 
 
 def adjust_or_default_resource(
     request: Quantity, limit: Quantity, platform_default: Quantity, platform_limit: Quantity
 ) -> tuple[Quantity, Quantity]:
-    """An unset request takes the limit (else the platform default); an unset limit copies the request."""
-    if request.is_zero():
-        request = limit if not limit.is_zero() else platform_default
-    if limit.is_zero():
-        limit = request
-    return ensure_resource_range(request, limit, platform_limit)
+    """An unset request takes the limit (else the platform default); an unset limit copies the request; then
+    :func:`ensure_resource_range`."""
+    return _clamped(request, limit, platform_default, platform_limit, True)
 
 
 def _clamped(
     request: Quantity, limit: Quantity, default: Quantity, platform_limit: Quantity, assign_if_unset: bool
 ) -> tuple[Quantity, Quantity]:
-    """:func:`adjust_or_default_resource` (``assign_if_unset``) or :func:`ensure_resource_range`, on the
-    quantities' nanos: the per-container hot path."""
+    """The one rule behind :func:`adjust_or_default_resource` (``assign_if_unset``) and
+    :func:`ensure_resource_range`, written on the quantities' nanos: it runs for every resource of every
+    container."""
     if assign_if_unset:
         if not request.nanos:
             request = limit if limit.nanos else default
