@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import os
 import resource
 import signal
@@ -186,6 +187,10 @@ def claim_row(conn: psycopg.Connection[Any], rid: uuid.UUID, key: str) -> Claim:
     return Claim(row[0], row[1], None, resource_name=lambda a: f"{key}-n0-{a}", object_owner=f"default/{key}")
 
 
+STOP_WITHIN = 120.0
+"""Seconds a stopped replica has to hand over and end before a test fails naming where it hangs."""
+
+
 @contextlib.asynccontextmanager
 async def running(replica: Replica) -> AsyncIterator[Replica]:
     """``replica`` running in this event loop until the block exits (then stopped, its hand-over done)."""
@@ -195,8 +200,20 @@ async def running(replica: Replica) -> AsyncIterator[Replica]:
         await wait_until(lambda: replica.replica_id is not None or task.done(), what="the replica started")
         yield replica
     finally:
+        failing = sys.exc_info()[1]  # the test's own failure, if it is why the block ends
         stop.set()
-        await task
+        try:
+            # Bounded: a replica that does not stop is a failure naming where it hangs, not a stuck suite.
+            await asyncio.wait_for(asyncio.shield(task), STOP_WITHIN)
+        except TimeoutError:
+            stacks = io.StringIO()
+            for other in asyncio.all_tasks():
+                if other is not asyncio.current_task():
+                    other.print_stack(file=stacks)
+            task.cancel()
+            raise AssertionError(
+                f"the replica did not stop within {STOP_WITHIN} s; its tasks:\n{stacks.getvalue()}"
+            ) from failing
 
 
 def live_replica_id(conn: psycopg.Connection[Any], pid: int) -> Any:
