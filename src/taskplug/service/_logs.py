@@ -189,7 +189,8 @@ class LogKeeper:
         self.kube = kube
         self.max_bytes = max_bytes
         self.store = store
-        self._reads = isinstance(kube, ReadsPodLogs)  # a protocol's isinstance is slow: once
+        # A protocol's isinstance is slow: asked once.
+        self._reads: ReadsPodLogs | None = kube if isinstance(kube, ReadsPodLogs) else None
         self.kept = 0
         self._lock = asyncio.Lock()
         # Pods of the store's executions whose logs a watch event started keeping: (namespace, name) -> the
@@ -239,7 +240,8 @@ class LogKeeper:
     async def keep_pod(self, pod: Mapping[str, Any]) -> tuple[int, str | None]:
         """:meth:`keep`, and the key whose batch holds the logs (None: written on this keeper's connection,
         or not kept)."""
-        if not self._reads:
+        reads = self._reads
+        if reads is None:
             return 0, None
         found = pod_attempt(pod)
         meta = pod.get("metadata") or {}
@@ -260,7 +262,7 @@ class LogKeeper:
         # Read with no lock held: keeping one pod's logs never waits on another's reads.
         for container in _containers(pod):
             try:
-                text = await self.kube.pod_log(namespace, name, container)
+                text = await reads.pod_log(namespace, name, container)
             except KubeApiError as e:
                 if is_not_found(e):
                     return 0, None  # the pod is gone: nothing left to read
