@@ -4,12 +4,15 @@ replicas' database after.
 Two halves, one table (``taskplug_logs``, migration ``0011``):
 
 - **Keeping** (:class:`LogKeeper`, in every replica). A pod of an execution this database knows (its
-  ``execution-id`` label and ``object_owner``) is kept once it has ended (each reaper pass looks for ended
-  pods not kept yet), and before the replica deletes it (an abort, ``delete-resource-on-finalize``, the orphan
-  reaper: :class:`LogKeepingKubeClient`): each container's log is read through ``pods/log`` and its last
-  ``max_bytes`` stored, keyed by execution, node (the unique node id of the pod's attempt annotation),
-  attempt, pod and container. Keeping is best effort: a log that cannot be read is logged and the delete goes
-  on, since an attempt's cleanup must not wait on its log.
+  ``execution-id`` label and ``object_owner``) is kept once it has ended, and before the replica deletes it
+  (an abort, ``delete-resource-on-finalize``: :class:`LogKeepingKubeClient`): each container's log is read
+  through ``pods/log`` and its last ``max_bytes`` stored, keyed by execution, node (the unique node id of the
+  pod's attempt annotation), attempt, pod and container. A pod of an execution the replica drives is kept
+  from the watch event that shows it ended (the informer's own stream, seen as it passes: no read of the pod)
+  and its logs are written in that execution's next batch (:mod:`._pgstore`: fenced like its other writes, no
+  statement of their own), committed before the pod is deleted; any other ended pod is found by each reaper
+  pass and written on the keeper's own connection. Keeping is best effort: a log that cannot be read is
+  logged and the delete goes on, since an attempt's cleanup must not wait on its log.
 - **Reading** (:class:`LogReader`, in ``taskplug serve``): an attempt's kept logs, and the logs of its pods
   that are not kept yet read from the cluster (``serve --kubeconfig``); :func:`follow_logs` streams them,
   reading again every ``poll`` seconds while the attempt runs — a running container's log is then streamed

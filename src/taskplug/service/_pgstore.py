@@ -6,8 +6,8 @@ claimed an execution holds ``(owner_id, lease_epoch)``, and every write says ``W
 AND lease_epoch = <claimed epoch>``. Writes are batched as :class:`SQLiteStateStore` batches them (one commit
 per ``commit_interval``, and at once when the executor flushes before deleting anything), and a batch is
 one statement, one round trip: an ``UPDATE … FROM unnest(…) RETURNING id`` of every execution touched,
-whose data-modifying CTEs insert the events, attempts and child node records (map elements, workflow nodes)
-of the ids it returned only. An id it did not return is an execution this replica no longer owns: its
+whose data-modifying CTEs insert the events, attempts, child node records (map elements, workflow nodes)
+and kept container logs (:mod:`._logs`) of the ids it returned only. An id it did not return is an execution this replica no longer owns: its
 writes are dropped and ``on_lost`` is told, so the replica stops driving it.
 
 A web-API create is not idempotent, so it is persisted before and after the call (docs/service.md, "No object
@@ -101,8 +101,9 @@ _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 # One statement per batch, one round trip: the fenced write of every execution touched (a NULL column means
 # "unchanged"), then — for the ids it returned only — their events (in order: seq follows the arrays), their
-# attempts' rows (their own task's), their child nodes (a map's elements, a workflow's nodes), the outcome of
-# the intents to create whose result this batch carries, and one NOTIFY carrying the highest seq inserted.
+# attempts' rows (their own task's), their child nodes (a map's elements, a workflow's nodes), their pods'
+# kept logs (a longer copy replaces a shorter one), the outcome of the intents to create whose result this
+# batch carries, and one NOTIFY carrying the highest seq inserted.
 _BATCH = """
 WITH upd AS (
     UPDATE taskplug_executions e SET
