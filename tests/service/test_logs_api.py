@@ -309,12 +309,12 @@ def test_each_attempt_of_a_retried_task_keeps_its_own_log(service: Service) -> N
 
 
 def test_a_log_is_kept_for_an_execution_submitted_under_a_key_of_the_submitters(service: Service) -> None:
-    """The row's key is the submitter's, not the executor's ``project/domain/name/node``: the pod is still
-    found to be this execution's, and its log kept."""
+    """An idempotency key names the row, the execution's name is drawn from it: the row's key is not the
+    executor's ``project/domain/name/node``, yet the pod is found to be this execution's and its log kept."""
+    spec = shell_task("unnamed", "echo under a key of its own")
+    del spec["execution"]["id"]["name"]
     response = httpx.post(
-        f"{service.url}/api/v1/executions",
-        json={"spec": shell_task("logs-keyed", "echo under a key of its own"), "key": "mine/logs-keyed"},
-        timeout=30,
+        f"{service.url}/api/v1/executions", json={"spec": spec, "key": "mine/logs-keyed"}, timeout=30
     )
     assert response.status_code == 201, response.text
     key = response.json()["key"]
