@@ -97,7 +97,15 @@ _OWNER = (
     "SELECT id FROM taskplug_executions WHERE object_owner = %s AND coalesce(record->>'key', key) LIKE %s "
     "ORDER BY id DESC LIMIT 1"
 )
-_KEPT_PODS = "SELECT DISTINCT pod FROM taskplug_logs WHERE pod = ANY(%s) AND ended"
+# Of ended pods (name, their execution's object owner and key prefix), those whose logs are not kept and
+# whose execution no live replica drives (that replica keeps them itself, from the watch event of their end).
+_UNKEPT_PODS = """
+SELECT p.pod FROM unnest(%s::text[], %s::text[], %s::text[]) AS p(pod, owner, prefix)
+ WHERE NOT EXISTS (SELECT 1 FROM taskplug_logs l WHERE l.pod = p.pod AND l.ended)
+   AND NOT EXISTS (SELECT 1 FROM taskplug_executions e JOIN taskplug_replicas r ON r.id = e.owner_id
+                    WHERE e.object_owner = p.owner AND coalesce(e.record->>'key', e.key) LIKE p.prefix
+                      AND NOT e.terminal AND r.fenced_at IS NULL)
+"""
 _KEEP = """
 INSERT INTO taskplug_logs (execution_id, node, attempt, pod, container, log, size, ended)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
@@ -306,8 +314,9 @@ class LogKeeper:
             log.warning("cannot commit the logs kept of %s: %s", key, e)
 
     async def keep_ended(self, namespace: str | None = None) -> int:
-        """One pass: keep the logs of every ended pod of a known execution not kept yet; how many
-        containers' logs were kept."""
+        """One pass: keep the logs of every ended pod of a known execution not kept yet, but for a pod whose
+        execution another live replica drives (it keeps its own pods' logs); how many containers' logs were
+        kept."""
         pods, _ = await self.kube.list(POD, namespace, label_selector=EXECUTION_ID_LABEL)
         listed = {
             (
@@ -319,26 +328,38 @@ class LogKeeper:
         for where in [w for w, task in self._seen.items() if task.done() and w not in listed]:
             del self._seen[where]  # gone, deleted by someone else
         ended: dict[str, Mapping[str, Any]] = {}
+        mine: list[asyncio.Task[tuple[int, str | None]]] = []
         for p in pods:
             meta = p.get("metadata") or {}
             where = (str(meta.get("namespace") or ""), str(meta.get("name")))
-            if _ended(p) and pod_attempt(p) and where not in self._seen:
-                ended[where[1]] = p
-        if not ended:
-            return 0
-        async with self._lock:
-            cur = await self.conn.execute(_KEPT_PODS, (sorted(ended),))
-            kept = {str(r[0]) for r in await cur.fetchall()}
+            found = pod_attempt(p)
+            if not _ended(p) or found is None or where in self._seen:
+                continue
+            if self._own(p) is not None:
+                self.seen(p)  # its execution's: no watch event showed its end (kept with its writes)
+                mine.append(self._seen[where])
+            else:
+                label = (meta.get("labels") or {}).get(EXECUTION_ID_LABEL)
+                ended[where[1]] = {"pod": p, "owner": f"{where[0]}/{label}", "prefix": _like_prefix(found[0])}
         count = 0
         staged: set[str] = set()
-        for name, pod in ended.items():
-            if name not in kept:
-                done, key = await self.keep_pod(pod)
-                count += done
-                if key is not None:
-                    staged.add(key)
+        for done, key in [await task for task in mine]:
+            count += done
+            if key is not None:
+                staged.add(key)
         for key in staged:
             await self.commit(key)
+        if not ended:
+            return count
+        names = sorted(ended)
+        async with self._lock:
+            cur = await self.conn.execute(
+                _UNKEPT_PODS,
+                (names, [ended[n]["owner"] for n in names], [ended[n]["prefix"] for n in names]),
+            )
+            unkept = [str(r[0]) for r in await cur.fetchall()]
+        for name in unkept:
+            count += (await self.keep_pod(ended[name]["pod"]))[0]
         return count
 
 
@@ -370,6 +391,15 @@ class LogKeepingKubeClient(GuardedKubeClient):
         if not _is_pod(rtype) or self.keeper.store is None:
             return stream
         return self._observed(stream)
+
+    async def list(
+        self, rtype: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        items, version = await super().list(rtype, namespace, label_selector=label_selector)
+        if _is_pod(rtype) and self.keeper.store is not None:
+            for pod in items:  # an informer's (re)list: an end it shows is no watch event's
+                self.keeper.seen(pod)
+        return items, version
 
     async def _observed(self, stream: AsyncIterator[WatchEvent]) -> AsyncIterator[WatchEvent]:
         try:
