@@ -224,6 +224,12 @@ class LogKeeper:
         """The keeping :meth:`seen` started for this pod, if any, forgotten (the pod is being deleted)."""
         return self._seen.pop((namespace, name), None)
 
+    def close(self) -> None:
+        """Stop the keepings still under way (the incarnation ended: its store writes nothing more)."""
+        for task in self._seen.values():
+            task.cancel()
+        self._seen.clear()
+
     def _own(self, pod: Mapping[str, Any]) -> tuple[str, str, int] | None:
         """(key, node, attempt) of a pod of an execution the store holds, else None."""
         found = pod_attempt(pod)

@@ -342,6 +342,8 @@ class Replica:
                 self._safe_until = 0.0
                 self.stats.write_statements += inc.store.statements + inc.claim_statements
                 self.stats.statements += inc.store.statements + inc.claim_statements + inc.statements
+                if inc.keeper is not None:
+                    inc.keeper.close()
                 with contextlib.suppress(Exception):
                     inc.store.close()
                 with contextlib.suppress(Exception):
