@@ -10,6 +10,11 @@ the time from the submission to the last ``finished_at``. The SQLite single proc
 process with :class:`SQLiteStateStore` and the same HTTP cluster, each execution held through a
 :class:`LocalCoordinator` (its lock and a lease every write is fenced with), as ``taskplug run`` has it.
 
+CPU per execution is each configuration's processes' user + system time over the run (the replicas' from
+``/proc``, the single process's its own), printed beside the single process's and one replica's as ratios
+(goals: one replica within 1.2x the single process, three within 1.2x one); one replica also runs with
+``--keep-log-bytes 0``, for what keeping each pod's log costs.
+
 Statements per execution are the replicas' own count (their ``taskplug_replica_*statements_total``
 metrics): the write path (claims, fenced batches of state, events, attempts) and everything (with
 heartbeats, sweeps, reconciles); measured at full load (batched) and for executions run one after another
