@@ -10,6 +10,11 @@ the time from the submission to the last ``finished_at``. The SQLite single proc
 process with :class:`SQLiteStateStore` and the same HTTP cluster, each execution held through a
 :class:`LocalCoordinator` (its lock and a lease every write is fenced with), as ``taskplug run`` has it.
 
+CPU per execution is each configuration's processes' user + system time over the run (the replicas' from
+``/proc``, the single process's its own), printed beside the single process's and one replica's as ratios
+(goals: one replica within 1.2x the single process, three within 1.2x one); one replica also runs with
+``--keep-log-bytes 0``, for what keeping each pod's log costs.
+
 Statements per execution are the replicas' own count (their ``taskplug_replica_*statements_total``
 metrics): the write path (claims, fenced batches of state, events, attempts) and everything (with
 heartbeats, sweeps, reconciles); measured at full load (batched) and for executions run one after another
@@ -279,10 +284,19 @@ def _replica_cpu(dsn: str) -> float:
 
 
 def run_replicas(
-    admin: str, kubeconfig: Path, config: Path, count: int, n: int, workdir: Path, *extra: str
+    admin: str,
+    kubeconfig: Path,
+    config: Path,
+    count: int,
+    n: int,
+    workdir: Path,
+    *extra: str,
+    single: float | None = None,
+    one: float | None = None,
 ) -> float:
     """Runs ``n`` executions on ``count`` replicas (``extra``: more options); returns the replicas' CPU
-    milliseconds per execution."""
+    milliseconds per execution, printed beside ``single`` (the SQLite single process's) and ``one`` (one
+    replica's) as ratios."""
     dsn = fresh_database(admin)
     options = ("--heartbeat", "0.5", "--ttl", "3", "--margin", "1", *extra)
     with (
@@ -309,10 +323,15 @@ def run_replicas(
     print(
         f"  {what}: {n / db_span:,.0f} executions/s ({db_span:.2f} s, {phases}); statements per "
         f"execution: {write / n:.2f} write path, {total / n:.2f} with heartbeats and sweeps; CPU: replicas "
-        f"{replica_cpu:.1f} s ({replica_cpu * 1000 / n:.2f} ms per execution), the cluster's API server "
-        f"{cluster_cpu:.1f} s"
+        f"{replica_cpu:.1f} s ({replica_cpu * 1000 / n:.2f} ms per execution{_ratios(replica_cpu * 1000 / n, single, one)}), "
+        f"the cluster's API server {cluster_cpu:.1f} s"
     )
     return replica_cpu * 1000 / n
+
+
+def _ratios(per_execution: float, single: float | None, one: float | None) -> str:
+    out = f", {per_execution / single:.2f}x the single process's" if single else ""
+    return out + (f", {per_execution / one:.2f}x one replica's" if one else "")
 
 
 def run_sequential(admin: str, kubeconfig: Path, config: Path, n: int, workdir: Path) -> None:
@@ -445,15 +464,30 @@ def main(n: int, dsn: str | None) -> None:
     )
     with postgres(dsn) as admin, cluster(workdir) as kubeconfig:
         single = asyncio.run(run_sqlite(kubeconfig, platform, n, workdir))
-        per_execution = {
-            count: run_replicas(admin, kubeconfig, config, count, n, workdir) for count in (1, 2, 3)
-        }
-        # What keeping each deleted pod's log costs (read and stored before the delete, in the round).
-        no_logs = run_replicas(admin, kubeconfig, config, 1, n, workdir, "--keep-log-bytes", "0")
+        per_execution = {1: run_replicas(admin, kubeconfig, config, 1, n, workdir, single=single)}
+        for count in (2, 3):
+            per_execution[count] = run_replicas(
+                admin, kubeconfig, config, count, n, workdir, single=single, one=per_execution[1]
+            )
+        # What keeping each ended pod's log costs (read when the watch shows it ended, kept with the
+        # execution's writes, committed before the delete).
+        no_logs = run_replicas(
+            admin,
+            kubeconfig,
+            config,
+            1,
+            n,
+            workdir,
+            "--keep-log-bytes",
+            "0",
+            single=single,
+            one=per_execution[1],
+        )
         print(
-            f"  CPU per execution: 1 replica {per_execution[1] / single:.2f}x the single process's (goal <= 1.2), "
-            f"3 replicas {per_execution[3] / per_execution[1]:.2f}x one replica's (goal <= 1.2); 1 replica "
-            f"keeping no logs {no_logs / single:.2f}x the single process's"
+            f"  CPU per execution: SQLite single process {single:.2f} ms; 1 replica {per_execution[1]:.2f} ms, "
+            f"{per_execution[1] / single:.2f}x the single process's (goal <= 1.2); 3 replicas "
+            f"{per_execution[3]:.2f} ms, {per_execution[3] / per_execution[1]:.2f}x one replica's (goal <= 1.2); "
+            f"1 replica keeping no logs {no_logs:.2f} ms, {no_logs / single:.2f}x the single process's"
         )
         run_sequential(admin, kubeconfig, config, 20, workdir)
         run_takeover(admin, kubeconfig, config, workdir)

@@ -306,3 +306,21 @@ def test_each_attempt_of_a_retried_task_keeps_its_own_log(service: Service) -> N
     assert text.index("==> node n0, attempt 0: ") < text.index("==> node n0, attempt 1: ")
     one = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", params={"attempt": 1}, timeout=30)
     assert one.text == "printed by a failing attempt\n"
+
+
+def test_a_log_is_kept_for_an_execution_submitted_under_a_key_of_the_submitters(service: Service) -> None:
+    """An idempotency key names the row, the execution's name is drawn from it: the row's key is not the
+    executor's ``project/domain/name/node``, yet the pod is found to be this execution's and its log kept."""
+    spec = shell_task("unnamed", "echo under a key of its own")
+    del spec["execution"]["id"]["name"]
+    response = httpx.post(
+        f"{service.url}/api/v1/executions", json={"spec": spec, "key": "mine/logs-keyed"}, timeout=30
+    )
+    assert response.status_code == 201, response.text
+    key = response.json()["key"]
+    assert key == "mine/logs-keyed"
+    wait_until(lambda: service.execution(key)["terminal"], what="its end")
+    wait_until(lambda: service.kept(key), what="its log kept")
+    assert [(n, a) for n, a, _, _ in service.kept(key)] == [("n0", 0)]
+    text = httpx.get(f"{service.url}/api/v1/executions/{key}/logs", params={"attempt": 0}, timeout=30).text
+    assert text == "under a key of its own\n"

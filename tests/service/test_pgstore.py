@@ -291,3 +291,42 @@ def test_a_cacheable_tasks_events_keep_their_cache_status(
         assert store.events(key)[0].to_json()["cacheStatus"] == "CACHE_HIT"
     finally:
         store.close()
+
+
+def test_a_kept_log_rides_its_execution_s_batch_and_an_ex_owner_s_is_refused(
+    conn: psycopg.Connection[Any], postgres_dsn: str
+) -> None:
+    submit(conn, "k9", pod_document("k9"))
+    a, b = replica_row(conn), replica_row(conn)
+    old = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=a)
+    old.claim("p/d/k9/n0", claim_row(conn, a, "k9"))
+    assert old.key_of_object("default/k9", "p/d/k9/") == "p/d/k9/n0"
+    assert old.key_of_object("default/k9", "p/d/other/") is None
+    assert old.keep_log("p/d/k9/n0", ("n0", 0, "k9-n0-0", "main"), b"end\n", 40, ended=True)
+    assert old.keep_log("p/d/k9/n0", ("n0", 0, "k9-n0-0", "main"), b"shorter", 7, ended=False)  # kept: 40
+    assert old.logs_pending("p/d/k9/n0") and not old.keep_log(
+        "p/d/none/n0", ("n0", 0, "x", "c"), b"", 0, ended=True
+    )
+    old.flush()
+    assert not old.logs_pending("p/d/k9/n0")
+    kept = "SELECT node, attempt, pod, container, log, size, ended FROM taskplug_logs ORDER BY attempt"
+    assert conn.execute(kept).fetchall() == [("n0", 0, "k9-n0-0", "main", b"end\n", 40, True)]
+
+    new = PostgresStateStore(psycopg.connect(postgres_dsn, autocommit=True), replica_id=b)
+    new.claim("p/d/k9/n0", claim_row(conn, b, "k9"))  # taken over: the ex-owner's next log is refused
+    old.keep_log("p/d/k9/n0", ("n0", 1, "k9-n0-1", "main"), b"late", 4, ended=True)
+    old.flush()
+    assert old.keys == [] and old.key_of_object("default/k9", "p/d/k9/") is None
+    assert conn.execute(kept).fetchall() == [("n0", 0, "k9-n0-0", "main", b"end\n", 40, True)]
+    old.close()
+    new.close()
+
+
+def test_the_batch_statement_stays_one_psycopg_converts_once() -> None:
+    """psycopg caches a statement's conversion only up to 4,096 bytes and 50 parameters
+    (``psycopg._queries``): past either, the batch would be parsed again at every write."""
+    from taskplug.service._pgstore import _BATCH_SQL
+
+    for sql, names in _BATCH_SQL.values():
+        assert len(sql.encode()) <= 4096 and len(names) <= 50
+        assert "  " not in sql and sql.count("%b") == len(names)

@@ -4,12 +4,15 @@ replicas' database after.
 Two halves, one table (``taskplug_logs``, migration ``0011``):
 
 - **Keeping** (:class:`LogKeeper`, in every replica). A pod of an execution this database knows (its
-  ``execution-id`` label and ``object_owner``) is kept once it has ended (each reaper pass looks for ended
-  pods not kept yet), and before the replica deletes it (an abort, ``delete-resource-on-finalize``, the orphan
-  reaper: :class:`LogKeepingKubeClient`): each container's log is read through ``pods/log`` and its last
-  ``max_bytes`` stored, keyed by execution, node (the unique node id of the pod's attempt annotation),
-  attempt, pod and container. Keeping is best effort: a log that cannot be read is logged and the delete goes
-  on, since an attempt's cleanup must not wait on its log.
+  ``execution-id`` label and ``object_owner``) is kept once it has ended, and before the replica deletes it
+  (an abort, ``delete-resource-on-finalize``: :class:`LogKeepingKubeClient`): each container's log is read
+  through ``pods/log`` and its last ``max_bytes`` stored, keyed by execution, node (the unique node id of the
+  pod's attempt annotation), attempt, pod and container. A pod of an execution the replica drives is kept
+  from the watch event that shows it ended (the informer's own stream, seen as it passes: no read of the pod)
+  and its logs are written in that execution's next batch (:mod:`._pgstore`: fenced like its other writes, no
+  statement of their own), committed before the pod is deleted; any other ended pod is found by each reaper
+  pass and written on the keeper's own connection. Keeping is best effort: a log that cannot be read is
+  logged and the delete goes on, since an attempt's cleanup must not wait on its log.
 - **Reading** (:class:`LogReader`, in ``taskplug serve``): an attempt's kept logs, and the logs of its pods
   that are not kept yet read from the cluster (``serve --kubeconfig``); :func:`follow_logs` streams them,
   reading again every ``poll`` seconds while the attempt runs — a running container's log is then streamed
@@ -38,7 +41,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from taskplug.core import FollowsPodLogs, ReadsPodLogs
-from taskplug.executor import GuardedKubeClient
+from taskplug.executor import GuardedKubeClient, StateStoreError
 from taskplug.k8s import (
     ATTEMPT_ANNOTATION,
     EXECUTION_ID_LABEL,
@@ -46,9 +49,11 @@ from taskplug.k8s import (
     KubeApiError,
     KubeClient,
     ResourceType,
+    WatchEvent,
     is_not_found,
 )
 from taskplug.service._job_logs import JOB_CONTAINER, JOB_POD, JobLogs
+from taskplug.service._pgstore import PostgresStateStore
 
 __all__ = [
     "DEFAULT_KEEP_BYTES",
@@ -86,8 +91,21 @@ SELECT n.path, n.record, e.terminal FROM taskplug_nodes n JOIN taskplug_executio
  WHERE n.execution_id = %s AND n.record->'plugin_state' ? 'resourceMeta'
 """
 
-_OWNER = "SELECT id FROM taskplug_executions WHERE object_owner = %s AND key LIKE %s ORDER BY id DESC LIMIT 1"
-_KEPT_PODS = "SELECT DISTINCT pod FROM taskplug_logs WHERE pod = ANY(%s) AND ended"
+# The execution of a pod this replica does not drive: its row's objects' owner, and its record's key (the
+# executor's: the row's own key is the API's, which a submitter may choose) under the pod's execution prefix.
+_OWNER = (
+    "SELECT id FROM taskplug_executions WHERE object_owner = %s AND coalesce(record->>'key', key) LIKE %s "
+    "ORDER BY id DESC LIMIT 1"
+)
+# Of ended pods (name, their execution's object owner and key prefix), those whose logs are not kept and
+# whose execution no live replica drives (that replica keeps them itself, from the watch event of their end).
+_UNKEPT_PODS = """
+SELECT p.pod FROM unnest(%s::text[], %s::text[], %s::text[]) AS p(pod, owner, prefix)
+ WHERE NOT EXISTS (SELECT 1 FROM taskplug_logs l WHERE l.pod = p.pod AND l.ended)
+   AND NOT EXISTS (SELECT 1 FROM taskplug_executions e JOIN taskplug_replicas r ON r.id = e.owner_id
+                    WHERE e.object_owner = p.owner AND coalesce(e.record->>'key', e.key) LIKE p.prefix
+                      AND NOT e.terminal AND r.fenced_at IS NULL)
+"""
 _KEEP = """
 INSERT INTO taskplug_logs (execution_id, node, attempt, pod, container, log, size, ended)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
@@ -165,84 +183,250 @@ class ContainerLog:
 
 class LogKeeper:
     """Keep the logs of ended (or deleted) pods in ``taskplug_logs`` (see the module docstring). ``conn`` is
-    this keeper's own autocommit connection; calls are serialised on it."""
+    this keeper's own autocommit connection, used for pods of executions ``store`` does not hold; calls are
+    serialised on it. A pod of an execution ``store`` holds has its logs kept with that execution's writes
+    (:meth:`PostgresStateStore.keep_log <taskplug.service._pgstore.PostgresStateStore.keep_log>`: in its
+    next batch, fenced like them); :meth:`seen` starts keeping one as soon as a watch event shows it ended."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any], kube: KubeClient, *, max_bytes: int) -> None:
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        kube: KubeClient,
+        *,
+        max_bytes: int,
+        store: PostgresStateStore | None = None,
+    ) -> None:
         self.conn = conn
         self.kube = kube
         self.max_bytes = max_bytes
+        self.store = store
+        # A protocol's isinstance is slow: asked once.
+        self._reads: ReadsPodLogs | None = kube if isinstance(kube, ReadsPodLogs) else None
         self.kept = 0
         self._lock = asyncio.Lock()
+        # Pods of the store's executions whose logs a watch event started keeping: (namespace, name) -> the
+        # keeping, answering how many logs were kept and the key whose batch holds them. Dropped when the
+        # pod is deleted here or no longer listed.
+        self._seen: dict[tuple[str, str], asyncio.Task[tuple[int, str | None]]] = {}
+
+    def seen(self, pod: Mapping[str, Any]) -> None:
+        """A watch event showed ``pod``: once it has ended, start keeping its logs when its execution is the
+        store's (its log is complete then; the delete that follows finds it kept)."""
+        if self.store is None or not _ended(pod):
+            return
+        meta = pod.get("metadata") or {}
+        where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if where in self._seen or self._own(pod) is None:
+            return
+        self._seen[where] = asyncio.create_task(self._keep_quietly(pod), name=f"taskplug-keep-log-{where[1]}")
+
+    def taken(self, namespace: str, name: str) -> asyncio.Task[tuple[int, str | None]] | None:
+        """The keeping :meth:`seen` started for this pod, if any, forgotten (the pod is being deleted)."""
+        return self._seen.pop((namespace, name), None)
+
+    def close(self) -> None:
+        """Stop the keepings still under way (the incarnation ended: its store writes nothing more)."""
+        for task in self._seen.values():
+            task.cancel()
+        self._seen.clear()
+
+    def _own(self, pod: Mapping[str, Any]) -> tuple[str, str, int] | None:
+        """(key, node, attempt) of a pod of an execution the store holds, else None."""
+        found = pod_attempt(pod)
+        meta = pod.get("metadata") or {}
+        label = (meta.get("labels") or {}).get(EXECUTION_ID_LABEL)
+        if found is None or not label or self.store is None:
+            return None
+        key = self.store.key_of_object(f"{meta.get('namespace') or ''}/{label}", found[0])
+        return None if key is None else (key, found[1], found[2])
+
+    async def _keep_quietly(self, pod: Mapping[str, Any]) -> tuple[int, str | None]:
+        try:
+            return await self.keep_pod(pod)
+        except (KubeApiError, ConnectionError, TimeoutError, psycopg.Error) as e:
+            meta = pod.get("metadata") or {}
+            log.warning("cannot keep the logs of pod %s/%s: %s", meta.get("namespace"), meta.get("name"), e)
+            return 0, None
 
     async def keep(self, pod: Mapping[str, Any]) -> int:
         """Keep each container's log of ``pod``; how many were kept (0: not a pod of a known execution, or
-        the cluster cannot read logs)."""
-        if not isinstance(self.kube, ReadsPodLogs):
-            return 0
+        the cluster cannot read logs). A pod of the store's execution waits in the store for its next
+        flush."""
+        return (await self.keep_pod(pod))[0]
+
+    async def keep_pod(self, pod: Mapping[str, Any]) -> tuple[int, str | None]:
+        """:meth:`keep`, and the key whose batch holds the logs (None: written on this keeper's connection,
+        or not kept)."""
+        reads = self._reads
+        if reads is None:
+            return 0, None
         found = pod_attempt(pod)
         meta = pod.get("metadata") or {}
         label = (meta.get("labels") or {}).get(EXECUTION_ID_LABEL)
         if found is None or not label:
-            return 0
+            return 0, None
         prefix, node, attempt = found
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        async with self._lock:
-            cur = await self.conn.execute(_OWNER, (f"{namespace}/{label}", _like_prefix(prefix)))
-            row = await cur.fetchone()
-        if row is None:
-            return 0
+        own = self._own(pod)
+        row = None
+        if own is None:
+            async with self._lock:
+                cur = await self.conn.execute(_OWNER, (f"{namespace}/{label}", _like_prefix(prefix)))
+                row = await cur.fetchone()
+            if row is None:
+                return 0, None
         logs: list[tuple[str, bytes]] = []
         # Read with no lock held: keeping one pod's logs never waits on another's reads.
         for container in _containers(pod):
             try:
-                text = await self.kube.pod_log(namespace, name, container)
+                text = await reads.pod_log(namespace, name, container)
             except KubeApiError as e:
                 if is_not_found(e):
-                    return 0  # the pod is gone: nothing left to read
+                    return 0, None  # the pod is gone: nothing left to read
                 text = ""  # a container that never started (400): it printed nothing, kept as such
             except (ConnectionError, TimeoutError) as e:
                 log.warning("cannot keep the log of %s/%s container %s: %s", namespace, name, container, e)
                 continue
             logs.append((container, text.encode()))
+        ended = _ended(pod)
+        if own is not None and self.store is not None:
+            key = own[0]
+            for container, data in logs:
+                ident = (node, attempt, name, container)
+                if not self.store.keep_log(
+                    key, ident, keep_tail(data, self.max_bytes), len(data), ended=ended
+                ):
+                    return 0, None  # no longer this replica's: its new owner keeps it
+            self.kept += len(logs)
+            return len(logs), key
+        assert row is not None
         async with self._lock:
             for container, data in logs:
                 kept = keep_tail(data, self.max_bytes)
                 await self.conn.execute(
-                    _KEEP, (row[0], node, attempt, name, container, kept, len(data), _ended(pod))
+                    _KEEP, (row[0], node, attempt, name, container, kept, len(data), ended)
                 )
         self.kept += len(logs)
-        return len(logs)
+        return len(logs), None
+
+    async def commit(self, key: str | None) -> None:
+        """Return once the logs kept with ``key``'s writes are committed (a grouped flush when they still
+        wait; a failed one is logged: keeping is best effort)."""
+        if key is None or self.store is None or not self.store.logs_pending(key):
+            return
+        try:
+            await self.store.aflush()
+        except StateStoreError as e:
+            log.warning("cannot commit the logs kept of %s: %s", key, e)
 
     async def keep_ended(self, namespace: str | None = None) -> int:
-        """One pass: keep the logs of every ended pod of a known execution not kept yet; how many
-        containers' logs were kept."""
+        """One pass: keep the logs of every ended pod of a known execution not kept yet, but for a pod whose
+        execution another live replica drives (it keeps its own pods' logs); how many containers' logs were
+        kept."""
         pods, _ = await self.kube.list(POD, namespace, label_selector=EXECUTION_ID_LABEL)
-        ended = {str((p.get("metadata") or {}).get("name")): p for p in pods if _ended(p) and pod_attempt(p)}
-        if not ended:
-            return 0
-        async with self._lock:
-            cur = await self.conn.execute(_KEPT_PODS, (sorted(ended),))
-            kept = {str(r[0]) for r in await cur.fetchall()}
+        listed = {
+            (
+                str((p.get("metadata") or {}).get("namespace") or ""),
+                str((p.get("metadata") or {}).get("name")),
+            )
+            for p in pods
+        }
+        for where in [w for w, task in self._seen.items() if task.done() and w not in listed]:
+            del self._seen[where]  # gone, deleted by someone else
+        ended: dict[str, Mapping[str, Any]] = {}
+        mine: list[asyncio.Task[tuple[int, str | None]]] = []
+        for p in pods:
+            meta = p.get("metadata") or {}
+            where = (str(meta.get("namespace") or ""), str(meta.get("name")))
+            found = pod_attempt(p)
+            if not _ended(p) or found is None or where in self._seen:
+                continue
+            if self._own(p) is not None:
+                self.seen(p)  # its execution's: no watch event showed its end (kept with its writes)
+                mine.append(self._seen[where])
+            else:
+                label = (meta.get("labels") or {}).get(EXECUTION_ID_LABEL)
+                ended[where[1]] = {"pod": p, "owner": f"{where[0]}/{label}", "prefix": _like_prefix(found[0])}
         count = 0
-        for name, pod in ended.items():
-            if name not in kept:
-                count += await self.keep(pod)
+        staged: set[str] = set()
+        for done, key in [await task for task in mine]:
+            count += done
+            if key is not None:
+                staged.add(key)
+        for key in staged:
+            await self.commit(key)
+        if not ended:
+            return count
+        names = sorted(ended)
+        async with self._lock:
+            cur = await self.conn.execute(
+                _UNKEPT_PODS,
+                (names, [ended[n]["owner"] for n in names], [ended[n]["prefix"] for n in names]),
+            )
+            unkept = [str(r[0]) for r in await cur.fetchall()]
+        for name in unkept:
+            count += (await self.keep_pod(ended[name]["pod"]))[0]
         return count
 
 
 class LogKeepingKubeClient(GuardedKubeClient):
-    """The replica's guarded client whose pod deletes keep the pod's logs first (best effort: the delete
-    goes on whatever keeping answered)."""
+    """The replica's guarded client whose pod watches tell the keeper each pod they show (it keeps an
+    ended one's logs at once) and whose pod deletes keep the pod's logs first, committed before the delete
+    is sent (best effort: the delete goes on whatever keeping answered)."""
 
     def __init__(self, inner: KubeClient, guard: Callable[[], Awaitable[None]], keeper: LogKeeper) -> None:
         super().__init__(inner, guard)
         self.keeper = keeper
 
+    def watch(
+        self,
+        rtype: ResourceType,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        stream = super().watch(
+            rtype,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            timeout_seconds=timeout_seconds,
+        )
+        if not _is_pod(rtype) or self.keeper.store is None:
+            return stream
+        return self._observed(stream)
+
+    async def list(
+        self, rtype: ResourceType, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        items, version = await super().list(rtype, namespace, label_selector=label_selector)
+        if _is_pod(rtype) and self.keeper.store is not None:
+            for pod in items:  # an informer's (re)list: an end it shows is no watch event's
+                self.keeper.seen(pod)
+        return items, version
+
+    async def _observed(self, stream: AsyncIterator[WatchEvent]) -> AsyncIterator[WatchEvent]:
+        try:
+            async for event in stream:
+                if event.type == "ADDED" or event.type == "MODIFIED":
+                    self.keeper.seen(event.object)
+                yield event
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
     async def delete(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
-        if rtype.plural == POD.plural and rtype.api_version == POD.api_version:
+        if _is_pod(rtype):
+            keeping = self.keeper.taken(namespace, name)
             try:
-                pod = await self._inner.get(POD, namespace, name)
-                await self.keeper.keep(pod)
+                if keeping is not None:
+                    _, key = await keeping  # the watch showed it ended: its logs were read from then
+                else:
+                    _, key = await self.keeper.keep_pod(await self._inner.get(POD, namespace, name))
+                await self.keeper.commit(key)
             except KubeApiError as e:
                 if not is_not_found(e):  # already gone: nothing to keep, and the delete says so itself
                     log.warning(
@@ -251,6 +435,10 @@ class LogKeepingKubeClient(GuardedKubeClient):
             except (ConnectionError, TimeoutError, psycopg.Error) as e:
                 log.warning("cannot keep the logs of pod %s/%s before deleting it: %s", namespace, name, e)
         return await super().delete(rtype, namespace, name)
+
+
+def _is_pod(rtype: ResourceType) -> bool:
+    return rtype.plural == POD.plural and rtype.api_version == POD.api_version
 
 
 @dataclass(eq=False)

@@ -6,8 +6,8 @@ claimed an execution holds ``(owner_id, lease_epoch)``, and every write says ``W
 AND lease_epoch = <claimed epoch>``. Writes are batched as :class:`SQLiteStateStore` batches them (one commit
 per ``commit_interval``, and at once when the executor flushes before deleting anything), and a batch is
 one statement, one round trip: an ``UPDATE … FROM unnest(…) RETURNING id`` of every execution touched,
-whose data-modifying CTEs insert the events, attempts and child node records (map elements, workflow nodes)
-of the ids it returned only. An id it did not return is an execution this replica no longer owns: its
+whose data-modifying CTEs insert the events, attempts, child node records (map elements, workflow nodes)
+and kept container logs (:mod:`._logs`) of the ids it returned only. An id it did not return is an execution this replica no longer owns: its
 writes are dropped and ``on_lost`` is told, so the replica stops driving it.
 
 A web-API create is not idempotent, so it is persisted before and after the call (docs/service.md, "No object
@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -100,8 +101,9 @@ _EVENT_FIELDS = tuple(Event.__dataclass_fields__)
 
 # One statement per batch, one round trip: the fenced write of every execution touched (a NULL column means
 # "unchanged"), then — for the ids it returned only — their events (in order: seq follows the arrays), their
-# attempts' rows (their own task's), their child nodes (a map's elements, a workflow's nodes), the outcome of
-# the intents to create whose result this batch carries, and one NOTIFY carrying the highest seq inserted.
+# attempts' rows (their own task's), their child nodes (a map's elements, a workflow's nodes), their pods'
+# kept logs (a longer copy replaces a shorter one), the outcome of the intents to create whose result this
+# batch carries, and one NOTIFY carrying the highest seq inserted.
 _BATCH = """
 WITH upd AS (
     UPDATE taskplug_executions e SET
@@ -164,6 +166,18 @@ WITH upd AS (
     WHERE x.id IN (SELECT id FROM upd)
     ON CONFLICT (execution_id, path) DO UPDATE SET record = excluded.record, epoch = excluded.epoch
     RETURNING 1
+), lg AS (
+    INSERT INTO taskplug_logs (execution_id, node, attempt, pod, container, log, size, ended)
+    SELECT l.id, split_part(l.names, '/', 1), l.attempt, split_part(l.names, '/', 2),
+           split_part(l.names, '/', 3), l.log, l.size, l.ended
+    FROM unnest(%(lg_ids)s::bigint[], %(lg_names)s::text[], %(lg_attempts)s::int[], %(lg_logs)s::bytea[],
+                %(lg_sizes)s::bigint[], %(lg_ended)s::bool[])
+        AS l(id, names, attempt, log, size, ended)
+    WHERE l.id IN (SELECT id FROM upd)
+    ON CONFLICT (execution_id, node, attempt, pod, container) DO UPDATE
+       SET log = excluded.log, size = excluded.size, ended = excluded.ended, kept_at = now()
+     WHERE excluded.size >= taskplug_logs.size
+    RETURNING 1
 ), oc AS (
     UPDATE taskplug_create_intents i SET outcome_at = now()
     FROM unnest(%(oc_ids)s::bigint[], %(oc_nodes)s::text[], %(oc_elements)s::int[], %(oc_attempts)s::int[],
@@ -177,9 +191,29 @@ WITH upd AS (
 SELECT (SELECT coalesce(array_agg(id), '{{}}') FROM upd),
        CASE WHEN (SELECT max(seq) FROM ev) IS NOT NULL
             THEN pg_notify('taskplug_events', (SELECT max(seq) FROM ev)::text) END,
-       (SELECT count(*) FROM att), (SELECT count(*) FROM nd)
+       (SELECT count(*) FROM att), (SELECT count(*) FROM nd), (SELECT count(*) FROM lg)
 """
 _FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = u.epoch"
+
+
+def _compact(sql: str) -> str:
+    """``sql`` with every run of whitespace one space and none beside a parenthesis or a comma (none of these
+    statements has either inside a literal)."""
+    return re.sub(r" ?([(),]) ?", r"\1", " ".join(sql.split()))
+
+
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` compacted, its named placeholders made positional and binary, and the names in their order.
+    psycopg converts a query's placeholders once and caches it only while the query is at most 4,096 bytes
+    (and 50 parameters): the batch, indented and named, was over that and was parsed again at every write.
+    Binary, its arrays are sent as they are, where text escaped each element with a regular expression."""
+    compact = _compact(sql)
+    return re.sub(r"%\(\w+\)s", "%b", compact), tuple(re.findall(r"%\((\w+)\)s", compact))
+
+
+_BATCH_SQL: Final = {
+    fencing: _positional(_BATCH.format(fence=_FENCE if fencing else "")) for fencing in (True, False)
+}
 
 # The intent to create, one statement, fenced like the batch and holding the execution row's lock for its
 # length (a claim committing first makes ``owner`` empty; one committing after waits, then finds the intent).
@@ -211,6 +245,9 @@ WITH owner AS (
 SELECT coalesce((SELECT unknown FROM prior), false) FROM owner
 """
 _INTENT_FENCE = "AND e.owner_id = %(replica)s AND e.lease_epoch = %(epoch)s"
+_INTENT_SQL: Final = {
+    fencing: _compact(_INTENT.format(fence=_INTENT_FENCE if fencing else "")) for fencing in (True, False)
+}
 
 SIGNAL_CHANNEL: Final = "taskplug_signal"
 """The NOTIFY channel of a signal set; the payload is the execution's row key."""
@@ -256,19 +293,13 @@ _OWN = ""
 """The ``node`` of an intent whose result the execution's own record carries (its task's, its map's
 elements' are their map node's path: the path their records are children of)."""
 
+LogIdent = tuple[str, int, str, str]
+"""One container log of an execution: (unique node id, attempt, pod, container)."""
+
 IntentKey = tuple[str, int]
 """An intent's place in its execution: (node, element) — ``("", -1)`` a single task's attempt, ``(map node
 path, index)`` a map element's, ``(unique id, -1)`` a workflow's task node's."""
 
-_PARAMS = (
-    "ids", "epochs", "records", "phases", "attempts", "terminals", "outputs", "errors", "owners",
-    "ev_ids", "ev_attempts", "ev_phases", "ev_versions", "ev_reasons", "ev_times", "ev_errors", "ev_logs",
-    "ev_external", "ev_epochs", "ev_kinds", "ev_nodes", "ev_cache",
-    "at_ids", "at_attempts", "at_names", "at_meta", "at_phases", "at_reasons", "at_errors", "at_logs",
-    "at_epochs", "at_final",
-    "nd_ids", "nd_paths", "nd_records", "nd_epochs",
-    "oc_ids", "oc_nodes", "oc_elements", "oc_attempts", "oc_epochs",
-)  # fmt: skip
 
 _ATTEMPT_PARAMS = {
     "name": "at_names",
@@ -369,6 +400,10 @@ class PostgresStateStore:
         # pending commit: key -> (node, element) (see IntentKey) -> attempt.
         self._intents: dict[str, dict[IntentKey, int]] = {}
         self._outcomes: dict[str, dict[IntentKey, int]] = {}
+        # Container logs of ended or deleted pods pending commit (see keep_log): key -> (node, attempt, pod,
+        # container) -> (kept bytes, whole size, ended).
+        self._logs: dict[str, dict[LogIdent, tuple[bytes, int, bool]]] = {}
+        self._owners: dict[str, set[str]] = {}  # object_owner -> keys held (whose pod is whose)
         self._last_commit = time.monotonic()
         self._group: asyncio.Future[None] | None = None  # the grouped flush callers are joining, if any
         self.fenced = False
@@ -378,17 +413,57 @@ class PostgresStateStore:
     # -- what the coordinator tells the store ---------------------------------------------------------------
     def claim(self, key: str, claim: Claim) -> None:
         """Hold ``key`` under ``claim`` (its record and child nodes as the database had them)."""
+        previous = self._claims.get(key)
+        if previous is not None:
+            self._disown(key, previous)
         self._claims[key] = claim
+        if claim.object_owner:
+            self._owners.setdefault(claim.object_owner, set()).add(key)
         self.lost.discard(key)
 
     def release(self, key: str) -> None:
         """Stop writing ``key`` (it ended or was handed over); pending writes are dropped."""
-        self._claims.pop(key, None)
+        claim = self._claims.pop(key, None)
+        if claim is not None:
+            self._disown(key, claim)
+        self._logs.pop(key, None)
         self._records.pop(key, None)
         self._events.pop(key, None)
         self._nodes.pop(key, None)
         self._intents.pop(key, None)
         self._outcomes.pop(key, None)
+
+    def _disown(self, key: str, claim: Claim) -> None:
+        keys = self._owners.get(claim.object_owner)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._owners[claim.object_owner]
+
+    def key_of_object(self, object_owner: str, prefix: str) -> str | None:
+        """The key held here whose objects carry ``object_owner`` (``<namespace>/<execution-id label>``)
+        and whose key starts with ``prefix`` (``project/domain/name/`` of a pod's attempt annotation)."""
+        for key in self._owners.get(object_owner, ()):
+            if key.startswith(prefix):
+                return key
+        return None
+
+    def keep_log(self, key: str, ident: LogIdent, data: bytes, size: int, *, ended: bool) -> bool:
+        """Keep one container's log (``ident``: node, attempt, pod, container; ``data`` its kept end of
+        ``size`` bytes) with ``key``'s next batch, fenced like the rest of it; False when ``key`` is not
+        this replica's (nothing is kept). Committed by the next flush: :meth:`logs_pending` says whether
+        that happened yet."""
+        if key not in self._claims or self.fenced:
+            return False
+        logs = self._logs.setdefault(key, {})
+        earlier = logs.get(ident)
+        if earlier is None or size >= earlier[1]:
+            logs[ident] = (data, size, ended)
+        return True
+
+    def logs_pending(self, key: str) -> bool:
+        """Whether logs kept for ``key`` wait for a flush."""
+        return key in self._logs
 
     def claim_of(self, key: str) -> Claim | None:
         return self._claims.get(key)
@@ -411,6 +486,7 @@ class PostgresStateStore:
         self._nodes.clear()
         self._intents.clear()
         self._outcomes.clear()
+        self._logs.clear()
 
     # -- the StateStore protocol ------------------------------------------------------------------------------
     def load(self, key: str) -> ExecutionRecord | None:
@@ -522,7 +598,7 @@ class PostgresStateStore:
             # The execution's own task, or an element of its own map (a child of its root node's path).
             node = _OWN if element is None else _root_path(claim, key)
         target: IntentKey = (node, _TASK if element is None else element)
-        sql = _INTENT.format(fence=_INTENT_FENCE if self._fencing else "")
+        sql = _INTENT_SQL[self._fencing]
         params = {
             "id": claim.id,
             "node": target[0],
@@ -644,14 +720,15 @@ class PostgresStateStore:
         self._last_commit = time.monotonic()
         if self.fenced:
             return
-        pending = {**self._records, **self._events, **self._nodes, **self._outcomes}
+        pending = {**self._records, **self._events, **self._nodes, **self._outcomes, **self._logs}
         touched = [k for k in pending if k in self._claims]
         if not touched:
             return
         records, events, nodes, outcomes = self._records, self._events, self._nodes, self._outcomes
-        self._records, self._events, self._nodes, self._outcomes = {}, {}, {}, {}
+        logs = self._logs
+        self._records, self._events, self._nodes, self._outcomes, self._logs = {}, {}, {}, {}, {}
         try:
-            kept = self._write(touched, records, events, nodes, outcomes)
+            kept = self._write(touched, records, events, nodes, outcomes, logs)
         except Exception as e:
             # Put the batch back: the next flush tries again (a replica that cannot reach its database is
             # fenced by the others after ttl, and fences itself when its heartbeat fails as long).
@@ -663,6 +740,8 @@ class PostgresStateStore:
                 self._nodes.setdefault(key, {}).update(rows)
             for key, carried in outcomes.items():
                 self._outcomes.setdefault(key, {}).update(carried)
+            for key, kept_logs in logs.items():
+                self._logs.setdefault(key, {}).update(kept_logs)
             raise StateStoreError(f"cannot write execution state to PostgreSQL: {e}") from e
         lost = set(touched) - kept
         if lost:
@@ -680,6 +759,7 @@ class PostgresStateStore:
         events: dict[str, list[Event]],
         nodes: dict[str, dict[str, bytes]],
         outcomes: dict[str, dict[IntentKey, int]],
+        logs: dict[str, dict[LogIdent, tuple[bytes, int, bool]]],
     ) -> set[str]:
         params: dict[str, list[Any]] = defaultdict(list)
         attempts: dict[tuple[int, int], dict[str, Any]] = {}
@@ -757,14 +837,22 @@ class PostgresStateStore:
                 params["oc_elements"].append(element_index)
                 params["oc_attempts"].append(attempt)
                 params["oc_epochs"].append(claim.epoch)
+            for (node_id, attempt, pod, container), (data, size, ended) in logs.get(key, {}).items():
+                params["lg_ids"].append(claim.id)
+                # One text for three names none of which can hold a '/' (the statement splits them): the
+                # batch stays within the parameters psycopg caches a statement's conversion for.
+                params["lg_names"].append(f"{node_id}/{pod}/{container}")
+                params["lg_attempts"].append(attempt)
+                params["lg_logs"].append(data)
+                params["lg_sizes"].append(size)
+                params["lg_ended"].append(ended)
         for (execution_id, attempt), row in attempts.items():
             params["at_ids"].append(execution_id)
             params["at_attempts"].append(attempt)
             for column, param in _ATTEMPT_PARAMS.items():
                 params[param].append(row[column])
-        sql = _BATCH.format(fence=_FENCE if self._fencing else "")
-        values: dict[str, Any] = {name: params[name] for name in _PARAMS}
-        values["replica"] = self.replica_id
+        sql, names = _BATCH_SQL[self._fencing]
+        values = [self.replica_id if name == "replica" else params[name] for name in names]
         found = self._conn.execute(sql, values).fetchone()
         self.statements += 1
         kept_ids = set(found[0]) if found else set()

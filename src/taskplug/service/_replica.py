@@ -308,7 +308,7 @@ class Replica:
             guarded: GuardedKubeClient = GuardedKubeClient(self.kube, self._guard)
             if s.keep_log_bytes > 0:
                 # Its own connection: a log is kept between two statements of the executor's, never inside.
-                inc.keeper = LogKeeper(logs, self.kube, max_bytes=s.keep_log_bytes)
+                inc.keeper = LogKeeper(logs, self.kube, max_bytes=s.keep_log_bytes, store=inc.store)
                 guarded = LogKeepingKubeClient(self.kube, self._guard, inc.keeper)
             try:
                 async with open_executor(
@@ -342,6 +342,8 @@ class Replica:
                 self._safe_until = 0.0
                 self.stats.write_statements += inc.store.statements + inc.claim_statements
                 self.stats.statements += inc.store.statements + inc.claim_statements + inc.statements
+                if inc.keeper is not None:
+                    inc.keeper.close()
                 with contextlib.suppress(Exception):
                     inc.store.close()
                 with contextlib.suppress(Exception):
@@ -506,6 +508,11 @@ class Replica:
                 self._forget(inc, key)
                 continue
             if claim.terminal:
+                if inc.store.logs_pending(key):
+                    # A log kept after the end was committed (its pod was not deleted here): commit it
+                    # before the execution is forgotten.
+                    with contextlib.suppress(TaskplugError):
+                        inc.store.flush()
                 inc.store.release(key)
                 self._forget(inc, key)
                 self.stats.finished += 1
