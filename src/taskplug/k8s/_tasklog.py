@@ -305,8 +305,10 @@ def parse_k8s_time(value: Any) -> datetime | None:
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise ValueError(f"expected an RFC3339 timestamp, got {value!r}")
-    # Python keeps microseconds; Kubernetes may send nanoseconds.
-    text = _FRACTION.sub(r"\1", value.strip())
+    # Python keeps microseconds; Kubernetes may send nanoseconds (the API's own times have no fraction).
+    text = value.strip()
+    if "." in text:
+        text = _FRACTION.sub(r"\1", text)
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError as e:
