@@ -51,18 +51,19 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-class _Cached:
-    """One cached object: its resourceVersion (to tell changes apart without decoding) and its JSON."""
+# One cached object: its resourceVersion (to tell changes apart without decoding) and its JSON. A plain tuple
+# of a string and bytes, which the garbage collector stops tracking: the cache holds one per object for its
+# whole life, and every full collection would walk them all.
+_Cached = tuple[str, bytes]
 
-    __slots__ = ("data", "rv")
 
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.rv = _resource_version(obj)
-        self.data = orjson.dumps(obj)
+def _cached(obj: Mapping[str, Any]) -> _Cached:
+    return (_resource_version(obj), orjson.dumps(obj))
 
-    def obj(self) -> KubeObject:
-        decoded: KubeObject = orjson.loads(self.data)
-        return decoded
+
+def _decoded(cached: _Cached) -> KubeObject:
+    decoded: KubeObject = orjson.loads(cached[1])
+    return decoded
 
 
 class InformerHandler(Protocol):
@@ -162,12 +163,12 @@ class Informer:
         if self._out_of_contact:
             return None
         cached = self._cache.get((namespace or "", name))
-        return cached.obj() if cached is not None else None
+        return _decoded(cached) if cached is not None else None
 
     def list(self, namespace: str | None = None) -> list[KubeObject]:
         if namespace is None:
-            return [c.obj() for c in self._cache.values()]
-        return [c.obj() for (ns, _), c in self._cache.items() if ns == namespace]
+            return [_decoded(c) for c in self._cache.values()]
+        return [_decoded(c) for (ns, _), c in self._cache.items() if ns == namespace]
 
     def keys(self) -> Iterator[ObjectKey]:
         return iter(self._cache)
@@ -195,7 +196,7 @@ class Informer:
         self._by_version.append(isinstance(handler, UpdatesByVersion))
         if self.has_synced:
             for cached in list(self._cache.values()):
-                self._call(handler.on_add, cached.obj())
+                self._call(handler.on_add, _decoded(cached))
 
     def add_callbacks(
         self,
@@ -229,10 +230,10 @@ class Informer:
         decoded: KubeObject | None = None
         for h, by_version in zip(self._handlers, self._by_version, strict=True):
             if by_version:
-                self._call(h.on_update_version, old.rv, new)  # type: ignore[attr-defined]
+                self._call(h.on_update_version, old[0], new)  # type: ignore[attr-defined]
                 continue
             if decoded is None:
-                decoded = old.obj()
+                decoded = _decoded(old)
             self._call(h.on_update, decoded, new)
 
     def _emit_delete(self, obj: KubeObject) -> None:
@@ -284,7 +285,7 @@ class Informer:
         self._answered()
         fresh: dict[ObjectKey, KubeObject] = {object_key(o): o for o in items}
         old_cache = self._cache
-        self._cache = {key: _Cached(obj) for key, obj in fresh.items()}
+        self._cache = {key: _cached(obj) for key, obj in fresh.items()}
         self._resource_version = resource_version
         if not self._synced.is_set():
             for obj in fresh.values():
@@ -295,11 +296,11 @@ class Informer:
             previous = old_cache.get(key)
             if previous is None:
                 self._emit_add(obj)
-            elif previous.rv != _resource_version(obj):
+            elif previous[0] != _resource_version(obj):
                 self._emit_update(previous, obj)
         for key, gone in old_cache.items():
             if key not in fresh:
-                self._emit_delete(gone.obj())
+                self._emit_delete(_decoded(gone))
 
     async def _watch_once(self) -> None:
         self.stats["watches"] += 1
@@ -336,7 +337,7 @@ class Informer:
         key = object_key(obj)
         if event.type == "ADDED" or event.type == "MODIFIED":
             previous = self._cache.get(key)
-            self._cache[key] = _Cached(obj)
+            self._cache[key] = _cached(obj)
             if previous is None:
                 self._emit_add(obj)
             else:

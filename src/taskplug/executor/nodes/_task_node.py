@@ -151,6 +151,12 @@ class TaskNode:
         return None
 
     def unindex_all(self) -> None:
+        # Called when the node ends (or is forgotten): its attempt's context is not needed any more, and the
+        # ended node may be held for a long time.
+        self._attempt_context = None
+        self._unindex_name()
+
+    def _unindex_name(self) -> None:
         if self._generated_name:
             self.host.unindex_generated_name(self._generated_name)
             self._generated_name = ""
@@ -187,7 +193,7 @@ class TaskNode:
         tctx = self._context()
         name = tctx.metadata.task_execution_id.generated_name
         if name != self._generated_name:
-            self.unindex_all()
+            self._unindex_name()
             self._generated_name = name
             self.host.index_generated_name(name, self.key)
 
