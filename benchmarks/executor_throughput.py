@@ -8,8 +8,9 @@ per task of each, and the executor's Kubernetes API calls per task by verb (goal
 
 Then a memory pass: N pods are kept running (simulated), and when all N are in flight a tracemalloc snapshot is
 split into what taskplug's executor and machinery hold (execution records, plugin state, informer cache,
-plugin managers) and what the in-process API server holds (its own copy of every pod, its watch history) — on
-a real cluster the latter lives in kube-apiserver, not in taskplug. Goal: ≤ 20 KiB per in-flight task.
+plugin managers) and what the in-process API server holds (its own copy of every pod, its watch history and the
+JSON it keeps of each event, whichever watcher's read made it encode one) — on a real cluster the latter lives in
+kube-apiserver, not in taskplug. Goal: ≤ 20 KiB per in-flight task.
 
 ``--counts`` adds one untimed pass that counts, per task: the executor's rounds, event-loop iterations and the
 callbacks they ran (the API server's included), state store writes (saves, events, flushes), watch events the
@@ -371,10 +372,15 @@ async def measure_memory(platform: Platform, specs: list[Any], workdir: Path, sq
     ours = server = other = 0
     for stat in snapshot.statistics("traceback"):
         frames = [f.filename for f in stat.traceback]  # oldest first
+        innermost = next((f for f in reversed(frames) if "taskplug/" in f), None)
+        if innermost is not None and "taskplug/localcluster/" in innermost and "_client.py" not in innermost:
+            # The server's own structures (its objects, its watch history and the JSON it keeps of each
+            # event), even when a watcher's read made it encode them: kube-apiserver's on a real cluster.
+            server += stat.size
+            continue
         if any("taskplug/k8s/_informer" in f or "taskplug/engine/k8s/_informer" in f for f in frames):
             ours += stat.size  # the informer's cache: copies handed to it by the client while it watches
             continue
-        innermost = next((f for f in reversed(frames) if "taskplug/" in f), None)
         if innermost is None:
             other += stat.size
         elif "taskplug/localcluster" in innermost:
