@@ -337,7 +337,8 @@ class PluginManager:
 
     @property
     def informer(self) -> Informer:
-        """The cache of watched objects, started with this plugin's first task.
+        """The cache of watched objects, started with this plugin's first task (its check at submit, or its
+        first round).
 
         Deviation: Flyte starts every plugin's informer at start-up; starting it with the first task keeps a
         plugin whose custom resource the cluster does not have (no Spark operator installed) from failing
