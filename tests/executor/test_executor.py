@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flyteidl.core import literals_pb2
@@ -568,6 +569,68 @@ async def test_the_executor_refuses_at_submit_the_object_render_refuses_and_crea
     assert "Failed to parse resource as a valid quantity. [CPU: '2x50m']" in str(submitted.value)
     assert store.load(spec.execution_key) is None  # type: ignore[attr-defined]
     assert not (tmp_path / "data").exists()
+
+
+class _ListingClient:
+    """The local cluster's client, remembering how many objects each list returned."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.listed: list[int] = []
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if name in ("create", "get", "delete", "patch", "replace"):
+
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                self.calls[name] = self.calls.get(name, 0) + 1
+                return await method(*args, **kwargs)
+
+            return counted
+        return method
+
+    async def list(self, *args: Any, **kwargs: Any) -> Any:
+        items, version = await self.inner.list(*args, **kwargs)
+        self.listed.append(len(items))
+        return items, version
+
+
+async def test_tasks_submitted_as_the_executor_opens_are_watched_from_before_their_first_create(
+    tmp_path: Path,
+) -> None:
+    from taskplug.executor import Platform, open_executor
+    from taskplug.localcluster import LocalCluster
+
+    platform = Platform.load(document={"executor": {"data-root": str(tmp_path / "data")}})
+    specs = [
+        parse_spec(
+            {
+                "template": {
+                    "id": {
+                        "resourceType": "TASK",
+                        "project": "p",
+                        "domain": "d",
+                        "name": "t",
+                        "version": "1",
+                    },
+                    "type": "container",
+                    "container": {"image": "busybox", "command": ["true"]},
+                },
+                "execution": {"id": {"project": "p", "domain": "d", "name": f"e{i}", "nodeId": "n0"}},
+            }
+        )
+        for i in range(20)
+    ]
+    async with LocalCluster(mode="simulated") as cluster:
+        client = _ListingClient(cluster.client())
+        async with open_executor(platform, kube_client=client, store=MemoryStateStore()) as ex:
+            keys = [await ex.submit(spec) for spec in specs]  # type: ignore[arg-type]
+            results = await asyncio.wait_for(asyncio.gather(*(ex.wait(k) for k in keys)), 60)
+    assert [r.phase for r in results] == ["Success"] * 20
+    # The pod informer's one list came before any pod existed; every pod was then seen through the watch.
+    assert client.listed == [0]
+    assert client.calls.get("create") == 20 and client.calls.get("get", 0) == 0
 
 
 # -- forgetting an execution ----------------------------------------------------------------------------

@@ -11,7 +11,14 @@ from flyteidl.core import identifier_pb2
 from taskplug.core._context import TaskExecutionID
 from taskplug.core._phase import TaskLog
 from taskplug.k8s._config import LogConfig
-from taskplug.k8s._tasklog import LogInput, LogTemplate, log_templates, logs_for_container_in_pod, task_logs
+from taskplug.k8s._tasklog import (
+    LogInput,
+    LogTemplate,
+    log_templates,
+    logs_for_container_in_pod,
+    parse_k8s_time,
+    task_logs,
+)
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 NOW_UNIX = 1714564800
@@ -377,3 +384,30 @@ class TestLowLevel:
                 show_while_pending=True,
             ),
         )
+
+    def test_log_templates_of_one_config_are_read_once_and_each_config_has_its_own(self) -> None:
+        first = templates("https://a/{{ .podName }}")
+        second = templates("https://b/{{ .podName }}")
+        assert log_templates(first) is log_templates(first)
+        assert [t.template_uris for t in log_templates(second)] == [("https://b/{{ .podName }}",)]
+        assert [t.template_uris for t in log_templates(first)] == [("https://a/{{ .podName }}",)]
+
+    def test_a_value_that_leaves_no_variable_ends_the_substitution_and_one_that_adds_one_is_expanded(
+        self,
+    ) -> None:
+        inp = LogInput(pod_name="p-{{ .namespace }}", namespace="ns", log_name="")
+        source = [LogTemplate("T", ("{{ .podName }}", "plain", "{{ .namespace }}/{{ .podName }}"))]
+        assert [log.uri for log in task_logs(source, inp)] == ["p-ns", "plain", "ns/p-ns"]
+
+
+class TestTimes:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("2024-05-01T11:00:00Z", datetime(2024, 5, 1, 11, 0, 0, tzinfo=UTC)),
+            ("2024-05-01T11:00:00.123456789Z", datetime(2024, 5, 1, 11, 0, 0, 123456, tzinfo=UTC)),
+            ("2024-05-01T11:00:00.5+02:00", datetime(2024, 5, 1, 9, 0, 0, 500000, tzinfo=UTC)),
+        ],
+    )
+    def test_kubernetes_times_parse_with_or_without_a_fraction(self, text: str, expected: datetime) -> None:
+        assert parse_k8s_time(text) == expected

@@ -278,6 +278,7 @@ class Executor:
         self._group: asyncio.TaskGroup | None = None
         self._loops: list[asyncio.Task[None]] = []
         self.rounds = 0
+        self._made_run_settings: tuple[ExecutorSettings, Catalog | None, RunSettings] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     @property
@@ -298,6 +299,10 @@ class Executor:
         await self._group.__aenter__()
         self._loops = [self._group.create_task(self._worker()) for _ in range(self.settings.workers)]
         self._loops.append(self._group.create_task(self._timer_loop()))
+        # One turn of the loop: the workers wait on the queue before anything is submitted. Otherwise each
+        # starts by draining the queue, ahead of everything a submit scheduled (a plugin's informer starting
+        # to watch before the first create: it would list every object the first submits created instead).
+        await asyncio.sleep(0)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -411,14 +416,21 @@ class Executor:
         return self.children.record(key) if self.children is not None else None
 
     def _run_settings(self) -> RunSettings:
+        # One for every root node (built once: thousands of executions in flight share it). Rebuilt when the
+        # settings or the catalog it is made of were replaced.
+        made = self._made_run_settings
+        if made is not None and made[0] is self.settings and made[1] is self.catalog:
+            return made[2]
         s = self.settings
-        return RunSettings(
+        run_settings = RunSettings(
             data_root=s.data_root,
             resync_period=s.resync_period,
             max_plugin_phase_versions=s.max_plugin_phase_versions,
             array=s.array,
             cache=CacheSettings(self.catalog, s.cache_heartbeat, s.cache_grace_multiplier),
         )
+        self._made_run_settings = (s, self.catalog, run_settings)
+        return run_settings
 
     def _wake_after(self, key: str, seconds: float) -> None:
         # One pending wake-up per execution: every round asks for a resync, and an execution woken many times

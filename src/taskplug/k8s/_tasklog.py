@@ -97,9 +97,25 @@ def _from_config(template: TemplateLogPluginConfig) -> LogTemplate:
     )
 
 
+# The log sources of each config read so far. A config is frozen, so its sources never change; the config is
+# kept with them, so that its id cannot be reused while the entry stands. A process reads one or two configs.
+_TEMPLATES: dict[int, tuple[LogConfig, tuple[LogTemplate, ...]]] = {}
+
+
 def log_templates(config: LogConfig) -> tuple[LogTemplate, ...]:
     """The configured log sources in Flyte's order: kubernetes, cloudwatch, stackdriver, ``templates``,
     then ``dynamic-log-links`` (Flyte's ``InitializeLogPlugins``)."""
+    known = _TEMPLATES.get(id(config))
+    if known is not None and known[0] is config:
+        return known[1]
+    templates = _log_templates(config)
+    if len(_TEMPLATES) >= 16:
+        _TEMPLATES.clear()
+    _TEMPLATES[id(config)] = (config, templates)
+    return templates
+
+
+def _log_templates(config: LogConfig) -> tuple[LogTemplate, ...]:
     out: list[LogTemplate] = []
     if config.kubernetes_enabled:
         # Deviation: Flyte uses the legacy ``kubernetes-url`` form only when the template URI is empty, and
@@ -212,10 +228,16 @@ def _template_vars(inp: LogInput) -> _Vars:
 
 
 def _render(template: str, variables: _Vars) -> str:
+    # Every variable is written between "{{" and "}}": a text without "{{" (left) has nothing to substitute,
+    # so the remaining substitutions would change nothing.
+    if "{{" not in template:
+        return template
     for regex, value in variables:
         if value:
             # Escaped so the value is inserted literally (Go's ReplaceAllLiteralString).
             template = regex.sub(value.replace("\\", "\\\\"), template)
+            if "{{" not in template:
+                break
     return template
 
 
@@ -283,8 +305,10 @@ def parse_k8s_time(value: Any) -> datetime | None:
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise ValueError(f"expected an RFC3339 timestamp, got {value!r}")
-    # Python keeps microseconds; Kubernetes may send nanoseconds.
-    text = _FRACTION.sub(r"\1", value.strip())
+    # Python keeps microseconds; Kubernetes may send nanoseconds (the API's own times have no fraction).
+    text = value.strip()
+    if "." in text:
+        text = _FRACTION.sub(r"\1", text)
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError as e:

@@ -90,6 +90,35 @@ async def test_informer_delivers_adds_updates_and_deletes_made_after_the_list(
         await factory.__aexit__(None, None, None)
 
 
+async def test_an_update_by_version_handler_is_told_the_old_version_and_others_still_get_the_old_copy(
+    counting_kube_client: CountingKubeClient, eventually_fn: Any
+) -> None:
+    client = counting_kube_client
+    await client.create(POD, pod("a", v="1"))
+    factory, informer, recorder = await started(client, FakeClock())
+    by_version: list[tuple[str | None, str]] = []
+    with_copy: list[tuple[dict[str, Any] | None, dict[str, Any]]] = []
+    informer.add_callbacks(
+        on_update_version=lambda old_rv, new: by_version.append((old_rv, new["metadata"]["resourceVersion"]))
+    )
+    informer.add_callbacks(on_update=lambda old, new: with_copy.append((old, new)))
+    try:
+        first = informer.get(NS, "a")
+        assert first is not None
+        await client.patch(POD, NS, "a", {"metadata": {"labels": {"v": "2"}}})
+        await eventually_fn(lambda: len(by_version) == 1 and len(with_copy) == 1)
+        old_rv, new_rv = by_version[0]
+        assert old_rv == first["metadata"]["resourceVersion"] and new_rv != old_rv
+        old, new = with_copy[0]
+        assert old is not None and old["metadata"]["labels"] == {"v": "1"}
+        assert new["metadata"]["labels"] == {"v": "2"}
+        assert ("update", "a") in recorder.events
+        with pytest.raises(ValueError, match="not both"):
+            informer.add_callbacks(on_update=lambda old, new: None, on_update_version=lambda rv, new: None)
+    finally:
+        await factory.__aexit__(None, None, None)
+
+
 async def test_informer_resumes_from_the_last_resource_version_after_a_clean_stream_end(
     local_cluster: Any, counting_kube_client: CountingKubeClient, eventually_fn: Any
 ) -> None:

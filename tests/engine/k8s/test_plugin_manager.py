@@ -1225,6 +1225,27 @@ async def test_check_task_builds_without_creating_and_refuses_what_cannot_be_bui
     assert harness.client.calls["create"] == 0
 
 
+async def test_a_checked_task_starts_the_informer_whose_first_list_comes_before_the_create(
+    harness: Harness,
+) -> None:
+    broken = BarePodPlugin()
+    broken.build_error = ValueError("no image")
+    refused = harness.manager(broken)
+    with pytest.raises(BadTaskSpecification):
+        refused.check_task(make_tctx())
+    assert refused._informer is None  # a task that cannot be built starts nothing
+
+    manager = harness.manager(BarePodPlugin())
+    manager.check_task(make_tctx())
+    informer = manager._informer
+    assert informer is not None
+    await informer.wait_synced()
+    assert informer.stats["lists"] == 1 and len(informer) == 0  # listed before anything was created
+    await manager.handle(make_tctx())
+    await harness.in_cache("exec1-n0-0")  # the create arrives as a watch event, with no second list
+    assert informer.stats["lists"] == 1
+
+
 # -- resource monitor (plugin_collector.go) ------------------------------------------------------------------
 
 

@@ -26,14 +26,14 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from taskplug.core import Clock
 from taskplug.k8s import KubeApiError, KubeClient, ResourceType, WatchEvent
 
-__all__ = ["Informer", "InformerFactory", "InformerHandler", "ObjectKey", "object_key"]
+__all__ = ["Informer", "InformerFactory", "InformerHandler", "ObjectKey", "UpdatesByVersion", "object_key"]
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +51,19 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-class _Cached:
-    """One cached object: its resourceVersion (to tell changes apart without decoding) and its JSON."""
+# One cached object: its resourceVersion (to tell changes apart without decoding) and its JSON. A plain tuple
+# of a string and bytes, which the garbage collector stops tracking: the cache holds one per object for its
+# whole life, and every full collection would walk them all.
+_Cached = tuple[str, bytes]
 
-    __slots__ = ("data", "rv")
 
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.rv = _resource_version(obj)
-        self.data = orjson.dumps(obj)
+def _cached(obj: Mapping[str, Any]) -> _Cached:
+    return (_resource_version(obj), orjson.dumps(obj))
 
-    def obj(self) -> KubeObject:
-        decoded: KubeObject = orjson.loads(self.data)
-        return decoded
+
+def _decoded(cached: _Cached) -> KubeObject:
+    decoded: KubeObject = orjson.loads(cached[1])
+    return decoded
 
 
 class InformerHandler(Protocol):
@@ -73,6 +74,15 @@ class InformerHandler(Protocol):
     def on_update(self, old: KubeObject | None, new: KubeObject) -> None: ...
 
     def on_delete(self, obj: KubeObject) -> None: ...
+
+
+@runtime_checkable
+class UpdatesByVersion(Protocol):
+    """An optional capability of a handler that reads nothing of an updated object's old copy but its
+    resourceVersion: it is told that version instead of being handed the old copy, which the cache would
+    otherwise decode for it on every update."""
+
+    def on_update_version(self, old_resource_version: str | None, new: KubeObject) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +102,17 @@ class _Callbacks:
     def on_delete(self, obj: KubeObject) -> None:
         if self.delete is not None:
             self.delete(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class _VersionCallbacks(_Callbacks):
+    """Callbacks whose update is told the old resourceVersion (:class:`UpdatesByVersion`)."""
+
+    update_version: Callable[[str | None, KubeObject], None] | None = None
+
+    def on_update_version(self, old_resource_version: str | None, new: KubeObject) -> None:
+        if self.update_version is not None:
+            self.update_version(old_resource_version, new)
 
 
 class _Relist(Exception):
@@ -123,6 +144,8 @@ class Informer:
         self.max_backoff = max_backoff
         self._cache: dict[ObjectKey, _Cached] = {}
         self._handlers: list[InformerHandler] = []
+        # Each handler's update callback: by resourceVersion (True) or with the decoded old copy.
+        self._by_version: list[bool] = []
         self._resource_version = ""
         self._synced = asyncio.Event()
         self._delay = initial_backoff
@@ -140,12 +163,12 @@ class Informer:
         if self._out_of_contact:
             return None
         cached = self._cache.get((namespace or "", name))
-        return cached.obj() if cached is not None else None
+        return _decoded(cached) if cached is not None else None
 
     def list(self, namespace: str | None = None) -> list[KubeObject]:
         if namespace is None:
-            return [c.obj() for c in self._cache.values()]
-        return [c.obj() for (ns, _), c in self._cache.items() if ns == namespace]
+            return [_decoded(c) for c in self._cache.values()]
+        return [_decoded(c) for (ns, _), c in self._cache.items() if ns == namespace]
 
     def keys(self) -> Iterator[ObjectKey]:
         return iter(self._cache)
@@ -170,9 +193,10 @@ class Informer:
     def add_handler(self, handler: InformerHandler) -> None:
         """Subscribe; a handler added after the first list is replayed the cache as adds."""
         self._handlers.append(handler)
+        self._by_version.append(isinstance(handler, UpdatesByVersion))
         if self.has_synced:
             for cached in list(self._cache.values()):
-                self._call(handler.on_add, cached.obj())
+                self._call(handler.on_add, _decoded(cached))
 
     def add_callbacks(
         self,
@@ -180,8 +204,16 @@ class Informer:
         on_add: Callable[[KubeObject], None] | None = None,
         on_update: Callable[[KubeObject | None, KubeObject], None] | None = None,
         on_delete: Callable[[KubeObject], None] | None = None,
+        on_update_version: Callable[[str | None, KubeObject], None] | None = None,
     ) -> None:
-        self.add_handler(_Callbacks(on_add, on_update, on_delete))
+        """Subscribe callbacks; ``on_update_version`` (instead of ``on_update``) is told an updated object's
+        old resourceVersion rather than handed its old copy."""
+        if on_update_version is not None:
+            if on_update is not None:
+                raise ValueError("give on_update or on_update_version, not both")
+            self.add_handler(_VersionCallbacks(on_add, None, on_delete, on_update_version))
+        else:
+            self.add_handler(_Callbacks(on_add, on_update, on_delete))
 
     def _call(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -194,9 +226,15 @@ class Informer:
         for h in self._handlers:
             self._call(h.on_add, obj)
 
-    def _emit_update(self, old: KubeObject | None, new: KubeObject) -> None:
-        for h in self._handlers:
-            self._call(h.on_update, old, new)
+    def _emit_update(self, old: _Cached, new: KubeObject) -> None:
+        decoded: KubeObject | None = None
+        for h, by_version in zip(self._handlers, self._by_version, strict=True):
+            if by_version:
+                self._call(h.on_update_version, old[0], new)  # type: ignore[attr-defined]
+                continue
+            if decoded is None:
+                decoded = _decoded(old)
+            self._call(h.on_update, decoded, new)
 
     def _emit_delete(self, obj: KubeObject) -> None:
         for h in self._handlers:
@@ -247,7 +285,7 @@ class Informer:
         self._answered()
         fresh: dict[ObjectKey, KubeObject] = {object_key(o): o for o in items}
         old_cache = self._cache
-        self._cache = {key: _Cached(obj) for key, obj in fresh.items()}
+        self._cache = {key: _cached(obj) for key, obj in fresh.items()}
         self._resource_version = resource_version
         if not self._synced.is_set():
             for obj in fresh.values():
@@ -258,11 +296,11 @@ class Informer:
             previous = old_cache.get(key)
             if previous is None:
                 self._emit_add(obj)
-            elif previous.rv != _resource_version(obj):
-                self._emit_update(previous.obj(), obj)
+            elif previous[0] != _resource_version(obj):
+                self._emit_update(previous, obj)
         for key, gone in old_cache.items():
             if key not in fresh:
-                self._emit_delete(gone.obj())
+                self._emit_delete(_decoded(gone))
 
     async def _watch_once(self) -> None:
         self.stats["watches"] += 1
@@ -299,11 +337,11 @@ class Informer:
         key = object_key(obj)
         if event.type == "ADDED" or event.type == "MODIFIED":
             previous = self._cache.get(key)
-            self._cache[key] = _Cached(obj)
+            self._cache[key] = _cached(obj)
             if previous is None:
                 self._emit_add(obj)
             else:
-                self._emit_update(previous.obj(), obj)
+                self._emit_update(previous, obj)
         elif event.type == "DELETED":
             self._cache.pop(key, None)
             self._emit_delete(obj)

@@ -337,7 +337,8 @@ class PluginManager:
 
     @property
     def informer(self) -> Informer:
-        """The cache of watched objects, started with this plugin's first task.
+        """The cache of watched objects, started with this plugin's first task (its check at submit, or its
+        first round).
 
         Deviation: Flyte starts every plugin's informer at start-up; starting it with the first task keeps a
         plugin whose custom resource the cluster does not have (no Spark operator installed) from failing
@@ -347,7 +348,9 @@ class PluginManager:
             informers = self._informers
             self._informer = informers.informer(self.rtype)
             self._informer.add_callbacks(
-                on_add=self._on_initial_add, on_update=self._on_update, on_delete=self._on_delete
+                on_add=self._on_initial_add,
+                on_update_version=self._on_update_version,
+                on_delete=self._on_delete,
             )
             if self.config.send_object_events:
                 self.event_watcher = EventWatcher.attach(informers)
@@ -384,14 +387,18 @@ class PluginManager:
         # already hold an object created and updated before the watch began (a pod scheduled, or finished,
         # while the list was on its way): those updates will never come as events, so wake the owner now.
         if self._informer is not None and not self._informer.has_synced:
-            self._on_update(None, obj)
+            self._on_update_version(None, obj)
 
     def _on_update(self, old: KubeObject | None, new: KubeObject) -> None:
+        old_rv = (old.get("metadata") or {}).get("resourceVersion") if old is not None else None
+        self._on_update_version(None if old is None else str(old_rv or ""), new)
+
+    def _on_update_version(self, old_rv: str | None, new: KubeObject) -> None:
+        # ``old_rv`` None: there is no old copy (an object the first list found).
         if not self._owned_by_owner_kind(new):
             return
-        old_rv = (old.get("metadata") or {}).get("resourceVersion") if old is not None else None
         new_meta = new.get("metadata") or {}
-        if old is not None and old_rv == new_meta.get("resourceVersion"):
+        if old_rv is not None and old_rv == str(new_meta.get("resourceVersion") or ""):
             self._updates_dropped.inc()
             return
         owner = owner_key_of(new)
@@ -503,13 +510,18 @@ class PluginManager:
         """Build the object :meth:`launch_resource` would create, and create nothing: what cannot be built
         is a :class:`BadTaskSpecification`, raised before any round. Deviation: Flyte finds out at launch
         and fails the attempt (``FailedToBuildResource``); the executor asks here at submit, so that
-        ``taskplug run`` refuses what ``taskplug render`` refuses."""
+        ``taskplug run`` refuses what ``taskplug render`` refuses.
+
+        A task that can be built starts the informer, as :meth:`handle` would: its first list then runs
+        before the task's object is created, not after everything submitted at once has been (a list of
+        every one of those objects, then one wake-up each)."""
         try:
             build_object(self.plugin, tctx, self.config, watched=self.rtype)
         except BadTaskSpecification:
             raise
         except Exception as e:  # whatever a plugin raises while building is the task's fault
             raise BadTaskSpecification(str(e) or type(e).__name__) from e
+        self.informer  # noqa: B018 - start watching before the first create
 
     async def launch_resource(self, tctx: TaskExecutionContext) -> Transition:
         try:

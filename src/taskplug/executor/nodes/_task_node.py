@@ -67,6 +67,7 @@ class TaskNode:
     # An executor holds one per execution in flight (thousands): no per-instance dict.
     __slots__ = (
         "_attempt_context",
+        "_flyte2",
         "_generated_name",
         "_inputs_written",
         "_output_folder",
@@ -108,6 +109,7 @@ class TaskNode:
         )
         self._inputs_written = False
         self._output_folder = ""  # the attempt's output folder made on a local data root (Flyte 2 tasks)
+        self._flyte2 = is_flyte2_task(spec.template)  # the template is the spec's: it does not change
         # A workflow that wrote the node's inputs.pb when it queued the node (the same file) sets this.
         self.inputs_in_store = False
         self._generated_name = ""
@@ -149,6 +151,12 @@ class TaskNode:
         return None
 
     def unindex_all(self) -> None:
+        # Called when the node ends (or is forgotten): its attempt's context is not needed any more, and the
+        # ended node may be held for a long time.
+        self._attempt_context = None
+        self._unindex_name()
+
+    def _unindex_name(self) -> None:
         if self._generated_name:
             self.host.unindex_generated_name(self._generated_name)
             self._generated_name = ""
@@ -185,13 +193,13 @@ class TaskNode:
         tctx = self._context()
         name = tctx.metadata.task_execution_id.generated_name
         if name != self._generated_name:
-            self.unindex_all()
+            self._unindex_name()
             self._generated_name = name
             self.host.index_generated_name(name, self.key)
 
         async def prepare(_: NodeState) -> None:
             output_prefix = tctx.output_writer.output_prefix
-            if self._output_folder != output_prefix and is_flyte2_task(self.spec.template):
+            if self._flyte2 and self._output_folder != output_prefix:
                 # Before the pod starts: Flyte 2's a0 writes outputs.pb or error.pb into it with plain file
                 # writes, which fail on a local data root when the folder is missing.
                 await self.host.data.make_folder(output_prefix)
