@@ -198,7 +198,11 @@ class _Renamed(StrictModel):
         return {"value": 2, **data} if isinstance(data, dict) else data
 
 
-@pytest.mark.parametrize("model", [_Tree, _Renamed, TasksConfig])
+class _ParsedDefault(StrictModel):
+    wait: GoDuration = Field(default="90s", validate_default=True)  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("model", [_Tree, _Renamed, _ParsedDefault, TasksConfig])
 def test_a_section_missing_from_the_file_is_what_its_model_makes_with_no_arguments(
     model: type[StrictModel],
 ) -> None:

@@ -294,11 +294,16 @@ def _defaults_of(model: type[M]) -> M:
     pydantic validates no default (unless ``validate_default``), so only a model validator could make
     ``model()`` differ from the defaults laid in place. A ``before`` model validator is called as ``model()``
     would call it, with ``{}``; one that gives ``{}`` back changes nothing. A model with any other model
-    validator, a ``before`` one that changes ``{}``, or ``validate_default`` is built as ``model()``. A field
-    whose default is another model (``default_factory=SubModel``) gets that model's defaults the same way.
-    As with ``model()``, no field counts as set (``model_fields_set``)."""
-    if model.model_config.get("validate_default") or not all(
-        _keeps_empty_input(validator) for validator in model.__pydantic_decorators__.model_validators.values()
+    validator, a ``before`` one that changes ``{}``, or ``validate_default`` (its own or a field's) is built as
+    ``model()``. A field whose default is another model (``default_factory=SubModel``) gets that model's
+    defaults the same way. As with ``model()``, no field counts as set (``model_fields_set``)."""
+    if (
+        model.model_config.get("validate_default")
+        or any(info.validate_default for info in model.model_fields.values())
+        or not all(
+            _keeps_empty_input(validator)
+            for validator in model.__pydantic_decorators__.model_validators.values()
+        )
     ):
         return model()
     nested: dict[str, Any] = {}
