@@ -186,12 +186,13 @@ _RUN_PROBE = textwrap.dedent(
 )
 
 
-def test_a_spec_run_on_the_embedded_cluster_loads_no_http_server_or_kubernetes_client_and_prints_its_document(
+def test_a_spec_run_on_the_embedded_cluster_loads_no_http_server_kubernetes_client_or_rich_and_prints_its_document(
     tmp_path: Path,
 ) -> None:
-    # The in-process cluster's HTTP façade (aiohttp) and the real cluster's client are for other commands.
+    # The in-process cluster's HTTP façade (aiohttp) and the real cluster's client are for other commands;
+    # Rich draws the live view, which a run with `-o json` and without a terminal does not have.
     (tmp_path / "hello.yaml").write_text((REPO / "examples" / "hello.yaml").read_text())
-    probe = f"HEAVY = {('aiohttp', 'lightkube', 'taskplug.engine.k8s._lightkube')!r}\n{_RUN_PROBE}"
+    probe = f"HEAVY = {('aiohttp', 'lightkube', 'taskplug.engine.k8s._lightkube', 'rich')!r}\n{_RUN_PROBE}"
     proc = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=tmp_path,

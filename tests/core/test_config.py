@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from taskplug.core import (
     TASKS_SECTION,
@@ -166,6 +166,66 @@ def test_a_section_missing_from_the_file_has_its_defaults() -> None:
     config = load_platform_config({}, [SAMPLE])
     assert config.get(SAMPLE) == _Sample()
     assert load_platform_config({"plugins": None}, [SAMPLE]).get(SAMPLE) == _Sample()
+
+
+class _Leaf(StrictModel):
+    depth: int = 1
+    names: list[str] = Field(default_factory=lambda: ["a"])
+
+
+class _Tree(StrictModel):
+    leaf: _Leaf = Field(default_factory=_Leaf)
+    wait: GoDuration = timedelta(seconds=5)
+
+
+class _Checked(StrictModel):
+    low: int = 1
+    high: int = 0
+
+    @model_validator(mode="after")
+    def _high_at_least_low(self) -> _Checked:
+        if self.high < self.low:
+            raise ValueError("high must be at least low")
+        return self
+
+
+class _Renamed(StrictModel):
+    value: int = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        return {"value": 2, **data} if isinstance(data, dict) else data
+
+
+class _ParsedDefault(StrictModel):
+    wait: GoDuration = Field(default="90s", validate_default=True)  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("model", [_Tree, _Renamed, _ParsedDefault, TasksConfig])
+def test_a_section_missing_from_the_file_is_what_its_model_makes_with_no_arguments(
+    model: type[StrictModel],
+) -> None:
+    section = ConfigSection("plugins.absent", model)
+    value = load_platform_config({}, [section]).get(section)
+    assert value == model()
+    assert value.model_fields_set == model().model_fields_set
+    assert value.model_dump(mode="json") == model().model_dump(mode="json")
+
+
+def test_a_missing_section_whose_model_refuses_its_own_defaults_is_refused_when_read() -> None:
+    section = ConfigSection("plugins.absent", _Checked)
+    config = load_platform_config({}, [section])
+    with pytest.raises(ValidationError, match="high must be at least low"):
+        config.get(section)
+
+
+def test_a_missing_sections_nested_defaults_are_not_shared_between_configs() -> None:
+    section = ConfigSection("plugins.absent", _Tree)
+    first = load_platform_config({}, [section]).get(section)
+    second = load_platform_config({}, [section]).get(section)
+    assert first.leaf.names == ["a"]
+    assert first.leaf.names is not second.leaf.names
 
 
 @pytest.mark.parametrize(

@@ -15,16 +15,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console, Group, RenderableType
-from rich.progress_bar import ProgressBar
-from rich.text import Text
-
 from taskplug.cli._text import error_text, last_line, reason_line
 from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
 from taskplug.executor import Event, NodeRecord
 
 if TYPE_CHECKING:
+    # Rich is imported where something is drawn: a run with `-o json` or without a terminal draws nothing.
+    from rich.console import Console, RenderableType
     from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "ArrayProgress",
@@ -98,6 +97,11 @@ class ArrayProgress:
         return f"{self.done()}/{len(self.phases)} elements done  {groups}".rstrip()
 
     def render(self) -> RenderableType:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
         counts = self.counts()
         total = len(self.phases)
         done = self.done()
@@ -106,8 +110,6 @@ class ArrayProgress:
         for group, count in counts.items():
             if count:
                 line.append(f"{group} {count}  ", style=_GROUP_STYLES[group])
-        from rich.table import Table  # here: `-o json` and a run without a terminal draw no table
-
         bar = Table.grid(padding=(0, 1))
         bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), line)
         parts: list[RenderableType] = [bar]
@@ -122,13 +124,13 @@ class Progress:
 
     def __init__(
         self,
-        console: Console,
+        console: Console | None,
         key: str,
         *,
         output: Callable[[], str] | None = None,
         outline: Sequence[NodeOutline] | None = None,
     ) -> None:
-        self.console = console
+        self._console = console
         self.key = key
         self.started = time.monotonic()
         self.events: list[Event] = []
@@ -140,6 +142,18 @@ class Progress:
         self.workflow: WorkflowNodes | None = WorkflowNodes(outline) if outline is not None else None
         """A workflow's nodes (from its outline, :func:`~taskplug.cli._workflow_view.workflow_outline`, or
         from its first node or workflow event when none was given)."""
+
+    @property
+    def console(self) -> Console:
+        """The console it draws on: the one given, or (None given) a plain console on stderr, made when first
+        asked for."""
+        if self._console is None:
+            self._console = plain_console(stderr=True)
+        return self._console
+
+    @console.setter
+    def console(self, console: Console) -> None:
+        self._console = console
 
     def on_event(self, key: str, event: Event) -> None:
         if key != self.key:
@@ -167,6 +181,9 @@ class Progress:
         return self.render()
 
     def render(self) -> RenderableType:
+        from rich.console import Group
+        from rich.text import Text
+
         parts: list[RenderableType] = []
         if self.workflow is not None:
             # As many node lines as the terminal holds under the header, the notes and the task's output.
@@ -193,6 +210,7 @@ class Progress:
 
     def _timeline(self) -> Table:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, show_header=True, header_style="bold")
         for column in ("attempt", "phase", "version", "reason", "elapsed"):
@@ -320,6 +338,8 @@ def same_file(a: TextIO, b: TextIO) -> bool:
 
 
 def phase_text(phase: str) -> Text:
+    from rich.text import Text
+
     style = {
         "Success": "green",
         "RetryableFailure": "yellow",
@@ -333,4 +353,6 @@ def plain_console(*, stderr: bool = False) -> Console:
     """A console that never reads its text as Rich markup or emoji codes: what it prints comes from tasks,
     errors and the cluster (``[bold]``, ``[SystemError]``, ``:x:`` are text there); styles are given as
     :class:`~rich.text.Text` styles."""
+    from rich.console import Console
+
     return Console(stderr=stderr, markup=False, emoji=False, highlight=False)

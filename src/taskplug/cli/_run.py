@@ -40,9 +40,6 @@ from urllib.parse import unquote, urlparse
 import click
 from flyteidl.core import literals_pb2
 from google.protobuf.message import Message
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
 from taskplug.cli._cluster_options import cluster_options, kube_client
 from taskplug.cli._flyte2_module import flyte2_module_document, flyte2_module_spec, is_flyte2_module
@@ -84,6 +81,8 @@ from taskplug.executor import (
 from taskplug.k8s import KubeApiError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from taskplug.localcluster import Zygote
 
 __all__ = ["run"]
@@ -115,7 +114,6 @@ async def _run(
     interrupts: Interrupts,
     zygote: Zygote | None = None,
 ) -> tuple[ExecutionResult, _Finished | None]:
-    console = plain_console(stderr=True)
     interrupts.attach()
     db_path = Path(state_db or platform.config.get(EXECUTOR_SECTION).state_db)
     check_state_file(db_path)  # before the store opens: a file that is not ours is left as it was
@@ -125,7 +123,7 @@ async def _run(
     folder = RunFolder(db_path) if kubeconfig is None and mode == "process" else None
     outline = workflow_outline(spec)  # a workflow's nodes, named and nested as they run
     progress = Progress(
-        console,
+        None,  # its console is made when the live view draws: `-o json` and a pipe never load Rich
         spec.execution_key,
         output=folder.latest_output if folder is not None else None,
         outline=outline,
@@ -166,6 +164,9 @@ async def _run(
                     # went line by line instead, see _event_sinks).
                     result = await ex.wait(key)
                 else:
+                    from rich.live import Live
+
+                    console = progress.console
                     with Live(
                         progress.render(), console=console, refresh_per_second=8, transient=False
                     ) as live:
@@ -385,6 +386,8 @@ def _canonical(value: object) -> object:
 
 
 def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
+    from rich.text import Text
+
     console = plain_console()
     style = "green" if result.succeeded else "red"
     earlier = " (finished earlier, not run again)" if stored else ""
@@ -407,6 +410,8 @@ def _print_outcome(result: ExecutionResult, *, stored: bool = False) -> None:
 
 
 def _print_elements(console: Console, elements: list[dict[str, object]]) -> None:
+    from rich.text import Text
+
     by_phase: dict[str, int] = {}
     for element in elements:
         by_phase[str(element["phase"])] = by_phase.get(str(element["phase"]), 0) + 1
@@ -423,6 +428,8 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
 
 
 def _print_nodes(console: Console, nodes: list[dict[str, Any]]) -> None:
+    from rich.text import Text
+
     """A workflow's nodes: how many ended in each phase (nested nodes counted), and each node that failed
     itself (not only because a node under it did) with its error."""
     flat = list(walk_result_nodes(nodes))

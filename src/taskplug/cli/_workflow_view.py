@@ -19,16 +19,19 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from flyteidl.core import compiler_pb2, workflow_pb2
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.text import Text
 
 from taskplug.cli._text import error_text
 from taskplug.core import Phase
 from taskplug.executor import Event, ExecutionSpec, NodeKind, NodePhase, NodeRecord
 from taskplug.k8s import fixed_length_unique_id
+
+if TYPE_CHECKING:
+    # Rich is imported where something is drawn: a run with `-o json` or without a terminal draws nothing.
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+    from rich.text import Text
 
 __all__ = [
     "NODE_PHASE_NAMES",
@@ -453,6 +456,9 @@ class WorkflowNodes:
     def render(self, *, max_rows: int = 40, header: bool = True) -> RenderableType:
         """The workflow's phase, its nodes' tree (succeeded and not-started nodes collapsed into counts when
         there are more than ``max_rows``) and the failed nodes' errors."""
+        from rich.console import Group
+        from rich.text import Text
+
         now = self.clock()
         rows = list(self.walk())
         head = Text()
@@ -540,7 +546,7 @@ class _NodeTable:
             for i in used
             if columns[i] != "last"
         }
-        from rich.table import Table  # here, not at the top: only a workflow's live view draws one
+        from rich.table import Table
 
         table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
         for i in used:
@@ -555,6 +561,8 @@ class _NodeTable:
 
 
 def _cells(depth: int, view: NodeView, now: float) -> tuple[Text, ...]:
+    from rich.text import Text
+
     elapsed = view.elapsed(now)
     return (
         Text("  " * depth + view.label),

@@ -261,7 +261,7 @@ class PlatformConfig:
     def get(self, section: ConfigSection[M]) -> M:
         value = self._values.get(section.path)
         if value is None:
-            value = section.model()
+            value = _defaults_of(section.model)
             self._values[section.path] = value
         assert isinstance(value, section.model)
         return value
@@ -285,6 +285,43 @@ class PlatformConfig:
             existing = node.get(leaf)
             node[leaf] = {**existing, **dumped} if isinstance(existing, dict) else dumped
         return out
+
+
+def _defaults_of(model: type[M]) -> M:
+    """``model()``, the model holding its defaults, made without building the model's validator when nothing
+    but the defaults could run: a section nobody wrote costs no pydantic schema on a command that reads it.
+
+    pydantic validates no default (unless ``validate_default``), so only a model validator could make
+    ``model()`` differ from the defaults laid in place. A ``before`` model validator is called as ``model()``
+    would call it, with ``{}``; one that gives ``{}`` back changes nothing. A model with any other model
+    validator, a ``before`` one that changes ``{}``, or ``validate_default`` (its own or a field's) is built as
+    ``model()``. A field whose default is another model (``default_factory=SubModel``) gets that model's
+    defaults the same way. As with ``model()``, no field counts as set (``model_fields_set``)."""
+    if (
+        model.model_config.get("validate_default")
+        or any(info.validate_default for info in model.model_fields.values())
+        or not all(
+            _keeps_empty_input(validator)
+            for validator in model.__pydantic_decorators__.model_validators.values()
+        )
+    ):
+        return model()
+    nested: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        factory = info.default_factory
+        if isinstance(factory, type) and issubclass(factory, BaseModel):
+            nested[name] = _defaults_of(factory)
+    return model.model_construct(_fields_set=set(), **nested)
+
+
+def _keeps_empty_input(validator: Any) -> bool:
+    """Whether a model validator is a ``before`` one taking the input alone that gives ``{}`` back as ``{}``."""
+    if validator.info.mode != "before" or len(inspect.signature(validator.func).parameters) != 1:
+        return False
+    try:
+        return bool(validator.func({}) == {})
+    except Exception:
+        return False  # model() raises it as the ValidationError it is
 
 
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:

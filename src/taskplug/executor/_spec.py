@@ -365,8 +365,15 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 class _Section(BaseModel):
     """A section of the spec: strict types, unknown keys refused, camelCase keys."""
 
+    # defer_build: a section's validator is built when it first validates. A spec validates the top level and
+    # ``execution`` only; the others are parts of those two validators and never need their own.
     model_config = ConfigDict(
-        strict=True, extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False
+        strict=True,
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        validate_by_name=False,
+        defer_build=True,
     )
 
 

@@ -37,6 +37,21 @@ def test_defaults_match_flyte_connector_defaults() -> None:
     assert cfg.poll_interval == timedelta(seconds=10)
 
 
+def test_the_default_connector_is_what_validating_its_values_gives() -> None:
+    validated = Deployment.model_validate(
+        {
+            "endpoint": "",
+            "insecure": True,
+            "defaultServiceConfig": DEFAULT_SERVICE_CONFIG,
+            "defaultTimeout": "10s",
+        }
+    )
+    assert ConnectorConfig().default_connector == validated
+    assert ConnectorConfig().default_connector.model_dump(mode="json", by_alias=True) == validated.model_dump(
+        mode="json", by_alias=True
+    )
+
+
 def test_web_api_defaults_are_the_connector_ones() -> None:
     web = ConnectorConfig().web_api
     assert web.resource_quotas == {"default": 1000}

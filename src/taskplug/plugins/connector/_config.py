@@ -93,7 +93,9 @@ class Deployment(_CamelModel):
         return seconds if seconds > 0 else None
 
 
-DEFAULT_CONNECTOR: Final = Deployment(
+# Laid in place rather than validated: these values are of their fields' types, and validating them would build
+# Deployment's validator when the module is imported, on every command (plugin discovery imports it).
+DEFAULT_CONNECTOR: Final = Deployment.model_construct(
     endpoint="",
     insecure=True,
     default_service_config=DEFAULT_SERVICE_CONFIG,
