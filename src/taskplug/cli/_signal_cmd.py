@@ -26,7 +26,7 @@ from flyteidl.core import literals_pb2, types_pb2
 from google.protobuf import json_format
 
 from taskplug.cli._output import dump, handles_bad_input
-from taskplug.core import SpecError, literal_to_plain, plain_to_literal
+from taskplug.core import SpecError, describe_type, literal_to_plain, plain_to_literal
 from taskplug.executor import (
     EXECUTOR_SECTION,
     SIGNAL_NOT_FOUND,
@@ -35,7 +35,6 @@ from taskplug.executor import (
     SignalError,
     SQLiteStateStore,
     check_state_file,
-    signal_type_name,
 )
 
 __all__ = ["parse_signal_value", "signal"]
@@ -62,7 +61,7 @@ def parse_signal_value(
     except SpecError as e:
         raise SpecError(
             "VALUE",
-            f"not a value of signal {signal_id!r}'s type {signal_type_name(literal_type)}: {e.reason}",
+            f"not a value of signal {signal_id!r}'s type {describe_type(literal_type)}: {e.reason}",
         ) from None
 
 
@@ -70,7 +69,7 @@ def _view(signal: Signal) -> dict[str, Any]:
     return {
         "signal_id": signal.signal_id,
         "type": json_format.MessageToDict(signal.type),
-        "type_name": signal_type_name(signal.type),
+        "type_name": describe_type(signal.type),
         "is_set": signal.value is not None,
         "value": None if signal.value is None else literal_to_plain(signal.value, signal.type),
     }
@@ -278,7 +277,7 @@ def _setter(
         if boolean and found.type != _BOOLEAN:
             raise SpecError(
                 "SIGNAL_ID",
-                f"signal {found.signal_id!r} is of type {signal_type_name(found.type)}, not an approval: use "
+                f"signal {found.signal_id!r} is of type {describe_type(found.type)}, not an approval: use "
                 "`taskplug signal set`",
             )
         view = target.set(found, value_of(found))

@@ -79,7 +79,6 @@ if TYPE_CHECKING:
         check_signal_value,
         check_state_file,
         signal_not_found,
-        signal_type_name,
     )
     from taskplug.executor.nodes import CLEANUP_FAILED, NodePhase
     from taskplug.executor.nodes._cache import cached_outputs, kept_outputs, populate
@@ -147,7 +146,6 @@ __all__ = [
     "populate",
     "render_object",
     "signal_not_found",
-    "signal_type_name",
     "submission_limits",
     "task_context_for",
     "unique_node_id",
@@ -203,6 +201,5 @@ __getattr__ = lazy_exports(
         "SignalError": "taskplug.executor._store",
         "check_signal_value": "taskplug.executor._store",
         "signal_not_found": "taskplug.executor._store",
-        "signal_type_name": "taskplug.executor._store",
     },
 )

@@ -50,7 +50,7 @@ from flyteidl.core import literals_pb2, types_pb2
 from google.protobuf import json_format, text_format
 from google.protobuf.message import DecodeError
 
-from taskplug.core import SpecError, TaskplugError, plain_to_literal
+from taskplug.core import SpecError, TaskplugError, describe_type, plain_to_literal
 from taskplug.executor._catalog import CATALOG_TABLES
 
 __all__ = [
@@ -71,7 +71,6 @@ __all__ = [
     "check_signal_value",
     "check_state_file",
     "signal_not_found",
-    "signal_type_name",
 ]
 
 SIGNAL_NOT_FOUND: Final = "SignalNotFound"
@@ -363,30 +362,9 @@ def check_signal_value(signal: Signal, value: literals_pb2.Literal) -> None:
             reason = e.reason
     raise SignalError(
         f"requested signal value [{shown_value}] is not castable to existing signal type "
-        f"[{_one_line(signal.type)}] of signal {signal.signal_id!r} ({signal_type_name(signal.type)}): {reason}",
+        f"[{_one_line(signal.type)}] of signal {signal.signal_id!r} ({describe_type(signal.type)}): {reason}",
         code=SIGNAL_NOT_CASTABLE,
     )
-
-
-def signal_type_name(t: types_pb2.LiteralType) -> str:
-    """A short name of a signal's type for people: ``BOOLEAN``, ``list[STRING]``, ``map[str, FLOAT]``,
-    ``enum[red, blue]``, ``union[INTEGER, NONE]``, ``FlyteFile``; the type's JSON for anything else."""
-    kind = t.WhichOneof("type")
-    if kind == "simple":
-        return str(types_pb2.SimpleType.Name(t.simple))
-    if kind == "collection_type":
-        return f"list[{signal_type_name(t.collection_type)}]"
-    if kind == "map_value_type":
-        return f"map[str, {signal_type_name(t.map_value_type)}]"
-    if kind == "enum_type":
-        return f"enum[{', '.join(t.enum_type.values)}]"
-    if kind == "union_type":
-        return f"union[{', '.join(signal_type_name(v) for v in t.union_type.variants)}]"
-    if kind == "blob":
-        return "FlyteDirectory" if t.blob.dimensionality == types_pb2.BlobType.MULTIPART else "FlyteFile"
-    if kind == "structured_dataset_type":
-        return "StructuredDataset"
-    return orjson.dumps(json_format.MessageToDict(t)).decode()
 
 
 def _one_line(message: Any) -> str:

@@ -36,8 +36,8 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from taskplug.core import SpecError, literal_to_plain, plain_to_literal
-from taskplug.executor import SIGNAL_NOT_FOUND, Signal, SignalError, check_signal_value, signal_type_name
+from taskplug.core import SpecError, describe_type, literal_to_plain, plain_to_literal
+from taskplug.executor import SIGNAL_NOT_FOUND, Signal, SignalError, check_signal_value
 from taskplug.service._api_nodes import ClosureCache, workflow_nodes
 from taskplug.service._api_queries import ExecutionFilter, Row, ServiceDB
 from taskplug.service._api_submit import (
@@ -572,7 +572,7 @@ def signal_view(signal: Signal, extra: Row | None = None) -> dict[str, Any]:
     return {
         "signal_id": signal.signal_id,
         "type": json_format.MessageToDict(signal.type),
-        "type_name": signal_type_name(signal.type),
+        "type_name": describe_type(signal.type),
         "is_set": signal.value is not None,
         "value": None if signal.value is None else literal_to_plain(signal.value, signal.type),
         "set_by": extra.get("set_by"),
@@ -639,7 +639,7 @@ async def set_execution_signal(request: Request, key: str, signal_id: str) -> di
         )
     if row["terminal"]:
         raise ApiError(409, f"execution {key!r} has already ended {row['phase']}: its gates wait for nothing")
-    type_name = signal_type_name(found.type)
+    type_name = describe_type(found.type)
     try:
         literal = plain_to_literal(document["value"], found.type, "value")
         check_signal_value(found, literal)
