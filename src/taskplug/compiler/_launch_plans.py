@@ -22,15 +22,14 @@ names are taken in sorted order, so the same input is named every time.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from flyteidl.admin import launch_plan_pb2
 from flyteidl.core import interface_pb2, literals_pb2, types_pb2
-from google.protobuf import text_format
 
 from taskplug.compiler._bundle import WorkflowBundle
+from taskplug.compiler._typing import go_text
 from taskplug.core import SpecError, literal_map_from_plain
 
 __all__ = [
@@ -72,8 +71,8 @@ def expected_inputs(
         if not _types_castable(default_type, workflow_type):
             raise SpecError(
                 where,
-                f"invalid default_input wrong type {name}, expected {_go_text(default_type)}, "
-                f"got {_go_text(workflow_type)} instead",
+                f"invalid default_input wrong type {name}, expected {go_text(default_type)}, "
+                f"got {go_text(workflow_type)} instead",
             )
     for name in sorted(fixed):
         where = f"launchPlan.fixedInputs.{name}"
@@ -83,8 +82,8 @@ def expected_inputs(
         if not _types_castable(fixed_type, declared[name].type):
             raise SpecError(
                 where,
-                f"invalid fixed_input wrong type {name}, expected {_go_text(declared[name].type)}, "
-                f"got {_go_text(fixed_type)} instead",
+                f"invalid fixed_input wrong type {name}, expected {go_text(declared[name].type)}, "
+                f"got {go_text(fixed_type)} instead",
             )
     out = interface_pb2.ParameterMap()
     for name, variable in declared.items():
@@ -132,8 +131,8 @@ def execution_inputs(
         if not _types_castable(given_type, parameter.var.type):
             raise SpecError(
                 f"inputs.{name}",
-                f"invalid {name} input wrong type. Expected {_go_text(parameter.var.type)}, "
-                f"but got {_go_text(given_type)}",
+                f"invalid {name} input wrong type. Expected {go_text(parameter.var.type)}, "
+                f"but got {go_text(given_type)}",
             )
     fixed = launch_plan.spec.fixed_inputs.literals
     for name in sorted(fixed):
@@ -289,14 +288,3 @@ def _element_castable(upstream: types_pb2.LiteralType, downstream: types_pb2.Lit
     if upstream.WhichOneof("type") == "simple" and upstream.simple == _Simple.NONE:
         return True
     return _structurally_castable(upstream, downstream)
-
-
-_TEXT_SPACES = re.compile(r"(\w): ")
-
-
-def _go_text(literal_type: types_pb2.LiteralType) -> str:
-    """A type as Go's ``%s`` of a protobuf message prints it (compact text format: ``simple:INTEGER``,
-    ``collection_type:{simple:INTEGER}``)."""
-    text = text_format.MessageToString(literal_type, as_one_line=True)
-    text = _TEXT_SPACES.sub(r"\1:", text)
-    return text.replace(" {", ":{").replace("{ ", "{").replace(" }", "}")
