@@ -712,8 +712,10 @@ class WorkflowRun:
             return self._node_failed(unique, node, status, _error(e.error))
         data_dir, output_dir = self._dirs(unique, 0)
         await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
-        if node.WhichOneof("target") == "task_node" and await self._cache_hit(
-            dag, node, status, inputs, output_dir
+        if (
+            self.settings.cache.catalog is not None
+            and node.WhichOneof("target") == "task_node"
+            and await self._cache_hit(dag, node, status, inputs, output_dir)
         ):
             # propeller's preExecute: a hit is Succeeded at once, one SUCCEEDED event, no task run.
             self._set_phase(unique, status, NodePhase.SUCCEEDED)
@@ -792,14 +794,21 @@ class WorkflowRun:
                 self._elements[unique] = elements  # a map node's elements, for the result
             self._due.pop(unique, None)
             if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
-                # The task node read its futures.pb when it checked its success (unless it was decided
-                # before a restart): not read twice.
+                # The task node read its outputs.pb and futures.pb when it checked its success (unless it
+                # was decided before a restart): not read twice (an attempt's outputs never change).
                 futures = getattr(ended, "futures", None)
-                if not getattr(ended, "futures_known", False):
+                known = getattr(ended, "futures_known", False)
+                if not known:
                     _, output_dir = self._dirs(unique, status.attempt)
                     futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
                 if futures is not None:
                     return await self._build_dynamic(dag, node, unique, futures)
+                outputs = getattr(ended, "outputs", None)
+                if known and outputs is not None and outputs.literals:
+                    # What the task wrote (an empty map may stand for no file at all: read as before); a
+                    # @dynamic node's outputs are written when its workflow ends.
+                    _, output_dir = self._dirs(unique, status.attempt)
+                    self._outputs[f"{output_dir}/outputs.pb"] = outputs
             return self._child_ended(node, unique, status)
         if status.workflow_state["phase"] == _QUEUED:  # type: ignore[index]
             self._set_phase(unique, status, NodePhase.RUNNING)
