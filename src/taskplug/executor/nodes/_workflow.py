@@ -184,6 +184,7 @@ _WORKFLOW_PHASES: Final = {int(p): p for p in WorkflowPhase}
 _QUEUED: Final = int(NodePhase.QUEUED)
 _RUNNING: Final = int(NodePhase.RUNNING)
 _ABORTED: Final = int(NodePhase.ABORTED)
+_WF_RUNNING: Final = int(WorkflowPhase.RUNNING)
 _TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
 
 
@@ -326,6 +327,13 @@ class WorkflowRun:
         self._all = True  # every running child gets a round: woken without knowing which object changed
         self._round_all = True
         self._in_round = False
+        # Whether the last walk met only running task and map nodes (a @dynamic node's too) and finished
+        # ones (``_polled``: it met a node that waits on something else: a gate, a launch plan, a branch, a
+        # sub-workflow, an aborted node), and nothing changed since: a round then gives its children their
+        # rounds and walks only if one ended or something else woke the workflow.
+        self._quiet = False
+        self._polled = False
+        self._moved = False  # a node's phase changed in this walk, other than to Running
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
@@ -402,11 +410,22 @@ class WorkflowRun:
             if not self.record.abort_requested:
                 await self._round_children()
             progressed = False
-            for _ in range(_MAX_STREAK):
-                progressed = await self._round_once()
+            if self._quiet and not self._round_all and not self.record.abort_requested:
+                # The last walk found only task and map nodes running, and nothing has changed since but
+                # their records (no node ended, nothing was asked): another walk would find the same.
                 self._save()
-                if self.record.terminal or not progressed:
-                    break
+            else:
+                for _ in range(_MAX_STREAK):
+                    progressed = await self._round_once()
+                    self._save()
+                    if self.record.terminal or not progressed:
+                        break
+                self._quiet = (
+                    not progressed
+                    and not self._polled
+                    and not self._moved
+                    and self._state.get("phase") == _WF_RUNNING
+                )
         finally:
             self._in_round = False
         if self.record.terminal:
@@ -430,6 +449,7 @@ class WorkflowRun:
 
     def _wake_in(self, seconds: float) -> None:
         """A node handled by the walk itself (a gate) wants a look in ``seconds``."""
+        self._polled = True
         self._child_wake = seconds if self._child_wake is None else min(self._child_wake, seconds)
         self.host.wake_after(self.key, seconds)
 
@@ -442,6 +462,7 @@ class WorkflowRun:
     def woken_all(self) -> None:
         """The executor woke the workflow for its objects without naming one: every child gets a round."""
         self._all = True
+        self._quiet = False
 
     def _needs_round(self, unique: str, started: bool) -> bool:
         if started or self._round_all or unique in self._woken:
@@ -490,6 +511,8 @@ class WorkflowRun:
         self._dirty.clear()
         self._walked.clear()
         self._parallelism = 0
+        self._polled = False
+        self._moved = False
         state = self._state
         phase = _WORKFLOW_PHASES[state.get("phase", 0)]
         if self.record.abort_requested and phase not in (WorkflowPhase.FAILED, WorkflowPhase.SUCCESS):
@@ -511,9 +534,10 @@ class WorkflowRun:
             if report.outcome is _Outcome.COMPLETE:
                 self._workflow_event(WorkflowPhase.SUCCEEDING)
                 return True
-            # Another walk only when a node finished or was queued (what lets other nodes, or itself, go on):
-            # a node that only started running changes nothing another walk would act on.
-            return report.outcome is _Outcome.PROGRESS
+            # Another walk when a node finished, was skipped or queued (what lets other nodes, or itself, go
+            # on; a failure's skipped dependants report no progress): a node that only started running changes
+            # nothing another walk would act on.
+            return report.outcome is _Outcome.PROGRESS or self._moved
         if phase is WorkflowPhase.SUCCEEDING:
             await self._succeed()
             return False
@@ -570,6 +594,7 @@ class WorkflowRun:
             return None
         phase = status.workflow_state.get("phase", 0)
         if phase == _ABORTED:
+            self._polled = True
             return _PENDING
         if phase == _RUNNING and self._idle_child(unique):
             # What handling it reports (max parallelism first, as for any task node), without the layers.
@@ -733,6 +758,7 @@ class WorkflowRun:
             return await self._end(dag, node, unique)
         if kind in ("task_node", "array_node"):
             return await self._run_child(dag, node, unique)
+        self._polled = True  # a kind the walk itself drives (or waits for): walked every round
         if kind == "branch_node":
             return await self._branch(dag, node, unique)
         if kind == "workflow_node" and node.workflow_node.HasField("sub_workflow_ref"):
@@ -1367,6 +1393,9 @@ class WorkflowRun:
         status.workflow_state["phase"] = int(phase)
         self._dirty.add(unique)
         self._changed.add(unique)
+        self._quiet = False
+        if phase is not NodePhase.RUNNING:
+            self._moved = True
 
     def _node_failed(
         self, unique: str, node: workflow_pb2.Node, status: ExecutionRecord, error: dict[str, Any]
@@ -1521,6 +1550,7 @@ class WorkflowRun:
         status = self._nodes[unique]
         status.terminal = True
         self._unsaved[unique] = status
+        self._quiet = False  # the walk records its end (and what it lets run)
         if not self._in_round:
             # Within a round the walk looks at the child right after its round (children run only in
             # rounds: before the walk, in it, or in an abort) and the round writes it; another round would
