@@ -472,9 +472,10 @@ class _Workflow:
         _, interface_ok = self._underlying_interface(node, errs.scope())
         if interface_ok:
             self._effective_outputs(node, errs.scope())
-        upstream_ids = sorted(node.message.upstream_node_ids)
-        del node.message.upstream_node_ids[:]
-        node.message.upstream_node_ids.extend(upstream_ids)
+        if node.message.upstream_node_ids:
+            upstream_ids = sorted(node.message.upstream_node_ids)
+            del node.message.upstream_node_ids[:]
+            node.message.upstream_node_ids.extend(upstream_ids)
 
         kind = node.message.WhichOneof("target")
         if kind == "branch_node":
@@ -1047,7 +1048,8 @@ class _Workflow:
                 node.id,
                 f"Unrecognized value [{_go_type_name(scalar.WhichOneof('value'), 'Scalar')}].",
             )
-        elif check_types and not are_types_castable(literal_type, expected):
+        # A type casts to itself: a literal of the declared type (the common case) needs no more checks.
+        elif check_types and literal_type != expected and not are_types_castable(literal_type, expected):
             errs.collect(
                 "MismatchingTypes",
                 node.id,

@@ -80,6 +80,7 @@ class TaskNode:
         "inputs_in_store",
         "key",
         "max_attempts",
+        "outputs",
         "plugin",
         "record",
         "runtime",
@@ -122,6 +123,9 @@ class TaskNode:
         # from here rather than from the store again); not known when decided before a restart.
         self.futures_known = False
         self.futures: bytes | None = None
+        # The outputs that round read (outputs.pb, parsed): the workflow's consumers of the node read them
+        # from here rather than from the store again. None when not read (decided before a restart).
+        self.outputs: literals_pb2.LiteralMap | None = None
         execution = spec.metadata.task_execution_id.id.node_execution_id.execution_id
         cache = NodeCache(
             settings.cache,
@@ -271,6 +275,7 @@ class TaskNode:
             record.outputs = self._plain_outputs(evaluation.outputs)
             record.outcome = str(Phase.SUCCESS)
             self.futures_known, self.futures = handler.futures_known, handler.futures
+            self.outputs = evaluation.outputs
         else:
             record.outcome = str(info.phase)
         # The decision is on disk before anything is deleted, so a process stopped in between finishes the

@@ -178,7 +178,13 @@ _EXECUTION_PHASES: Final = {
     WorkflowPhase.FAILED: Phase.PERMANENT_FAILURE,
     WorkflowPhase.ABORTED: Phase.ABORTED,
 }
-_NODE_PHASES: Final = {int(p): p for p in NodePhase}  # a dict lookup is cheaper than NodePhase(value)
+# A dict lookup is cheaper than NodePhase(value) (an enum's call), and a stored phase is an int.
+_NODE_PHASES: Final = {int(p): p for p in NodePhase}
+_WORKFLOW_PHASES: Final = {int(p): p for p in WorkflowPhase}
+_QUEUED: Final = int(NodePhase.QUEUED)
+_RUNNING: Final = int(NodePhase.RUNNING)
+_ABORTED: Final = int(NodePhase.ABORTED)
+_WF_RUNNING: Final = int(WorkflowPhase.RUNNING)
 _TIMEOUT_ERROR: Final = {"kind": str(ErrorKind.USER), "code": "Timeout", "message": "Timeout in node"}
 
 
@@ -321,6 +327,13 @@ class WorkflowRun:
         self._all = True  # every running child gets a round: woken without knowing which object changed
         self._round_all = True
         self._in_round = False
+        # Whether the last walk met only running task and map nodes (a @dynamic node's too) and finished
+        # ones (``_polled``: it met a node that waits on something else: a gate, a launch plan, a branch, a
+        # sub-workflow, an aborted node), and nothing changed since: a round then gives its children their
+        # rounds and walks only if one ended or something else woke the workflow.
+        self._quiet = False
+        self._polled = False
+        self._moved = False  # a node's phase changed in this walk, other than to Running
 
     # -- what the executor asks -------------------------------------------------------------------------
     def creating(self, tctx: TaskExecutionContext) -> tuple[str | None, int | None, int]:
@@ -397,11 +410,22 @@ class WorkflowRun:
             if not self.record.abort_requested:
                 await self._round_children()
             progressed = False
-            for _ in range(_MAX_STREAK):
-                progressed = await self._round_once()
+            if self._quiet and not self._round_all and not self.record.abort_requested:
+                # The last walk found only task and map nodes running, and nothing has changed since but
+                # their records (no node ended, nothing was asked): another walk would find the same.
                 self._save()
-                if self.record.terminal or not progressed:
-                    break
+            else:
+                for _ in range(_MAX_STREAK):
+                    progressed = await self._round_once()
+                    self._save()
+                    if self.record.terminal or not progressed:
+                        break
+                self._quiet = (
+                    not progressed
+                    and not self._polled
+                    and not self._moved
+                    and self._state.get("phase") == _WF_RUNNING
+                )
         finally:
             self._in_round = False
         if self.record.terminal:
@@ -425,6 +449,7 @@ class WorkflowRun:
 
     def _wake_in(self, seconds: float) -> None:
         """A node handled by the walk itself (a gate) wants a look in ``seconds``."""
+        self._polled = True
         self._child_wake = seconds if self._child_wake is None else min(self._child_wake, seconds)
         self.host.wake_after(self.key, seconds)
 
@@ -437,6 +462,7 @@ class WorkflowRun:
     def woken_all(self) -> None:
         """The executor woke the workflow for its objects without naming one: every child gets a round."""
         self._all = True
+        self._quiet = False
 
     def _needs_round(self, unique: str, started: bool) -> bool:
         if started or self._round_all or unique in self._woken:
@@ -466,7 +492,10 @@ class WorkflowRun:
                 self._woken.discard(unique)
                 self._due.pop(unique, None)
                 await self._children[unique].round()
-                self._save_children()
+                if not self._nodes[unique].terminal:
+                    # Saved as its round ends (a create's outcome reaches the store at once); an ended child
+                    # is written once with its node's end, which the walk that follows records.
+                    self._save_children()
 
         # As many workers as may run at once, each taking the next child (not a task per child's round).
         workers = min(max(1, self.settings.array.workers), len(running))
@@ -482,8 +511,10 @@ class WorkflowRun:
         self._dirty.clear()
         self._walked.clear()
         self._parallelism = 0
+        self._polled = False
+        self._moved = False
         state = self._state
-        phase = WorkflowPhase(state.get("phase", 0))
+        phase = _WORKFLOW_PHASES[state.get("phase", 0)]
         if self.record.abort_requested and phase not in (WorkflowPhase.FAILED, WorkflowPhase.SUCCESS):
             await self._abort("Workflow aborted.", end=True)
             return False
@@ -503,7 +534,10 @@ class WorkflowRun:
             if report.outcome is _Outcome.COMPLETE:
                 self._workflow_event(WorkflowPhase.SUCCEEDING)
                 return True
-            return report.outcome is _Outcome.PROGRESS or bool(self._dirty)
+            # Another walk when a node finished, was skipped or queued (what lets other nodes, or itself, go
+            # on; a failure's skipped dependants report no progress): a node that only started running changes
+            # nothing another walk would act on.
+            return report.outcome is _Outcome.PROGRESS or self._moved
         if phase is WorkflowPhase.SUCCEEDING:
             await self._succeed()
             return False
@@ -540,16 +574,37 @@ class WorkflowRun:
         """Walk ``node_id`` of ``dag`` and what lies below it. A node is handled at most once per round and a
         finished node's result does not change within one, so a node reached twice reports the same."""
         memo = (id(dag), node_id)
-        if memo in self._walked:
-            return self._walked[memo]
-        report = await self._walk_uncached(dag, node_id)
-        self._walked[memo] = report
+        report = self._walked.get(memo)
+        if report is None:
+            report = self._settled(dag, node_id)
+            if report is None:
+                report = await self._walk_uncached(dag, node_id)
+            self._walked[memo] = report
         return report
 
-    async def _walk_uncached(self, dag: _Dag, node_id: str) -> _Report:
+    def _settled(self, dag: _Dag, node_id: str) -> _Report | None:
+        """What walking ``node_id`` reports when there is nothing to do (no coroutine for it: a wide
+        workflow's walk meets many such nodes every round), else None: modified in this walk, aborted, or a
+        running task or map node that has had its round (or needs none), counted as running."""
         unique = dag.unique_id(node_id)
         if unique in self._dirty:
             return _PENDING
+        status = self._nodes.get(unique)
+        if status is None or status.workflow_state is None:
+            return None
+        phase = status.workflow_state.get("phase", 0)
+        if phase == _ABORTED:
+            self._polled = True
+            return _PENDING
+        if phase == _RUNNING and self._idle_child(unique):
+            # What handling it reports (max parallelism first, as for any task node), without the layers.
+            if not self._blocked("task_node"):
+                self._parallelism += 1
+            return _PENDING
+        return None
+
+    async def _walk_uncached(self, dag: _Dag, node_id: str) -> _Report:
+        unique = dag.unique_id(node_id)
         phase = self._phase(unique)
         if phase in _DONE_PHASES:
             return await self._downstream(dag, self._last_done(dag, node_id))
@@ -559,15 +614,6 @@ class WorkflowRun:
             if phase is NodePhase.TIMED_OUT:
                 return _Report(_Outcome.TIMED_OUT)
             return _Report(_Outcome.FAILED, status.error or _unknown_error(""))
-        if phase is NodePhase.ABORTED:
-            return _PENDING
-        if phase is NodePhase.RUNNING and self._idle_child(unique):
-            # What handling it reports (max parallelism first, as for any task node), without the layers: a
-            # wide workflow's walk meets many of these every round.
-            if self._blocked("task_node"):
-                return _PENDING
-            self._parallelism += 1
-            return _PENDING
         return await self._handle(dag, dag.nodes[node_id] if node_id in dag.nodes else _start_end(node_id))
 
     def _idle_child(self, unique: str) -> bool:
@@ -607,8 +653,16 @@ class WorkflowRun:
         failure: _Report | None = None
         all_complete = True
         progress = False
+        walked = self._walked
+        dag_id = id(dag)
         for child in below:
-            report = await self._walk(dag, child)
+            # _walk, inlined: a wide fan-out's walk meets its running nodes here every round.
+            report = walked.get((dag_id, child))
+            if report is None:
+                report = self._settled(dag, child)
+                if report is None:
+                    report = await self._walk_uncached(dag, child)
+                walked[(dag_id, child)] = report
             if report.failed:
                 if not fail_after:
                     return report
@@ -683,8 +737,10 @@ class WorkflowRun:
             return self._node_failed(unique, node, status, _error(e.error))
         data_dir, output_dir = self._dirs(unique, 0)
         await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
-        if node.WhichOneof("target") == "task_node" and await self._cache_hit(
-            dag, node, status, inputs, output_dir
+        if (
+            self.settings.cache.catalog is not None
+            and node.WhichOneof("target") == "task_node"
+            and await self._cache_hit(dag, node, status, inputs, output_dir)
         ):
             # propeller's preExecute: a hit is Succeeded at once, one SUCCEEDED event, no task run.
             self._set_phase(unique, status, NodePhase.SUCCEEDED)
@@ -702,6 +758,7 @@ class WorkflowRun:
             return await self._end(dag, node, unique)
         if kind in ("task_node", "array_node"):
             return await self._run_child(dag, node, unique)
+        self._polled = True  # a kind the walk itself drives (or waits for): walked every round
         if kind == "branch_node":
             return await self._branch(dag, node, unique)
         if kind == "workflow_node" and node.workflow_node.HasField("sub_workflow_ref"):
@@ -736,7 +793,7 @@ class WorkflowRun:
         if unique in self._dynamic or (status.workflow_state or {}).get("dynamic"):
             return await self._dynamic_node(dag, node, unique)
         child = self._children.get(unique)
-        started = False
+        started = rounded = False
         if child is None and not status.terminal:
             try:
                 child = await self._start_child(dag, node, unique, status)
@@ -754,26 +811,36 @@ class WorkflowRun:
             self._woken.discard(unique)
             self._due.pop(unique, None)
             await child.round()
-            self._save_children()
+            rounded = True
         if status.terminal:
+            # Its record is written once, with the node's end, by the round's save.
             ended = self._children.pop(unique, None)
             elements = ended.elements_json() if ended is not None else None
             if elements is not None:
                 self._elements[unique] = elements  # a map node's elements, for the result
             self._due.pop(unique, None)
             if status.outcome == str(Phase.SUCCESS) and node.WhichOneof("target") == "task_node":
-                # The task node read its futures.pb when it checked its success (unless it was decided
-                # before a restart): not read twice.
+                # The task node read its outputs.pb and futures.pb when it checked its success (unless it
+                # was decided before a restart): not read twice (an attempt's outputs never change).
                 futures = getattr(ended, "futures", None)
-                if not getattr(ended, "futures_known", False):
+                known = getattr(ended, "futures_known", False)
+                if not known:
                     _, output_dir = self._dirs(unique, status.attempt)
                     futures = await self.host.data.read(f"{output_dir}/{FUTURES_FILE}")
                 if futures is not None:
                     return await self._build_dynamic(dag, node, unique, futures)
+                outputs = getattr(ended, "outputs", None)
+                if known and outputs is not None and outputs.literals:
+                    # What the task wrote (an empty map may stand for no file at all: read as before); a
+                    # @dynamic node's outputs are written when its workflow ends.
+                    _, output_dir = self._dirs(unique, status.attempt)
+                    self._outputs[f"{output_dir}/outputs.pb"] = outputs
             return self._child_ended(node, unique, status)
-        if NodePhase(status.workflow_state["phase"]) is NodePhase.QUEUED:  # type: ignore[index]
+        if status.workflow_state["phase"] == _QUEUED:  # type: ignore[index]
             self._set_phase(unique, status, NodePhase.RUNNING)
             self._node_event(unique, node, "Running")
+        if rounded:
+            self._save_children()  # as its round ends, with the node's Running (one row)
         self._parallelism += 1
         return _PENDING
 
@@ -788,8 +855,10 @@ class WorkflowRun:
         """The catalog's answer for a cacheable task node about to be queued (``nodes/cache.go``): on a hit
         its outputs are written where the task's would be (attempt 0) and True is returned."""
         catalog = self.settings.cache.catalog
+        if catalog is None:
+            return False
         task = dag.tasks.get(_id_key(node.task_node.reference_id))
-        if catalog is None or task is None or not task.metadata.discoverable:
+        if task is None or not task.metadata.discoverable:
             return False
         lookup = await cached_outputs(
             catalog,
@@ -1326,6 +1395,9 @@ class WorkflowRun:
         status.workflow_state["phase"] = int(phase)
         self._dirty.add(unique)
         self._changed.add(unique)
+        self._quiet = False
+        if phase is not NodePhase.RUNNING:
+            self._moved = True
 
     def _node_failed(
         self, unique: str, node: workflow_pb2.Node, status: ExecutionRecord, error: dict[str, Any]
@@ -1337,16 +1409,28 @@ class WorkflowRun:
 
     def _save_children(self) -> None:
         """What children saved in their rounds, written once each (a task node saves its record up to three
-        times in the round that ends it)."""
-        if self._unsaved:
-            self.host.store.save_nodes(self.key, list(self._unsaved.values()))
-            self._unsaved.clear()
+        times in the round that ends it). A child's record is its node's status: the row written carries
+        whatever the walk changed in it too, so the node is no longer due in the round's save."""
+        unsaved = self._unsaved
+        if unsaved:
+            self.host.store.save_nodes(self.key, list(unsaved.values()))
+            self._unsaved = {}
+            if self._changed:
+                nodes = self._nodes
+                self._changed.difference_update([u for u, r in unsaved.items() if nodes.get(u) is r])
 
     def _save(self) -> None:
-        self._save_children()
+        """What changed, one row per node (a node its child saved and the walk changed is written once), then
+        the execution's record."""
+        rows = self._unsaved
         if self._changed:
-            self.host.store.save_nodes(self.key, [self._nodes[u] for u in sorted(self._changed)])
+            nodes = self._nodes
+            for unique in sorted(self._changed):
+                rows.setdefault(unique, nodes[unique])
             self._changed.clear()
+        if rows:
+            self.host.store.save_nodes(self.key, list(rows.values()))
+            self._unsaved = {}
         self.host.store.save(self.record)
 
     def _dirs(self, unique: str, attempt: int) -> tuple[str, str]:
@@ -1468,6 +1552,7 @@ class WorkflowRun:
         status = self._nodes[unique]
         status.terminal = True
         self._unsaved[unique] = status
+        self._quiet = False  # the walk records its end (and what it lets run)
         if not self._in_round:
             # Within a round the walk looks at the child right after its round (children run only in
             # rounds: before the walk, in it, or in an abort) and the round writes it; another round would
@@ -1538,6 +1623,8 @@ class _ChildStore:
     """The state store a workflow's child node sees: its record and its own children (a map's elements) are
     node records of the workflow's execution; its events are the workflow's, tagged with the node."""
 
+    __slots__ = ("parent", "unique")  # one per running task or map node
+
     def __init__(self, parent: WorkflowRun, unique: str) -> None:
         self.parent = parent
         self.unique = unique
@@ -1582,6 +1669,8 @@ class _ChildHost:
     """The :class:`NodeHost` a workflow gives a task or map node it runs: the workflow's data store, clock and
     step; its record among the workflow's node records; its events the workflow's, tagged with the node; its
     wake-ups and its end wake the workflow."""
+
+    __slots__ = ("clock", "data", "parent", "resource_manager", "step", "store", "unique")
 
     def __init__(self, parent: WorkflowRun, unique: str) -> None:
         self.parent = parent
