@@ -824,12 +824,18 @@ def _workflow_command_line(
     inputs = _workflow_inputs(entity, expected)
     command = _task_command(path, name, entity, inputs)
     given = _parse_task_arguments(click.get_current_context(), path, name, command, rest)
+    return bundle, _workflow_values(inputs, given, on_host=target.on_host)
+
+
+def _workflow_values(inputs: Sequence[_Input], given: Mapping[str, Any], *, on_host: bool) -> dict[str, Any]:
+    """The plain values of the workflow inputs given as options; one left out is absent, for the launch plan's
+    default to fill (``taskplug.compiler.launch_inputs``)."""
     plain: dict[str, Any] = {}
     for item in inputs:
         raw = given.get(item.name)
         if raw is not None:
-            plain[item.name] = _input_value(item, raw, on_host=target.on_host)
-    return bundle, plain
+            plain[item.name] = _input_value(item, raw, on_host=on_host)
+    return plain
 
 
 # -- what pyflyte wrote: PATH [WORKFLOW] [--INPUT VALUE]... -------------------------------------------------
@@ -904,11 +910,7 @@ def serialized_workflow(
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     given = _parse_task_arguments(click.get_current_context(), path, shown, command, rest)
-    plain: dict[str, Any] = {}
-    for item in inputs:
-        raw = given.get(item.name)
-        if raw is not None:
-            plain[item.name] = _input_value(item, raw, on_host=target.on_host)
+    plain = _workflow_values(inputs, given, on_host=target.on_host)
     ids: dict[str, Any] = {"project": target.project, "domain": target.domain}
     if target.name is not None:
         ids["name"] = target.name

@@ -64,7 +64,7 @@ def render(
     takes them (`taskplug render workflows.py add --a 2`), or what pyflyte serialize / package wrote and a
     workflow in it (`taskplug render flyte-package.tgz wf --a 2`).
     """
-    if is_module(spec):
+    if is_module(spec) or is_serialized(spec):
         target = module_target_from_options(
             images=images,
             project=project,
@@ -74,22 +74,12 @@ def render(
             on_host=not images,
         )
         arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-        if is_flyte2_module(spec):
+        if is_serialized(spec):
+            loaded = serialized_spec(spec, arguments, target, fresh_name=False)
+        elif is_flyte2_module(spec):
             loaded = flyte2_module_spec(spec, arguments, target, fresh_name=False)
         else:
             loaded = module_spec(spec, arguments, target, fresh_name=False)
-        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-    elif is_serialized(spec):
-        target = module_target_from_options(
-            images=images,
-            project=project,
-            domain=domain,
-            execution_name=execution_name,
-            environment=environment,
-            on_host=True,
-        )
-        arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-        loaded = serialized_spec(spec, arguments, target, fresh_name=False)
         platform = Platform.load(config_path, pod_template_paths=pod_templates)
     else:
         reject_module_options(

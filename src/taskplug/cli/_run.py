@@ -530,10 +530,10 @@ def run(
     if server is not None:
         _check_remote(spec, kubeconfig=kubeconfig, state_db=state_db, rerun=rerun, config_path=config_path)
         document = None
-        if is_module(spec):
-            # The module's workflow is serialized and compiled here (flytekit is imported, as for a local
-            # run), then sent in the self-contained form: the server reads no files.
-            from taskplug.cli._remote_run import module_document
+        if is_module(spec) or is_serialized(spec):
+            # The workflow or task is read and compiled here (a module's with flytekit, as for a local run),
+            # then sent in the self-contained form: the server reads no files.
+            from taskplug.cli._remote_run import module_document, serialized_document
 
             target = module_target_from_options(
                 images=images,
@@ -541,27 +541,18 @@ def run(
                 domain=domain,
                 execution_name=execution_name,
                 environment=environment,
-                on_host=not images,  # no --image: the server's cluster runs this machine's Python
+                # A module without --image: the server's cluster runs this machine's Python. What pyflyte
+                # wrote names its own images and environment.
+                on_host=is_module(spec) and not images,
             )
             arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-            if is_flyte2_module(spec):
+            if is_serialized(spec):
+                document, _ = serialized_document(spec, arguments, target)
+            elif is_flyte2_module(spec):
                 # A Flyte 2 module's task: serialized here by the SDK, sent as a spec with its template inline.
                 document, _ = flyte2_module_document(spec, arguments, target)
             else:
                 document, _ = module_document(spec, arguments, target)
-        elif is_serialized(spec):
-            from taskplug.cli._remote_run import serialized_document
-
-            target = module_target_from_options(
-                images=images,
-                project=project,
-                domain=domain,
-                execution_name=execution_name,
-                environment=environment,
-                on_host=False,  # the server's cluster: the templates' own images and environment
-            )
-            arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-            document, _ = serialized_document(spec, arguments, target)
         else:
             reject_module_options(
                 image=images, project=project, domain=domain, name=execution_name, env=environment
@@ -731,11 +722,11 @@ def _load(
     environment: tuple[str, ...],
     platform_later: bool = False,
 ) -> tuple[ExecutionSpec, Platform | None, str]:
-    """The spec (a YAML one, or a flytekit module's task), the platform, and how the user renames the
+    """The spec (a YAML one, a flytekit module's task or workflow, or what pyflyte wrote), the platform, and how the user renames the
     execution (for the messages that tell them to). With ``platform_later``, a module's platform is left to
     the caller (None): it is loaded after the zygote forks."""
-    if is_module(spec):
-        if kubeconfig is not None and not images:
+    if is_module(spec) or is_serialized(spec):
+        if is_module(spec) and kubeconfig is not None and not images:
             raise SpecError(
                 "--image",
                 "required with --kubeconfig for a module: a real cluster runs the task in an image that holds "
@@ -750,23 +741,14 @@ def _load(
             on_host=kubeconfig is None,
         )
         arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-        if is_flyte2_module(spec):
+        if is_serialized(spec):
+            loaded = serialized_spec(spec, arguments, target)
+        elif is_flyte2_module(spec):
             loaded = flyte2_module_spec(spec, arguments, target)
         else:
             loaded = module_spec(spec, arguments, target)
         if platform_later:
             return loaded, None, "--name"
-        return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
-    if is_serialized(spec):
-        target = module_target_from_options(
-            images=images,
-            project=project,
-            domain=domain,
-            execution_name=execution_name,
-            environment=environment,
-            on_host=kubeconfig is None,
-        )
-        loaded = serialized_spec(spec, click.get_current_context().meta.get(MODULE_ARGS, ()), target)
         return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)
