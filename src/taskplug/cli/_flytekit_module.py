@@ -856,7 +856,7 @@ def serialized_workflow(
     inputs, which ``--help`` lists with their defaults), and the execution section from ``target`` — on this
     machine with ``PYTHONPATH`` set to the working folder unless ``--env`` sets it, since the templates'
     ``pyflyte-execute`` imports the module by its dotted name, from where ``pyflyte serialize`` ran."""
-    from taskplug.compiler import expected_inputs, read_bundle, read_entities
+    from taskplug.compiler import choose_bundle, expected_inputs, read_entities
     from taskplug.core import describe_type
 
     if target.images:
@@ -867,18 +867,19 @@ def serialized_workflow(
         raise SpecError("SPEC", f"no such file or folder: {str(path)!r}")
     name = arguments[0] if arguments and not arguments[0].startswith("-") else None
     rest = list(arguments[1:] if name is not None else arguments)
-    if not read_entities(path, field="SPEC").workflows:
+    entities = read_entities(path, field="SPEC")
+    if not entities.workflows:
         raise SpecError(
             "SPEC", f"{str(path)!r} holds no workflow pyflyte serialized (a .pb file, a folder, an archive)"
         )
     try:
         try:
-            bundle = read_bundle(path, workflow=name, field="SPEC")
+            bundle = choose_bundle(path, entities, workflow=name, launch_plan=None)
         except SpecError as e:
             if name is None or e.path != "workflow":
                 raise
             try:  # not a workflow's name: a launch plan's?
-                bundle = read_bundle(path, workflow=None, launch_plan=name, field="SPEC")
+                bundle = choose_bundle(path, entities, workflow=None, launch_plan=name)
             except SpecError:
                 raise e from None
     except SpecError as e:

@@ -44,6 +44,7 @@ from taskplug.core import lazy_exports
 if TYPE_CHECKING:
     from taskplug.compiler._bundle import (
         WorkflowBundle,
+        choose_bundle,
         default_launch_plan,
         hydrate,
         id_key,
@@ -83,6 +84,7 @@ __all__ = [
     "active_deadline",
     "are_types_castable",
     "as_workflow_spec",
+    "choose_bundle",
     "compile_workflow",
     "default_launch_plan",
     "execution_deadline",
@@ -110,7 +112,15 @@ __getattr__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(
-            ["WorkflowBundle", "default_launch_plan", "hydrate", "id_key", "make_bundle", "read_bundle"],
+            [
+                "WorkflowBundle",
+                "choose_bundle",
+                "default_launch_plan",
+                "hydrate",
+                "id_key",
+                "make_bundle",
+                "read_bundle",
+            ],
             "taskplug.compiler._bundle",
         ),
         **dict.fromkeys(

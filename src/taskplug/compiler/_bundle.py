@@ -37,7 +37,15 @@ from taskplug.compiler._serialized import (
 )
 from taskplug.core import SpecError
 
-__all__ = ["WorkflowBundle", "default_launch_plan", "hydrate", "id_key", "make_bundle", "read_bundle"]
+__all__ = [
+    "WorkflowBundle",
+    "choose_bundle",
+    "default_launch_plan",
+    "hydrate",
+    "id_key",
+    "make_bundle",
+    "read_bundle",
+]
 
 _IDENTIFIER = identifier_pb2.Identifier.DESCRIPTOR.full_name
 _M = TypeVar("_M", bound=Message)
@@ -75,7 +83,14 @@ def read_bundle(
     package`` archive. ``workflow`` names the workflow by its flytekit name (``module.wf``, or ``wf`` when one
     name ends so); ``launch_plan`` names a launch plan, whose workflow is then the one run. Errors are
     :class:`SpecError` at ``field`` (the file), ``"workflow"`` or ``"launchPlan"`` (the choice)."""
-    entities = read_entities(path, field=field)
+    return choose_bundle(path, read_entities(path, field=field), workflow=workflow, launch_plan=launch_plan)
+
+
+def choose_bundle(
+    path: Path, entities: SerializedEntities, *, workflow: str | None, launch_plan: str | None
+) -> WorkflowBundle:
+    """The bundle :func:`read_bundle` gives, of ``entities`` already read from ``path``: a caller that tries
+    one name as a workflow's, then as a launch plan's, reads the files once."""
     if path.is_file() and not is_archive(path) and workflow is None and launch_plan is None:
         data = _head(path)
         if (spec := as_workflow_spec(data)) is not None:
