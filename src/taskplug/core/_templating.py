@@ -60,6 +60,33 @@ def per_retry_unique_key(generated_name: str) -> str:
     return _NON_ALPHANUMERIC.sub("_", _LEADING_NON_ALPHA.sub("a", generated_name))
 
 
+_PathValue = Callable[[InputReader, OutputPaths, TemplateParameters, Callable[[], str]], str | None]
+
+# The path placeholders in Go's order, each with its lowercased name (what a match needs) and what it stands
+# for, computed only for a match; None leaves it as written (``{{.TaskTemplatePath}}`` without a task). The
+# namespace goes last among the paths (it may be embedded in them) but before the inputs, as in Go: an
+# input's value is the user's data and is never rewritten.
+_PATHS: tuple[tuple[str, re.Pattern[str], _PathValue], ...] = (
+    ("input", _INPUT_FILE, lambda inputs, out, params, key: inputs.input_path),
+    ("outputprefix", _OUTPUT_PREFIX, lambda inputs, out, params, key: out.output_prefix),
+    ("inputprefix", _INPUT_PREFIX, lambda inputs, out, params, key: inputs.input_prefix),
+    ("rawoutputdataprefix", _RAW_OUTPUT_PREFIX, lambda inputs, out, params, key: out.raw_output_prefix),
+    (
+        "prevcheckpointprefix",
+        _PREV_CHECKPOINT,
+        lambda inputs, out, params, key: out.prev_checkpoint_prefix or '""',
+    ),
+    ("checkpointoutputprefix", _CHECKPOINT, lambda inputs, out, params, key: out.checkpoint_prefix),
+    ("perretryuniquekey", _PER_RETRY_KEY, lambda inputs, out, params, key: key()),
+    (
+        "tasktemplatepath",
+        _TASK_TEMPLATE_PATH,
+        lambda inputs, out, params, key: params.task.path if params.task is not None else None,
+    ),
+    ("namespace", _NAMESPACE, lambda inputs, out, params, key: params.metadata.namespace),
+)
+
+
 def render_command(args: Sequence[str], params: TemplateParameters) -> list[str]:
     """Render every string of a command or args list; raises PluginError on a missing input."""
     if not args:
@@ -94,38 +121,15 @@ def _render_one(text: str, params: TemplateParameters, per_retry_key: Callable[[
     # In Go's order: each value is substituted into the text the previous ones left. A placeholder is
     # looked for only when its lowercased name is in the (ASCII) text at all: a match needs it.
     val, low = text, _folded(text)
-    if low is None or "input" in low:
-        val = _INPUT_FILE.sub(lambda _: inputs.input_path, val)
-        low = _folded(val)
-    if low is None or "outputprefix" in low:
-        val = _OUTPUT_PREFIX.sub(lambda _: out.output_prefix, val)
-        low = _folded(val)
-    if low is None or "inputprefix" in low:
-        val = _INPUT_PREFIX.sub(lambda _: inputs.input_prefix, val)
-        low = _folded(val)
-    if low is None or "rawoutputdataprefix" in low:
-        val = _RAW_OUTPUT_PREFIX.sub(lambda _: out.raw_output_prefix, val)
-        low = _folded(val)
-    if low is None or "prevcheckpointprefix" in low:
-        val = _PREV_CHECKPOINT.sub(lambda _: out.prev_checkpoint_prefix or '""', val)
-        low = _folded(val)
-    if low is None or "checkpointoutputprefix" in low:
-        val = _CHECKPOINT.sub(lambda _: out.checkpoint_prefix, val)
-        low = _folded(val)
-    if low is None or "perretryuniquekey" in low:
-        val = _PER_RETRY_KEY.sub(lambda _: per_retry_key(), val)
-        low = _folded(val)
-    task = params.task
-    if task is not None and (low is None or "tasktemplatepath" in low) and _TASK_TEMPLATE_PATH.search(val):
-        path = task.path
-        val = _TASK_TEMPLATE_PATH.sub(lambda _: path, val)
-        low = _folded(val)
-    # The namespace goes last among the paths (it may be embedded in them) but before the inputs, as in
-    # Go: an input's value is the user's data and is never rewritten.
-    if low is None or "namespace" in low:
-        namespace = params.metadata.namespace
-        val = _NAMESPACE.sub(lambda _: namespace, val)
-        low = _folded(val)
+    for needle, pattern, value in _PATHS:
+        if low is None or needle in low:
+
+            def replace(match: re.Match[str], value: _PathValue = value) -> str:
+                found = value(inputs, out, params, per_retry_key)
+                return match.group(0) if found is None else found
+
+            val = pattern.sub(replace, val)
+            low = _folded(val)
     if (low is None or "inputs." in low) and _INPUT_VAR.search(val):
         literals = inputs.get()
         if literals is not None and literals.literals:
