@@ -357,19 +357,25 @@ async def test_run_with_server_submits_a_module_s_workflow_and_follows_it_to_its
     assert spec["inputs"] == {"a": 4}
 
 
-def test_a_workflow_spec_file_is_sent_compiled_and_the_server_compiles_the_same(tmp_path: Path) -> None:
-    serialized = serialize(tmp_path / "project", "service_wf_file", MODULE)
+def _spec_file(tmp_path: Path, package: Path, name: str) -> Path:
+    """A spec running ``wf`` of ``package`` with a = 3, as execution p/d/``name``."""
     spec_file = tmp_path / "run.yaml"
     spec_file.write_text(
         yaml.safe_dump(
             {
-                "templateFile": str(serialized.package),
+                "templateFile": str(package),
                 "workflow": "wf",
                 "inputs": {"a": 3},
-                "execution": {"id": {"project": "p", "domain": "d", "name": "file1"}},
+                "execution": {"id": {"project": "p", "domain": "d", "name": name}},
             }
         )
     )
+    return spec_file
+
+
+def test_a_workflow_spec_file_is_sent_compiled_and_the_server_compiles_the_same(tmp_path: Path) -> None:
+    serialized = serialize(tmp_path / "project", "service_wf_file", MODULE)
+    spec_file = _spec_file(tmp_path, serialized.package, "file1")
     document, key = remote_document(spec_file)
     assert key == "p/d/file1/wf"
     assert "templateFile" not in document and "workflow" not in document
@@ -396,17 +402,7 @@ def test_what_pyflyte_wrote_named_on_the_command_line_is_sent_as_its_spec_file_w
     target = ModuleTarget(project="p", domain="d", name="cli1", on_host=False)
     with click.Context(run, info_name="taskplug run").scope():
         document, key = serialized_document(serialized.package, ["wf", "--a", "3"], target)
-    spec_file = tmp_path / "run.yaml"
-    spec_file.write_text(
-        yaml.safe_dump(
-            {
-                "templateFile": str(serialized.package),
-                "workflow": "wf",
-                "inputs": {"a": 3},
-                "execution": {"id": {"project": "p", "domain": "d", "name": "cli1"}},
-            }
-        )
-    )
+    spec_file = _spec_file(tmp_path, serialized.package, "cli1")
     from_file, file_key = remote_document(spec_file)
     assert key == file_key == "p/d/cli1/wf"
     assert document == from_file
