@@ -86,6 +86,7 @@ from taskplug.core._phase import (
     TaskLog,
     Transition,
     TransitionType,
+    rfc3339,
 )
 from taskplug.core._plugin import (
     Plugin,
@@ -233,5 +234,6 @@ __all__ = [
     "per_retry_unique_key",
     "plain_to_literal",
     "render_command",
+    "rfc3339",
     "wrangle_plugins",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "TaskLog",
     "Transition",
     "TransitionType",
+    "rfc3339",
 ]
 
 DEFAULT_PHASE_VERSION = 0
@@ -346,9 +347,15 @@ PHASE_INFO_UNDEFINED = PhaseInfo()
 
 
 def _rfc3339(t: datetime | None) -> str | None:
-    if t is None:
-        return None
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if t is None else rfc3339(t)
+
+
+def rfc3339(t: datetime) -> str:
+    """``t`` as the UTC time text events and records carry (``2026-01-02T03:04:05.678901Z``); a time already in
+    UTC, as the clocks give it, is not converted again (every event formats one)."""
+    if t.tzinfo is not UTC:
+        t = t.astimezone(UTC)
+    return t.isoformat().replace("+00:00", "Z")
 
 
 class TransitionType(enum.IntEnum):

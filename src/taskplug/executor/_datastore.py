@@ -37,9 +37,12 @@ class DataStore:
     def _is_local(self, path: str) -> bool:
         return "://" not in path or path.startswith("file://")
 
-    async def write(self, path: str, data: bytes) -> None:
+    async def write(self, path: str, data: bytes, *, new_folder: bool = False) -> None:
+        """Write ``data`` at ``path``. ``new_folder``: the file is the first in a folder that most likely does not
+        exist yet (a node's first file): on a local file system the folder is made first instead of after a
+        failed open (a workflow writes one such file per node)."""
         if self._is_local(path):
-            _write_local(_local_path(path), data)
+            _write_local(_local_path(path), data, new_folder=new_folder)
         else:
             await asyncio.to_thread(self._write_sync, path, data)
 
@@ -142,14 +145,22 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
-def _write_local(path: str, data: bytes) -> None:
+def _write_local(path: str, data: bytes, *, new_folder: bool = False) -> None:
     """A local file written with the system calls alone (fsspec's layers, even Python's file objects, cost
     more than the write of a small file): its folder made only when it is missing, not checked before every
-    write."""
+    write — or, for a ``new_folder``, made first (its parent usually exists), which spares the failed open."""
+    folder = os.path.dirname(path) or "."
+    if new_folder:
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
     try:
         fd = os.open(path, _WRITE_FLAGS, 0o666)
     except FileNotFoundError:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         fd = os.open(path, _WRITE_FLAGS, 0o666)
     try:
         view = memoryview(data)

@@ -51,7 +51,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 
 from flyteidl.core import literals_pb2
@@ -68,6 +67,7 @@ from taskplug.core import (
     StaticTaskExecutionContext,
     TaskExecutionContext,
     literal_map_to_plain,
+    rfc3339,
 )
 from taskplug.executor._catalog import CacheStatus
 from taskplug.executor._paths import node_dirs
@@ -123,7 +123,7 @@ def _decided(node: NodeRecord) -> Closing | None:
 
 
 def _now_iso(clock: Clock) -> str:
-    return clock.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return rfc3339(clock.now())
 
 
 class ArrayRun:

@@ -10,10 +10,9 @@ nodes/executor.go), reduced to one root node per execution.
 
 from __future__ import annotations
 
-from datetime import UTC
 from typing import Any, Protocol, runtime_checkable
 
-from taskplug.core import Clock, Phase, PhaseInfo, ResourceManager, TaskExecutionContext
+from taskplug.core import Clock, Phase, PhaseInfo, ResourceManager, TaskExecutionContext, rfc3339
 from taskplug.executor._datastore import DataStore
 from taskplug.executor._spec import ExecutionSpec
 from taskplug.executor._store import Event, ExecutionRecord, StateStore
@@ -144,7 +143,7 @@ def phase_event(record: ExecutionRecord, info: PhaseInfo) -> Event | None:
         phase=str(info.phase),
         version=info.version,
         reason=info.reason or (info.err.message if info.err else ""),
-        occurred_at=(occurred.astimezone(UTC).isoformat().replace("+00:00", "Z") if occurred else None),
+        occurred_at=rfc3339(occurred) if occurred else None,
         error=error_json(info.err),
         logs=[link.to_json() for link in info.info.logs]
         if info.info is not None and info.info.logs

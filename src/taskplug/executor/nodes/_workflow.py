@@ -44,7 +44,7 @@ import enum
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import timedelta
 from typing import Any, Final, Protocol, TypeGuard, runtime_checkable
 
 from flyteidl.core import compiler_pb2, identifier_pb2, literals_pb2, tasks_pb2, workflow_pb2
@@ -63,6 +63,7 @@ from taskplug.core import (
     TaskplugError,
     format_go_duration,
     literal_map_to_plain,
+    rfc3339,
 )
 from taskplug.executor._catalog import CacheStatus
 from taskplug.executor._datastore import DataStore
@@ -736,7 +737,7 @@ class WorkflowRun:
         except BindingError as e:
             return self._node_failed(unique, node, status, _error(e.error))
         data_dir, output_dir = self._dirs(unique, 0)
-        await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString())
+        await self.host.data.write(f"{data_dir}/inputs.pb", inputs.SerializeToString(), new_folder=True)
         if (
             self.settings.cache.catalog is not None
             and node.WhichOneof("target") == "task_node"
@@ -1447,7 +1448,7 @@ class WorkflowRun:
 
     # -- events -----------------------------------------------------------------------------------------------
     def _now(self) -> str:
-        return self.host.clock.now().astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return rfc3339(self.host.clock.now())
 
     def _node_event(
         self,
@@ -1551,17 +1552,26 @@ class WorkflowRun:
             child.unindex_all()
         status = self._nodes[unique]
         status.terminal = True
-        self._unsaved[unique] = status
         self._quiet = False  # the walk records its end (and what it lets run)
-        if not self._in_round:
-            # Within a round the walk looks at the child right after its round (children run only in
-            # rounds: before the walk, in it, or in an abort) and the round writes it; another round would
-            # find nothing new.
-            self._save_children()
-            self.host.wake(self.key)
+        if self._in_round:
+            # The walk looks at the child right after its round (children run only in rounds: before the
+            # walk, in it, or in an abort) and the round's save writes it with the node's end; another round
+            # would find nothing new.
+            self._changed.add(unique)
+            return
+        self._unsaved[unique] = status
+        self._save_children()
+        self.host.wake(self.key)
 
     def child_saved(self, unique: str, record: NodeRecord) -> None:
-        """Written when the child's round ends (or before any flush), so one round's saves are one write."""
+        """Written when the child's round ends (or before any flush), so one round's saves are one write. An
+        ended child's record waits for the round's save, which writes it once with its node's end (its
+        decision was written before its cleanup began, so a process stopped in between finishes the cleanup)."""
+        ended = isinstance(record, ExecutionRecord) and record.terminal
+        if self._in_round and ended and self._nodes.get(unique) is record:
+            self._unsaved.pop(unique, None)
+            self._changed.add(unique)
+            return
         self._unsaved[unique] = record
 
     def child_indexed(self, name: str, unique: str) -> None:
