@@ -36,6 +36,9 @@ Deviations from propeller, each for a reason:
 * Deviation: A succeeded element's outputs are checked when it succeeds (error.pb first, then every
   declared output), so the gather never meets a missing one; if one is gone by then the node fails rather
   than shifting later outputs down a place.
+* Deviation: An element writes no ``inputs.pb`` of its own. Propeller writes an empty one into each element's
+  data dir when the element first starts, and nothing ever reads it: an element's pod reads the node's
+  ``inputs.pb`` (full lists) at its index, here as there.
 
 A discoverable sub-task is cached per element (ArrayNode caching: the element's slice of the inputs, the
 de-listed interface): an element found in the catalog succeeds without a pod, its kept outputs copied into
