@@ -6,6 +6,7 @@ taskplug run examples/flytekit/pipelines.py fan_out --a 3            # double an
 taskplug run examples/flytekit/pipelines.py sign --n -4              # if / elif / else
 taskplug run examples/flytekit/pipelines.py checked_half --n -1      # else().fail(...): exit 1
 taskplug run examples/flytekit/pipelines.py quadrant --x 1 --y -1    # a conditional inside a conditional
+taskplug run examples/flytekit/pipelines.py case_waits --a 3         # a case reads a node still running
 taskplug run examples/flytekit/pipelines.py outer --a 2              # chain as a sub-workflow
 taskplug run examples/flytekit/pipelines.py through_launch_plan --x 3
 taskplug run examples/flytekit/pipelines.py squares_total --n 4      # map_task between two tasks
@@ -20,6 +21,7 @@ taskplug run examples/flytekit/pipelines.py point_parts --a 4        # a datacla
 ``plugin_pipelines.py`` holds the workflows with a raw container and a PyTorch job.
 """
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -130,6 +132,21 @@ def checked_half(n: int) -> int:
 @workflow
 def _quadrant_right(y: int) -> str:
     return conditional("right").if_(y >= 0).then(label(text="I")).else_().then(label(text="IV"))
+
+
+@task
+def slow_double(x: int) -> int:
+    time.sleep(1)  # still running when the conditional below is decided
+    return 2 * x
+
+
+# The conditional waits only for square (its condition reads nothing else); the case it takes also reads
+# slow_double, and waits for it.
+@workflow
+def case_waits(a: int = 3) -> int:
+    slow = slow_double(x=a)
+    quick = square(x=a)
+    return conditional("big").if_(quick > 5).then(add(a=slow, b=quick)).else_().then(double(x=quick))
 
 
 # A conditional whose case is a workflow holding another conditional.

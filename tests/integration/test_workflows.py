@@ -131,6 +131,13 @@ CASES: dict[str, Case] = {
     "else-fail": Case(
         PIPELINES, "checked_half", {"n": -1}, {"n0": "Failed"}, code=1, error="n must not be negative"
     ),
+    # The case reads slow_double (n0), which the branch (n2) does not wait for: the case waits for it.
+    "branch-case-waits-for-its-inputs": Case(
+        PIPELINES,
+        "case_waits",
+        {"a": 3},
+        {"n0": "Succeeded", "n1": "Succeeded", "n2": "Succeeded", "n2-0-n2-n0": "Succeeded"},
+    ),
     "nested-conditional-workflow-case": Case(PIPELINES, "quadrant", {"x": 1, "y": -1}, {"n0": "Succeeded"}),
     "nested-conditional": Case(PIPELINES, "quadrant", {"x": -1, "y": -1}, {"n0": "Succeeded"}),
     "sub-workflow": Case(

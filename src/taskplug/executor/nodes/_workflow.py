@@ -1167,7 +1167,18 @@ class WorkflowRun:
         child = leaf.unique_id(taken_node.id)
         phase = self._phase(child)
         if phase is NodePhase.NOT_YET_STARTED:
-            # The taken node's inputs come from the branch's upstream nodes (its bindings name them).
+            # Its upstream nodes are its own (the compiled connections list what its bindings read) and the
+            # branch, which has chosen it: one of its own may not have finished (the branch waited only for
+            # what its conditions read), and the case waits for it as any node waits (``CanExecute``).
+            ready = self._ready(dag, taken_node.id)
+            if ready is None:
+                return _PENDING
+            if not ready:
+                self._set_phase(child, self._status(child), NodePhase.SKIPPED)
+                self._node_event(
+                    child, taken_node, "Skipped", reason="Node Skipped as parent node was skipped"
+                )
+                return _PROGRESS
             return await self._queue(dag, taken_node, child, self._status(child))
         if phase in _DONE_PHASES:
             _, child_out = self._dirs(child, self._nodes[child].attempt)
