@@ -239,6 +239,15 @@ def test_nodes_the_outline_does_not_know_are_placed_under_the_node_their_id_begi
     ]
 
 
+def test_a_node_the_outline_does_not_know_is_named_by_its_node_events() -> None:
+    nodes = WorkflowNodes()
+    named = Event(0, "Queued", 0, "", None, kind="node", node="n0-0-dn0", name="square")
+    for event in (_node("n0", "Running"), named, _task("n0-0-dn0", "Running")):
+        nodes.on_event(event)
+    assert nodes.nodes["n0-0-dn0"].name == "square"
+    assert nodes.nodes["n0"].name == ""  # no event named it
+
+
 def test_the_outcome_of_a_failed_workflow_names_the_nodes_that_failed_and_their_errors(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

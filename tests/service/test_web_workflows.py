@@ -292,10 +292,19 @@ def test_records_below_a_task_node_are_its_dynamic_nodes_and_elements_are_counte
             "n1/2": {"node_phase": 6},
         },
     )
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        # Its node events name a dynamic node's node (the stored closure does not hold it).
+        conn.execute(
+            "INSERT INTO taskplug_events (execution_id, attempt, phase, version, reason, kind, node, name, epoch)"
+            " SELECT id, 0, 'Queued', 0, '', 'node', 'n1-0-dn0', '<b>square</b>', 1 FROM taskplug_executions"
+            " WHERE key = %s",
+            (key,),
+        )
     html = client.get(f"/executions/{key}").text
     sub = html[html.index('id="sub-n1"') :]
     sub = sub[: sub.index("</details>")]
     assert "&lt;img src=x onerror=alert(1)&gt; (dynamic)" in sub
+    assert "&lt;b&gt;square&lt;/b&gt;" in sub  # named by its event, escaped
     assert 'data-phase="Succeeded"' in node_tag(sub, "n1-0-dn0")
     assert 'data-phase="Running"' in node_tag(sub, "n1-0-dn1")
     assert "small" in node_tag(sub, "n1-0-start-node")

@@ -82,7 +82,7 @@ def _store(dsn: str, rid: uuid.UUID) -> PostgresStateStore:
 # -- the store -----------------------------------------------------------------------------------------------
 
 
-def test_events_keep_their_kind_and_node_and_node_records_round_trip(
+def test_events_keep_their_kind_node_and_name_and_node_records_round_trip(
     conn: psycopg.Connection[Any], postgres_dsn: str
 ) -> None:
     submit(conn, "w1", workflow_document("w1"))
@@ -93,7 +93,17 @@ def test_events_keep_their_kind_and_node_and_node_records_round_trip(
         "k", Event(attempt=0, phase="Running", version=0, reason="", occurred_at=None, kind="workflow")
     )
     store.append_event(
-        "k", Event(attempt=0, phase="Queued", version=0, reason="", occurred_at=None, kind="node", node="n0")
+        "k",
+        Event(
+            attempt=0,
+            phase="Queued",
+            version=0,
+            reason="",
+            occurred_at=None,
+            kind="node",
+            node="n0",
+            name="sq",
+        ),
     )
     store.append_event(
         "k", Event(attempt=0, phase="Running", version=0, reason="", occurred_at=None, node="n0")
@@ -103,10 +113,10 @@ def test_events_keep_their_kind_and_node_and_node_records_round_trip(
     store.save_nodes("k", [child, element])
     store.save(ExecutionRecord(key="k", path="wf", workflow_state={"phase": 1}))
     store.flush()
-    assert [(e.kind, e.node, e.phase) for e in store.events("k")] == [
-        ("workflow", None, "Running"),
-        ("node", "n0", "Queued"),
-        ("task", "n0", "Running"),
+    assert [(e.kind, e.node, e.name, e.phase) for e in store.events("k")] == [
+        ("workflow", None, None, "Running"),
+        ("node", "n0", "sq", "Queued"),
+        ("task", "n0", None, "Running"),
     ]
     # A workflow's node events are no attempts of the execution: only the execution's own task has rows.
     assert conn.execute("SELECT count(*) FROM taskplug_attempts").fetchone() == (0,)

@@ -318,6 +318,8 @@ class WorkflowNodes:
         if view.started is None:
             view.started = now
         if event.kind == "node":
+            if event.name and not view.name:
+                view.name = event.name  # a node the outline does not hold: a @dynamic node's
             view.phase = event.phase
             if event.phase in _TERMINAL:
                 view.ended = now

@@ -123,6 +123,9 @@ class Event:
     # own root node).
     kind: str = "task"
     node: str | None = None
+    # A node event's node name (Flyte's NodeExecutionEvent ``node_name``: the node's metadata name, e.g. its
+    # task's short name): what names a node no compiled workflow at hand describes, a ``@dynamic`` node's.
+    name: str | None = None
     # A cacheable task's catalog use (Flyte's TaskNodeMetadata ``cache_status`` and ``catalog_key``):
     # ``{"status": "CACHE_HIT", "key": {...}, "source": ...}``; None for a task that is not cacheable.
     cache: dict[str, Any] | None = None
@@ -145,6 +148,8 @@ class Event:
             out["kind"] = self.kind
         if self.node is not None:
             out["node"] = self.node
+        if self.name:
+            out["name"] = self.name
         if self.cache is not None:
             out["cacheStatus"] = self.cache.get("status")
             if self.cache.get("key"):

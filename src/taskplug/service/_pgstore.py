@@ -126,16 +126,16 @@ WITH upd AS (
 ), ev AS (
     INSERT INTO taskplug_events
         (execution_id, attempt, phase, version, reason, occurred_at, error, logs, external_resources, epoch,
-         kind, node, cache)
+         kind, node, cache, name)
     SELECT v.id, v.attempt, v.phase, v.version, v.reason, v.occurred_at::timestamptz, v.error::jsonb,
-           v.logs::jsonb, v.external::jsonb, v.epoch, v.kind, v.node, v.cache::jsonb
+           v.logs::jsonb, v.external::jsonb, v.epoch, v.kind, v.node, v.cache::jsonb, v.name
     FROM unnest(%(ev_ids)s::bigint[], %(ev_attempts)s::int[], %(ev_phases)s::text[], %(ev_versions)s::int[],
                 %(ev_reasons)s::text[], %(ev_times)s::text[], %(ev_errors)s::text[], %(ev_logs)s::text[],
                 %(ev_external)s::text[], %(ev_epochs)s::bigint[], %(ev_kinds)s::text[], %(ev_nodes)s::text[],
-                %(ev_cache)s::text[])
+                %(ev_cache)s::text[], %(ev_names)s::text[])
                 WITH ORDINALITY
         AS v(id, attempt, phase, version, reason, occurred_at, error, logs, external, epoch, kind, node, cache,
-             ord)
+             name, ord)
     WHERE v.id IN (SELECT id FROM upd)
     ORDER BY v.ord
     RETURNING seq
@@ -539,7 +539,7 @@ class PostgresStateStore:
             return []
         rows = self._conn.execute(
             "SELECT attempt, phase, version, reason, occurred_at, error, logs, external_resources, kind, node, "
-            "cache "
+            "cache, name "
             "FROM taskplug_events WHERE execution_id = %s ORDER BY seq",
             (claim.id,),
         ).fetchall()
@@ -557,8 +557,9 @@ class PostgresStateStore:
                 kind=k,
                 node=n,
                 cache=c,
+                name=nm,
             )
-            for a, p, v, r, o, e, lg, x, k, n, c in rows
+            for a, p, v, r, o, e, lg, x, k, n, c, nm in rows
         ]
 
     def save_nodes(self, key: str, nodes: list[NodeRecord]) -> None:
@@ -792,6 +793,7 @@ class PostgresStateStore:
                     ("ev_kinds", ev.kind),
                     ("ev_nodes", ev.node),
                     ("ev_cache", _dumps(ev.cache)),
+                    ("ev_names", ev.name),
                 ):
                     params[column].append(value)
                 if ev.kind != "task" or ev.node is not None:

@@ -328,13 +328,18 @@ _ELEMENT_COUNTS: Final = (
 )
 _EVENT_COLUMNS: Final = (
     "SELECT column_name::text AS name FROM information_schema.columns WHERE table_schema = current_schema()"
-    " AND table_name = 'taskplug_events' AND column_name IN ('kind', 'node')"
+    " AND table_name = 'taskplug_events' AND column_name IN ('kind', 'node', 'name')"
 )
 # The log links a node's last events carried (task events tagged with their node, once events have a node).
 _EVENT_LOGS: Final = (
     "SELECT DISTINCT ON (node) node::text AS node, logs FROM taskplug_events"
     " WHERE execution_id = %(id)s AND node IS NOT NULL AND jsonb_typeof(logs) = 'array'"
     " AND jsonb_array_length(logs) > 0 ORDER BY node, seq DESC"
+)
+# The names node events gave their nodes (once events have a name): a @dynamic node's nodes are named by them.
+_EVENT_NAMES: Final = (
+    "SELECT DISTINCT ON (node) node::text AS node, name::text AS name FROM taskplug_events"
+    " WHERE execution_id = %(id)s AND node IS NOT NULL AND name IS NOT NULL ORDER BY node, seq DESC"
 )
 
 
@@ -376,6 +381,12 @@ async def _node_records(
                 for e in events:
                     tag = tags.get(int(e["seq"]))
                     e["node"], e["kind"] = (tag["node"], tag["kind"]) if tag is not None else (None, None)
+        if "name" in columns:
+            await cur.execute(_EVENT_NAMES, params)
+            for r in await cur.fetchall():
+                record = records.get(str(r["node"]))
+                if record is not None:
+                    record["name"] = r["name"]
     return records, elements, "node" in columns
 
 

@@ -371,7 +371,7 @@ class _Builder:
             view = NodeView(
                 id=path,
                 node_id=node_id,
-                name=node_id,
+                name=str(record.get("name") or node_id),  # its node events' name, when they gave one
                 kind=kind,
                 phase=_phase_name(state.get("phase")),
                 attempts=int(record.get("attempt") or 0) + 1,

@@ -1480,6 +1480,7 @@ class WorkflowRun:
             error=error,
             kind="node",
             node=unique,
+            name=node.metadata.name or None,
             cache=cache,
         )
         self.host.emit(self.key, event)
