@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from taskplug.executor import ExecutionRecord, SQLiteStateStore
+from taskplug.executor import Event, ExecutionRecord, SQLiteStateStore
 from taskplug.k8s import fixed_length_unique_id
 
 from .conftest import DEADLINE, TASKPLUG, assert_bad_input, invoke
@@ -57,6 +57,8 @@ def state_db(tmp_path: Path) -> Path:
     from taskplug.executor import NodeRecord
 
     store.save_nodes(KEY, [NodeRecord(path="n2/0", node_phase=5), NodeRecord(path="n2/1", node_phase=2)])
+    for node, name in (("n0", "square"), ("n1-0-n1", "boom")):  # node events name their node
+        store.append_event(KEY, Event(0, "Queued", 0, "", None, kind="node", node=node, name=name))
     store.save(ExecutionRecord(key="p/d/solo/n0", task_phase=5))
     store.close()
     return path
@@ -86,11 +88,12 @@ def test_status_of_a_workflow_shows_its_nodes_nested_and_the_failed_nodes_error(
     assert lines[0] == f"{KEY}: workflow Failed"
     rows = [line for line in lines if re.match(r"\s*n\d", line)]
     assert rows[1].split()[:2] == ["n1", "Failed"]  # a sub-workflow: no attempt of its own
-    assert [r.split()[:3] for r in rows[:1] + rows[2:5]] == [
-        ["n0", "Succeeded", "0"],
+    # n0 and n1-0-n1 named by their node events (records hold no names)
+    assert [r.split()[:4] for r in rows[:1] + rows[2:5]] == [
+        ["n0", "square", "Succeeded", "0"],
         ["n1-0-n0", "Succeeded", "0"],
-        ["n1-0-n1", "Failed", "1"],
-        ["n2", "Running", "0"],
+        ["n1-0-n1", "boom", "Failed", "1"],
+        ["n2", "Running", "0", "1/2"],
     ]
     assert rows[2].startswith("  n1-0-n0") and rows[3].startswith("  n1-0-n1")
     assert "end-node" not in result.stdout
@@ -98,7 +101,7 @@ def test_status_of_a_workflow_shows_its_nodes_nested_and_the_failed_nodes_error(
     assert [r.split()[0] for r in rows[5:]] == ["n3", "n3-0-n10", "n4"]
     assert rows[6].startswith("  n3-0-n10") and "execution p/d/wfx-n4-0/wf" in rows[7]
     assert "1/2 element(s) succeeded" in rows[4]
-    assert "node n1-0-n1 failed: ValueError: no" in result.stdout
+    assert "node n1-0-n1 boom failed: ValueError: no" in result.stdout
     assert "node n1 failed" not in result.stdout
 
     document = json.loads(invoke(runner, "status", "--state-db", state_db, KEY, "-o", "json").stdout)
@@ -109,8 +112,10 @@ def test_status_of_a_workflow_shows_its_nodes_nested_and_the_failed_nodes_error(
     )
     n1 = document["nodes"][1]
     assert [n["id"] for n in n1["nodes"]] == ["n1-0-n0", "n1-0-n1"]
+    assert document["nodes"][0]["name"] == "square" and "name" not in n1
     assert n1["nodes"][1] == {
         "id": "n1-0-n1",
+        "name": "boom",
         "phase": "Failed",
         "attempt": 1,
         "taskPhase": "PermanentFailure",

@@ -101,6 +101,8 @@ def _summary(store: SQLiteStateStore, key: str) -> dict[str, Any]:
 
 def _node_json(nodes: WorkflowNodes, view: NodeView) -> dict[str, Any]:
     out: dict[str, Any] = {"id": view.id, "phase": view.phase}
+    if view.name:
+        out["name"] = view.name
     if view.attempt is not None:
         out["attempt"] = view.attempt
         out["taskPhase"] = view.task_phase
@@ -126,6 +128,7 @@ def _details(store: SQLiteStateStore, key: str) -> tuple[dict[str, Any], Workflo
     children: list[NodeRecord] = store.load_nodes(key)
     if record.workflow_state is not None:
         nodes = WorkflowNodes.from_records(children, workflow_state=record.workflow_state)
+        nodes.name_nodes(store.events(key))
         document["workflowPhase"] = nodes.phase
         document["nodes"] = [_node_json(nodes, nodes.nodes[r]) for r in nodes.roots]
         return document, nodes

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -393,6 +393,14 @@ class WorkflowNodes:
         for head, found in elements.items():
             if head in self.nodes:
                 self.nodes[head].elements = found
+
+    def name_nodes(self, events: Iterable[Event]) -> None:
+        """Name the nodes no outline named by what their node events call them (the names records do not
+        hold)."""
+        for event in events:
+            view = self.nodes.get(event.node) if event.kind == "node" and event.name and event.node else None
+            if view is not None and not view.name:
+                view.name = str(event.name)
 
     # -- what to say ----------------------------------------------------------------------------------------
     def walk(self) -> Iterator[tuple[int, NodeView]]:
