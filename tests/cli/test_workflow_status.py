@@ -254,12 +254,12 @@ def test_a_workflow_run_through_a_pipe_prints_its_node_events_and_status_shows_i
     status = invoke(runner, "status", "--state-db", state_db, "demo")
     assert status.exit_code == 0, status.stderr
     rows = [line for line in status.stdout.splitlines() if re.match(r"\s*n\d", line)]
-    assert [r.split()[:2] for r in rows[:5]] == [
-        ["n0", "Succeeded"],
-        ["n1", "Failed"],
-        ["n2", "Succeeded"],
-        ["n2-0-n0", "Succeeded"],
-        ["n2-0-n1", "Succeeded"],
+    assert [r.split()[:3] for r in rows[:5]] == [  # each named by its node events
+        ["n0", "hello", "Succeeded"],
+        ["n1", "broken", "Failed"],
+        ["n2", "inner", "Succeeded"],
+        ["n2-0-n0", "hello", "Succeeded"],
+        ["n2-0-n1", "hello", "Succeeded"],
     ]
     assert rows[3].startswith("  n2-0-n0")
 
