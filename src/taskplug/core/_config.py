@@ -10,6 +10,7 @@ Strictness: an unknown key anywhere, or a value of the wrong shape, fails with t
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import itertools
 import math
@@ -17,10 +18,9 @@ import os
 import re
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
@@ -232,15 +232,45 @@ StrMap = Annotated[dict[str, StrValue], BeforeValidator(list_of_maps_to_map)]
 M = TypeVar("M", bound=BaseModel)
 
 
-@dataclass(frozen=True)
 class ConfigSection(Generic[M]):
-    """A config section at a dotted path (``plugins.k8s``) parsed into ``model``."""
+    """A config section at a dotted path (``plugins.k8s``) parsed into ``model``.
 
-    path: str
-    model: type[M]
+    ``model`` is the model class, or where it is defined (``"package.module:Class"``), imported when the
+    section is first parsed or read. Every command discovers every plugin and so knows every plugin's section
+    (its path is what tells a misspelt key from another plugin's); a plugin that names its model this way
+    costs a command that never reads its section no import of the model (its pydantic classes).
+    """
+
+    __slots__ = ("_model", "path")
+
+    def __init__(self, path: str, model: type[M] | str) -> None:
+        self.path = path
+        self._model: type[M] | str = model
+
+    @property
+    def model(self) -> type[M]:
+        if isinstance(self._model, str):
+            module, _, name = self._model.partition(":")
+            found = getattr(importlib.import_module(module), name)
+            if not (isinstance(found, type) and issubclass(found, BaseModel)):
+                raise TypeError(f"config section {self.path!r}: {self._model!r} is not a pydantic model")
+            self._model = cast("type[M]", found)
+        return self._model
 
     def keys(self) -> tuple[str, ...]:
         return tuple(self.path.split("."))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConfigSection):
+            return NotImplemented
+        return self.path == other.path and self.model is other.model
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        model = self._model if isinstance(self._model, str) else self._model.__qualname__
+        return f"ConfigSection(path={self.path!r}, model={model})"
 
 
 class PlatformConfig:

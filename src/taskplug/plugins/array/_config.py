@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from taskplug.core import ConfigSection, StrictModel, StrMap
+from taskplug.core import StrictModel, StrMap
 from taskplug.k8s import LogConfig, Toleration
 
 __all__ = [
-    "K8S_ARRAY_SECTION",
     "ArrayLogConfig",
     "ClusterAuth",
     "K8sArrayConfig",
@@ -111,6 +110,3 @@ class K8sArrayConfig(StrictModel):
     """How the failed sub-tasks' errors are gathered into one summary."""
     logs: ArrayLogConfig = Field(default_factory=ArrayLogConfig)
     """Log links of the sub-task pods."""
-
-
-K8S_ARRAY_SECTION = ConfigSection("plugins.k8s-array", K8sArrayConfig)

@@ -1,30 +1,36 @@
 """The k8s array plugin's registration: what the ``taskplug.plugins`` entry point loads.
 
-Discovery runs on every command (``taskplug render`` too), so this module imports only the plugin's config
-section: the plugin itself — its state machine, sub-task pods, output assembly and pod watch — is imported by
-the loader, which runs only when an executor loads the plugin.
+Discovery runs on every command (``taskplug render`` too), so this module imports neither the plugin nor its
+config's models: the plugin itself — its state machine, sub-task pods, output assembly and pod watch — is
+imported by the loader, which runs only when an executor loads the plugin; the ``plugins.k8s-array`` models
+when a command reads the section.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from taskplug.core import ErrorCode, PluginEntry, PluginError, SetupContext
+from taskplug.core import ConfigSection, ErrorCode, PluginEntry, PluginError, SetupContext
 from taskplug.k8s import PlatformPodConfig
-from taskplug.plugins.array._config import K8S_ARRAY_SECTION, K8sArrayConfig
 from taskplug.plugins.array._id import ARRAY_TASK_TYPE, PLUGIN_ID
 
 if TYPE_CHECKING:
+    from taskplug.plugins.array._config import K8sArrayConfig
     from taskplug.plugins.array._plugin import ArrayPlugin
 
-__all__ = ["plugin_entries"]
+__all__ = ["K8S_ARRAY_SECTION", "plugin_entries"]
+
+K8S_ARRAY_SECTION: Final[ConfigSection[K8sArrayConfig]] = ConfigSection(
+    "plugins.k8s-array", "taskplug.plugins.array._config:K8sArrayConfig"
+)
+"""The ``plugins.k8s-array`` config section (:class:`~taskplug.plugins.array.K8sArrayConfig`)."""
 
 
 async def _load(setup: SetupContext) -> ArrayPlugin:
     # Imported here, not at the top: see the module docstring.
     from taskplug.plugins.array._plugin import ArrayPlugin
 
-    config = setup.config.get(K8S_ARRAY_SECTION) if setup.config is not None else K8sArrayConfig()
+    config = setup.config.get(K8S_ARRAY_SECTION) if setup.config is not None else K8S_ARRAY_SECTION.model()
     if config.remote_cluster_config.enabled:
         raise PluginError(
             ErrorCode.PLUGIN_INITIALIZATION_FAILED,

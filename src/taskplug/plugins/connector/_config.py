@@ -15,16 +15,15 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from taskplug.core import (
-    ConfigSection,
     GoDuration,
     ResourceConstraintsSpec,
     StrictModel,
     list_of_maps_to_map,
 )
+from taskplug.plugins.connector._id import DEFAULT_SUPPORTED_TASK_TYPES
 from taskplug.webapi import PluginConfig
 
 __all__ = [
-    "CONNECTOR_SECTION",
     "DEFAULT_SERVICE_CONFIG",
     "FLYTEIDL",
     "FLYTEIDL2",
@@ -199,7 +198,7 @@ class ConnectorConfig(_CamelModel):
     )
     """Task type → deployment id; overrides what discovery found."""
     supported_task_types: tuple[str, ...] = Field(
-        default=("task_type_3", "task_type_4"), alias="supportedTaskTypes"
+        default=DEFAULT_SUPPORTED_TASK_TYPES, alias="supportedTaskTypes"
     )
     """Legacy: task types routed to the default connector when discovery did not find them."""
     poll_interval: GoDuration = Field(default=timedelta(seconds=10), alias="pollInterval")
@@ -212,6 +211,3 @@ class ConnectorConfig(_CamelModel):
         if value <= timedelta(0):
             raise ValueError("must be a positive duration such as '10s'")
         return value
-
-
-CONNECTOR_SECTION: Final = ConfigSection("plugins.connector-service", ConnectorConfig)

@@ -1,32 +1,46 @@
 """The connector plugin's registration: what the ``taskplug.plugins`` entry point loads.
 
-Discovery runs on every command (``taskplug render`` too), so this module imports only the connector's config
-section: the plugin itself — gRPC, flyteidl's admin and service messages — is imported by the loader, which
-runs only when an executor loads the plugin.
+Discovery runs on every command (``taskplug render`` too), so this module imports neither the plugin nor its
+config's models: the plugin itself — gRPC, flyteidl's admin and service messages — is imported by the loader,
+which runs only when an executor loads the plugin; the ``plugins.connector-service`` models when a command
+reads the section.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from flyteidl.core import tasks_pb2
 from google.protobuf import struct_pb2
 
-from taskplug.core import SetupContext, TaskExecutionContext
+from taskplug.core import ConfigSection, SetupContext, TaskExecutionContext
 from taskplug.k8s import PlatformPodConfig, to_k8s_pod_spec
-from taskplug.plugins.connector._config import CONNECTOR_SECTION, ConnectorConfig
-from taskplug.plugins.connector._id import ID
+from taskplug.plugins.connector._id import DEFAULT_SUPPORTED_TASK_TYPES, ID
 from taskplug.webapi import WebApiPluginEntry
 
 if TYPE_CHECKING:
+    from taskplug.plugins.connector._config import ConnectorConfig
     from taskplug.plugins.connector._plugin import ConnectorPlugin, PodSpecBuilder
 
-__all__ = ["config_from_setup", "load_connector_plugin", "pipeline_pod_spec", "plugin_entries"]
+__all__ = [
+    "CONNECTOR_SECTION",
+    "config_from_setup",
+    "load_connector_plugin",
+    "pipeline_pod_spec",
+    "plugin_entries",
+]
+
+CONNECTOR_SECTION: Final[ConfigSection[ConnectorConfig]] = ConfigSection(
+    "plugins.connector-service", "taskplug.plugins.connector._config:ConnectorConfig"
+)
+"""The ``plugins.connector-service`` config section (:class:`~taskplug.plugins.connector.ConnectorConfig`)."""
 
 
 def config_from_setup(setup: SetupContext) -> ConnectorConfig:
     """The connector section of the platform's config; the defaults when the setup carries no config."""
-    return setup.config.get(CONNECTOR_SECTION) if setup.config is not None else ConnectorConfig()
+    if setup.config is not None:
+        return setup.config.get(CONNECTOR_SECTION)
+    return CONNECTOR_SECTION.model()
 
 
 def pipeline_pod_spec(platform: PlatformPodConfig) -> PodSpecBuilder:
@@ -65,7 +79,7 @@ def plugin_entries() -> list[WebApiPluginEntry]:
     return [
         WebApiPluginEntry(
             id=ID,
-            supported_task_types=ConnectorConfig.model_fields["supported_task_types"].default,
+            supported_task_types=DEFAULT_SUPPORTED_TASK_TYPES,
             plugin_loader=load_connector_plugin,
             config_sections=(CONNECTOR_SECTION,),
         )

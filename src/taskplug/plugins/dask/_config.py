@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from taskplug.core import ConfigSection, StrictModel
+from taskplug.core import StrictModel
 from taskplug.k8s import LogConfig
 
-__all__ = ["DASK_SECTION", "DaskConfig"]
+__all__ = ["DaskConfig"]
 
 
 class DaskConfig(StrictModel):
@@ -20,6 +20,3 @@ class DaskConfig(StrictModel):
     logs: LogConfig = Field(default_factory=LogConfig)
     """Log links of the job runner pod (named ``(Dask Runner Logs)``); independent of ``plugins.logs``, with
     the same defaults."""
-
-
-DASK_SECTION = ConfigSection("plugins.dask", DaskConfig)

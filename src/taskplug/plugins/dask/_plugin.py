@@ -31,11 +31,8 @@ from taskplug.core import (
     TaskInfo,
 )
 from taskplug.k8s import (
-    K8sPluginEntry,
     K8sPluginProperties,
-    K8sPluginSetup,
     LogInput,
-    Operator,
     PlatformPodConfig,
     PluginContext,
     PluginTaskExecutionContext,
@@ -49,21 +46,18 @@ from taskplug.k8s import (
     to_k8s_pod_spec,
     to_k8s_resource_requirements,
 )
-from taskplug.plugins.dask._config import DASK_SECTION, DaskConfig
+from taskplug.plugins.dask._config import DaskConfig
 from taskplug.plugins.dask._states import CLUSTER_CREATED, DASK_JOB, FAILED, JOB_CREATED, SUCCESSFUL
 
 __all__ = [
-    "DASK_TASK_TYPE",
     "DaskPlugin",
     "build_dask_job",
     "dask_job_of",
     "dask_task_info",
     "dask_task_phase",
-    "plugin_entries",
     "worker_args",
 ]
 
-DASK_TASK_TYPE = "dask"
 WORKER_CONTAINER = "dask-worker"
 SCHEDULER_CONTAINER = "scheduler"
 JOB_RUNNER_CONTAINER = "job-runner"
@@ -345,33 +339,3 @@ class DaskPlugin:
 
     def get_task_phase(self, pctx: PluginContext, resource: KubeObject) -> PhaseInfo:
         return dask_task_phase(pctx, resource, self.config)
-
-
-def _load(setup: K8sPluginSetup) -> DaskPlugin:
-    return DaskPlugin(
-        PlatformPodConfig.from_config(setup.config, setup.pod_templates, setup.environ),
-        setup.config.get(DASK_SECTION),
-    )
-
-
-def _local_operator() -> Operator:
-    """The embedded cluster's dask operator."""
-    # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
-    from taskplug.plugins.dask._local_operator import DaskLocalOperator
-
-    return DaskLocalOperator()
-
-
-def plugin_entries() -> list[K8sPluginEntry]:
-    """The Dask plugin's registration: task type ``dask``, not a default, watching DaskJobs."""
-    return [
-        K8sPluginEntry(
-            id=DASK_TASK_TYPE,
-            registered_task_types=(DASK_TASK_TYPE,),
-            resource_to_watch=DASK_JOB,
-            load_plugin=_load,
-            is_default=False,
-            config_sections=(DASK_SECTION,),
-            local_operator=_local_operator,
-        )
-    ]

@@ -1,7 +1,9 @@
 """The kubeflow plugins (task types ``pytorch``, ``tensorflow``, ``mpi``): training-operator PyTorchJobs,
 TFJobs and MPIJobs, and a training operator for the embedded local cluster that really runs them.
 
-Its operator for the embedded cluster loads on first use: discovering plugins (every command) never imports it.
+Only the registrations (``plugin_entries`` and one per plugin) and the job kinds load at once; the plugins, their
+config's model and the operator for the embedded cluster load on first use: discovering plugins (every command)
+never imports them.
 """
 
 from __future__ import annotations
@@ -9,8 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from taskplug.core import lazy_exports
-from taskplug.plugins.kubeflow._common import LogTarget, current_condition, kubeflow_task_phase
-from taskplug.plugins.kubeflow._config import KF_OPERATOR_SECTION, KfOperatorConfig
+from taskplug.plugins.kubeflow._entries import (
+    mpi_entries,
+    plugin_entries,
+    pytorch_entries,
+    tensorflow_entries,
+)
 from taskplug.plugins.kubeflow._kinds import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -25,20 +31,11 @@ from taskplug.plugins.kubeflow._kinds import (
     TF_JOB,
     JobKind,
 )
-from taskplug.plugins.kubeflow._mpi import WORKER_SPEC_COMMAND_KEY, build_mpi_job, mpi_log_targets
-from taskplug.plugins.kubeflow._plugin import (
-    MPIPlugin,
-    PyTorchPlugin,
-    TensorFlowPlugin,
-    mpi_entries,
-    plugin_entries,
-    pytorch_entries,
-    tensorflow_entries,
-)
-from taskplug.plugins.kubeflow._pytorch import build_pytorch_job, elastic_policy, pytorch_log_targets
-from taskplug.plugins.kubeflow._tensorflow import build_tf_job, tf_log_targets
+from taskplug.plugins.kubeflow._section import KF_OPERATOR_SECTION
 
 if TYPE_CHECKING:
+    from taskplug.plugins.kubeflow._common import LogTarget, current_condition, kubeflow_task_phase
+    from taskplug.plugins.kubeflow._config import KfOperatorConfig
     from taskplug.plugins.kubeflow._local_operator import (
         CONFIG_MAP,
         SERVICE,
@@ -47,6 +44,9 @@ if TYPE_CHECKING:
         TFJobOperator,
         TrainingOperator,
     )
+    from taskplug.plugins.kubeflow._mpi import WORKER_SPEC_COMMAND_KEY, build_mpi_job, mpi_log_targets
+    from taskplug.plugins.kubeflow._plugin import MPIPlugin, PyTorchPlugin, TensorFlowPlugin
+    from taskplug.plugins.kubeflow._pytorch import build_pytorch_job, elastic_policy, pytorch_log_targets
     from taskplug.plugins.kubeflow._reconcile import (
         HOSTFILE_PATH,
         LOOPBACK,
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         reconcile_job,
         services_wanted,
     )
+    from taskplug.plugins.kubeflow._tensorflow import build_tf_job, tf_log_targets
 
 __all__ = [
     "CONFIG_MAP",
@@ -111,15 +112,30 @@ __getattr__ = lazy_exports(
         "CONFIG_MAP": "taskplug.plugins.kubeflow._local_operator",
         "HOSTFILE_PATH": "taskplug.plugins.kubeflow._reconcile",
         "LOOPBACK": "taskplug.plugins.kubeflow._reconcile",
+        "SERVICE": "taskplug.plugins.kubeflow._local_operator",
+        "WORKER_SPEC_COMMAND_KEY": "taskplug.plugins.kubeflow._mpi",
+        "KfOperatorConfig": "taskplug.plugins.kubeflow._config",
+        "LogTarget": "taskplug.plugins.kubeflow._common",
         "MPIJobOperator": "taskplug.plugins.kubeflow._local_operator",
+        "MPIPlugin": "taskplug.plugins.kubeflow._plugin",
         "Plan": "taskplug.plugins.kubeflow._reconcile",
         "PyTorchJobOperator": "taskplug.plugins.kubeflow._local_operator",
-        "SERVICE": "taskplug.plugins.kubeflow._local_operator",
+        "PyTorchPlugin": "taskplug.plugins.kubeflow._plugin",
         "ServiceWanted": "taskplug.plugins.kubeflow._reconcile",
         "TFJobOperator": "taskplug.plugins.kubeflow._local_operator",
+        "TensorFlowPlugin": "taskplug.plugins.kubeflow._plugin",
         "TrainingOperator": "taskplug.plugins.kubeflow._local_operator",
+        "build_mpi_job": "taskplug.plugins.kubeflow._mpi",
+        "build_pytorch_job": "taskplug.plugins.kubeflow._pytorch",
+        "build_tf_job": "taskplug.plugins.kubeflow._tensorflow",
+        "current_condition": "taskplug.plugins.kubeflow._common",
+        "elastic_policy": "taskplug.plugins.kubeflow._pytorch",
         "hostfile": "taskplug.plugins.kubeflow._reconcile",
+        "kubeflow_task_phase": "taskplug.plugins.kubeflow._common",
+        "mpi_log_targets": "taskplug.plugins.kubeflow._mpi",
+        "pytorch_log_targets": "taskplug.plugins.kubeflow._pytorch",
         "reconcile_job": "taskplug.plugins.kubeflow._reconcile",
         "services_wanted": "taskplug.plugins.kubeflow._reconcile",
+        "tf_log_targets": "taskplug.plugins.kubeflow._tensorflow",
     },
 )

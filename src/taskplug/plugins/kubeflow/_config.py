@@ -1,4 +1,4 @@
-"""The ``plugins.kf-operator`` config section shared by the PyTorch, TensorFlow and MPI plugins.
+"""The model of the ``plugins.kf-operator`` config section shared by the PyTorch, TensorFlow and MPI plugins.
 
 Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/common/config.go: one key, ``timeout``.
 """
@@ -9,9 +9,9 @@ from datetime import timedelta
 
 from pydantic import field_validator
 
-from taskplug.core import ConfigSection, GoDuration, StrictModel
+from taskplug.core import GoDuration, StrictModel
 
-__all__ = ["KF_OPERATOR_SECTION", "KfOperatorConfig"]
+__all__ = ["KfOperatorConfig"]
 
 
 class KfOperatorConfig(StrictModel):
@@ -28,6 +28,3 @@ class KfOperatorConfig(StrictModel):
         if value < timedelta(0):
             raise ValueError(f"must not be negative, got {value}")
         return value
-
-
-KF_OPERATOR_SECTION = ConfigSection("plugins.kf-operator", KfOperatorConfig)

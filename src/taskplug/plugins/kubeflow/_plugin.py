@@ -1,4 +1,4 @@
-"""The three kubeflow plugins (``pytorch``, ``tensorflow``, ``mpi``) and their registrations.
+"""The three kubeflow plugins (``pytorch``, ``tensorflow``, ``mpi``); their registrations are in ``_entries``.
 
 Follows the ``init()`` registrations and ``GetProperties`` / ``BuildIdentityResource`` / ``GetTaskPhase``
 of flyteplugins/go/tasks/plugins/k8s/kfoperators/{pytorch,tensorflow,mpi}: none is a
@@ -9,37 +9,28 @@ operator for the embedded cluster (``_local_operator``), so ``taskplug run`` can
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from taskplug.core import Clock, PhaseInfo, SystemClock, TaskExecutionContext, TaskExecutionMetadata
 from taskplug.k8s import (
     LOGS_SECTION,
     ErrorAggregationStrategy,
-    K8sPluginEntry,
     K8sPluginProperties,
     K8sPluginSetup,
     LogConfig,
-    Operator,
     PlatformPodConfig,
     PluginContext,
 )
 from taskplug.plugins.kubeflow._common import LogTarget, kubeflow_task_phase
-from taskplug.plugins.kubeflow._config import KF_OPERATOR_SECTION, KfOperatorConfig
+from taskplug.plugins.kubeflow._config import KfOperatorConfig
 from taskplug.plugins.kubeflow._kinds import MPI, PYTORCH, TENSORFLOW, JobKind
 from taskplug.plugins.kubeflow._mpi import build_mpi_job, mpi_log_targets
 from taskplug.plugins.kubeflow._pytorch import build_pytorch_job, pytorch_log_targets
+from taskplug.plugins.kubeflow._section import KF_OPERATOR_SECTION
 from taskplug.plugins.kubeflow._tensorflow import build_tf_job, tf_log_targets
 
-__all__ = [
-    "MPIPlugin",
-    "PyTorchPlugin",
-    "TensorFlowPlugin",
-    "mpi_entries",
-    "plugin_entries",
-    "pytorch_entries",
-    "tensorflow_entries",
-]
+__all__ = ["MPIPlugin", "PyTorchPlugin", "TensorFlowPlugin"]
 
 KubeObject = dict[str, Any]
 
@@ -135,49 +126,3 @@ class MPIPlugin(_KubeflowPlugin):
 
     def build_resource(self, tctx: TaskExecutionContext) -> KubeObject:
         return build_mpi_job(tctx, platform=self.platform)
-
-
-def _operator(name: str) -> Callable[[], Operator]:
-    """A factory of the training operator for one job kind (``PyTorchJobOperator``, ...)."""
-
-    def make() -> Operator:
-        # Imported when `taskplug run` registers it on the embedded cluster: discovery never loads it.
-        from taskplug.plugins.kubeflow import _local_operator
-
-        operator: Operator = getattr(_local_operator, name)()
-        return operator
-
-    return make
-
-
-def _entry(plugin: type[_KubeflowPlugin], operator: Callable[[], Operator]) -> K8sPluginEntry:
-    kind = plugin.kind
-    return K8sPluginEntry(
-        id=kind.task_type,
-        registered_task_types=(kind.task_type,),
-        resource_to_watch=kind.resource,
-        load_plugin=plugin.load,
-        is_default=False,
-        config_sections=(KF_OPERATOR_SECTION,),
-        local_operator=operator,
-    )
-
-
-def pytorch_entries() -> list[K8sPluginEntry]:
-    """The PyTorch plugin's registration: id and task type ``pytorch``, watching PyTorchJobs."""
-    return [_entry(PyTorchPlugin, _operator("PyTorchJobOperator"))]
-
-
-def tensorflow_entries() -> list[K8sPluginEntry]:
-    """The TensorFlow plugin's registration: id and task type ``tensorflow``, watching TFJobs."""
-    return [_entry(TensorFlowPlugin, _operator("TFJobOperator"))]
-
-
-def mpi_entries() -> list[K8sPluginEntry]:
-    """The MPI plugin's registration: id and task type ``mpi``, watching MPIJobs."""
-    return [_entry(MPIPlugin, _operator("MPIJobOperator"))]
-
-
-def plugin_entries() -> list[K8sPluginEntry]:
-    """The three registrations (ids and task types ``pytorch``, ``tensorflow``, ``mpi``); none a default."""
-    return [*pytorch_entries(), *tensorflow_entries(), *mpi_entries()]

@@ -13,11 +13,10 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from taskplug.core import ConfigSection, StrictModel, StrMap
+from taskplug.core import StrictModel, StrMap
 from taskplug.k8s import LogConfig, TemplateLogPluginConfig
 
 __all__ = [
-    "RAY_SECTION",
     "RayAuthConfig",
     "RayConfig",
     "RayDefaultsConfig",
@@ -153,6 +152,3 @@ class RayConfig(StrictModel):
     def worker_ip_address(self) -> str:
         """``defaults.workerNode.ipAddress``, or the deprecated ``nodeIPAddress`` when that is empty."""
         return self.defaults.worker_node.ip_address or self.node_ip_address
-
-
-RAY_SECTION = ConfigSection("plugins.ray", RayConfig)

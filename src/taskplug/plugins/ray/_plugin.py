@@ -36,11 +36,8 @@ from taskplug.core import (
     TaskInfo,
 )
 from taskplug.k8s import (
-    K8sPluginEntry,
     K8sPluginProperties,
-    K8sPluginSetup,
     LogInput,
-    Operator,
     PlatformPodConfig,
     PluginContext,
     add_tolerations_for_extended_resources,
@@ -55,7 +52,7 @@ from taskplug.k8s import (
     to_k8s_pod_spec,
     to_k8s_resource_requirements,
 )
-from taskplug.plugins.ray._config import RAY_SECTION, RayConfig, RayLogConfig
+from taskplug.plugins.ray._config import RayConfig, RayLogConfig
 from taskplug.plugins.ray._states import (
     COMPLETE,
     FAILED,
@@ -73,11 +70,9 @@ from taskplug.plugins.ray._states import (
 
 __all__ = [
     "GENERATED_NAME_MAX_LENGTH",
-    "RAY_TASK_TYPE",
     "RayPlugin",
     "build_ray_job",
     "head_start_params",
-    "plugin_entries",
     "ray_job_of",
     "ray_task_info",
     "ray_task_phase",
@@ -85,7 +80,6 @@ __all__ = [
     "worker_start_params",
 ]
 
-RAY_TASK_TYPE = "ray"
 GENERATED_NAME_MAX_LENGTH = 47
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
@@ -563,33 +557,3 @@ class RayPlugin:
 
     def get_task_phase(self, pctx: PluginContext, resource: KubeObject) -> PhaseInfo:
         return ray_task_phase(pctx, resource, self.config)
-
-
-def _load(setup: K8sPluginSetup) -> RayPlugin:
-    return RayPlugin(
-        PlatformPodConfig.from_config(setup.config, setup.pod_templates, setup.environ),
-        setup.config.get(RAY_SECTION),
-    )
-
-
-def _local_operator() -> Operator:
-    """The embedded cluster's KubeRay operator."""
-    # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
-    from taskplug.plugins.ray._local_operator import RayLocalOperator
-
-    return RayLocalOperator()
-
-
-def plugin_entries() -> list[K8sPluginEntry]:
-    """The Ray plugin's registration: task type ``ray``, not a default, watching RayJobs."""
-    return [
-        K8sPluginEntry(
-            id=RAY_TASK_TYPE,
-            registered_task_types=(RAY_TASK_TYPE,),
-            resource_to_watch=RAY_JOB,
-            load_plugin=_load,
-            is_default=False,
-            config_sections=(RAY_SECTION,),
-            local_operator=_local_operator,
-        )
-    ]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from taskplug.core import ConfigSection, StrictModel, StrMap
+from taskplug.core import StrictModel, StrMap
 from taskplug.k8s import LogConfig
 
-__all__ = ["SPARK_SECTION", "SparkConfig", "SparkFeature", "SparkLogConfig", "UnsetLogConfig"]
+__all__ = ["SparkConfig", "SparkFeature", "SparkLogConfig", "UnsetLogConfig"]
 
 DEFAULT_MIXED_TEMPLATE_URI = (
     "http://localhost:30082/#!/log/{{ .namespace }}/{{ .podName }}/pod?namespace={{ .namespace }}"
@@ -75,6 +75,3 @@ class SparkConfig(StrictModel):
     """Optional features a task switches on by name."""
     logs: SparkLogConfig = Field(default_factory=SparkLogConfig)
     """Log links of Spark applications."""
-
-
-SPARK_SECTION = ConfigSection("plugins.spark", SparkConfig)

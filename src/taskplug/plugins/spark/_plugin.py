@@ -32,12 +32,9 @@ from taskplug.core import (
 )
 from taskplug.k8s import (
     K8sPluginConfig,
-    K8sPluginEntry,
     K8sPluginProperties,
-    K8sPluginSetup,
     LogConfig,
     LogInput,
-    Operator,
     PlatformPodConfig,
     PluginContext,
     PluginTaskExecutionContext,
@@ -50,7 +47,7 @@ from taskplug.k8s import (
     task_logs,
     to_k8s_pod_spec,
 )
-from taskplug.plugins.spark._config import SPARK_SECTION, SparkConfig
+from taskplug.plugins.spark._config import SparkConfig
 from taskplug.plugins.spark._states import (
     COMPLETED_STATE,
     FAILED_STATE,
@@ -63,16 +60,13 @@ from taskplug.plugins.spark._states import (
 
 __all__ = [
     "SPARK_APPLICATION",
-    "SPARK_TASK_TYPE",
     "SparkPlugin",
     "build_spark_application",
-    "plugin_entries",
     "spark_conf",
     "spark_task_info",
     "spark_task_phase",
 ]
 
-SPARK_TASK_TYPE = "spark"
 
 DEFAULT_SERVICE_ACCOUNT = "spark"
 SUBMISSION_FAILURE_RETRIES = 14
@@ -480,35 +474,3 @@ class SparkPlugin:
 
     def get_task_phase(self, pctx: PluginContext, resource: KubeObject) -> PhaseInfo:
         return spark_task_phase(pctx, resource, self.config)
-
-
-def _load(setup: K8sPluginSetup) -> SparkPlugin:
-    return SparkPlugin(
-        PlatformPodConfig.from_config(setup.config, setup.pod_templates, setup.environ),
-        setup.config.get(SPARK_SECTION),
-        setup.clock,
-    )
-
-
-def _local_operator() -> Operator:
-    """The embedded cluster's spark-operator: a driver pod per SparkApplication, running Spark in local mode
-    (the process kubelet runs it; the simulated kubelet steps it through its phases, needing no Spark)."""
-    # Imported when `taskplug run` registers it on the embedded cluster: discovery (every command) never loads it.
-    from taskplug.plugins.spark._local_driver import SparkDriverOperator
-
-    return SparkDriverOperator()
-
-
-def plugin_entries() -> list[K8sPluginEntry]:
-    """The Spark plugin's registration: task type ``spark``, not a default, watching SparkApplications."""
-    return [
-        K8sPluginEntry(
-            id=SPARK_TASK_TYPE,
-            registered_task_types=(SPARK_TASK_TYPE,),
-            resource_to_watch=SPARK_APPLICATION,
-            load_plugin=_load,
-            is_default=False,
-            config_sections=(SPARK_SECTION,),
-            local_operator=_local_operator,
-        )
-    ]
