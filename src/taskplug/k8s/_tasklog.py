@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 # The core package's computed __all__ hides its names from mypy; import from the defining modules.
@@ -305,6 +305,14 @@ def parse_k8s_time(value: Any) -> datetime | None:
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise ValueError(f"expected an RFC3339 timestamp, got {value!r}")
+    return _parse_time_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_time_text(value: str) -> datetime:
+    # Remembered by text: a pod's few times are read again at every round of its task (status, log links,
+    # the observed-object check), by every task in flight. A datetime is immutable, so sharing it is safe;
+    # a malformed text raises every time (lru_cache keeps no exceptions).
     # Python keeps microseconds; Kubernetes may send nanoseconds (the API's own times have no fraction).
     text = value.strip()
     if "." in text:
@@ -320,8 +328,14 @@ def _unix_and_rfc3339(t: datetime | None) -> tuple[int, str]:
     if t is None:
         return _GO_ZERO_UNIX, _GO_ZERO_RFC3339
     seconds = int(t.timestamp() // 1)
+    return seconds, _rfc3339_of(seconds)
+
+
+@lru_cache(maxsize=1024)
+def _rfc3339_of(seconds: int) -> str:
+    # Remembered by the second: every task in flight renders its links with the same few seconds.
     # Deviation: Go formats in propeller's local zone; UTC is what a propeller in a container shows anyway.
-    return seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def logs_for_container_in_pod(
