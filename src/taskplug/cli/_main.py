@@ -16,6 +16,7 @@ import click
 
 from taskplug import __version__
 from taskplug.cli._interrupts import install_early, settle
+from taskplug.cli._process import is_the_command
 
 __all__ = ["COMMANDS", "cli", "main"]
 
@@ -91,22 +92,11 @@ def main() -> None:
         finally:
             settle()
     except SystemExit as done:
-        if not _is_the_command():
+        if not is_the_command():
             raise
         code = done.code
-    if _is_the_command():
+    if is_the_command():
         _end(code)
-
-
-def _is_the_command() -> bool:
-    """Whether this process is the ``taskplug`` command (its console script, or ``python -m taskplug.cli``),
-    not a program that calls :func:`main` and goes on."""
-    main_module = sys.modules.get("__main__")
-    spec = getattr(main_module, "__spec__", None)
-    if spec is not None and spec.name == "taskplug.cli.__main__":
-        return True
-    path = getattr(main_module, "__file__", None)
-    return isinstance(path, str) and os.path.basename(path) == "taskplug"
 
 
 def _end(code: object) -> NoReturn:
