@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from taskplug.cli._cluster_options import cluster_options, kube_client
+from taskplug.cli._process import tune_collector_for_executor
 from taskplug.cli._store import PASSWORD_HELP, check_store, store_error, warn_if_password
 from taskplug.core import SpecError
 from taskplug.executor import Platform, executor_settings
@@ -120,6 +121,7 @@ def executor(
         logging.getLogger("taskplug").setLevel(logging.INFO)
     try:
         platform = Platform.load(config_path, pod_template_paths=pod_templates)
+        tune_collector_for_executor()
         asyncio.run(_serve(store, platform, kubeconfig, cluster_mode, settings))
     except SpecError as e:
         fail(str(e))

@@ -7,18 +7,16 @@ one table of commands is :data:`COMMANDS`; ``tests/cli`` checks that its summari
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import importlib
 import os
 import sys
-from collections.abc import Iterator
 from typing import NoReturn
 
 import click
 
 from taskplug import __version__
 from taskplug.cli._interrupts import install_early, settle
+from taskplug.cli._process import collector_paused, is_the_command
 
 __all__ = ["COMMANDS", "cli", "main"]
 
@@ -70,7 +68,7 @@ class _LazyGroup(click.Group):
         if target is None:
             return None
         module, _, attribute = target[0].partition(":")
-        with _collector_paused():
+        with collector_paused():
             command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
         return command
@@ -95,45 +93,11 @@ def main() -> None:
         finally:
             settle()
     except SystemExit as done:
-        if not _is_the_command():
+        if not is_the_command():
             raise
         code = done.code
-    if _is_the_command():
+    if is_the_command():
         _end(code)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """As the ``taskplug`` command: no cyclic garbage collection while a command's module is imported, and
-    what the import made frozen (:func:`gc.freeze`) when it ends.
-
-    Importing a command allocates some hundred thousand objects that live as long as the process (modules,
-    classes, functions, pydantic's and protobuf's descriptors) and next to no garbage; the collector,
-    triggered every 700 allocations, would walk them again and again (a tenth of ``taskplug render``'s time),
-    and every full collection of the command's own work after it would walk them once more. Frozen, they are
-    left alone; they are still freed by reference counting, and a cycle among them (none is expected) stays
-    until the process ends. A program that calls :func:`main` and goes on keeps its collector as it is.
-    """
-    if not _is_the_command() or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
-
-
-def _is_the_command() -> bool:
-    """Whether this process is the ``taskplug`` command (its console script, or ``python -m taskplug.cli``),
-    not a program that calls :func:`main` and goes on."""
-    main_module = sys.modules.get("__main__")
-    spec = getattr(main_module, "__spec__", None)
-    if spec is not None and spec.name == "taskplug.cli.__main__":
-        return True
-    path = getattr(main_module, "__file__", None)
-    return isinstance(path, str) and os.path.basename(path) == "taskplug"
 
 
 def _end(code: object) -> NoReturn:

@@ -58,6 +58,7 @@ from taskplug.cli._hints import unsupported_task_type_hint
 from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
+from taskplug.cli._process import tune_collector_for_executor
 from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
 from taskplug.cli._text import error_text
 from taskplug.cli._workflow_view import NodeOutline, failed_result_nodes, walk_result_nodes, workflow_outline
@@ -607,6 +608,7 @@ def run(
                     raise
             if overwrite_cache:
                 loaded = dataclasses.replace(loaded, overwrite_cache=True)
+            tune_collector_for_executor()
             result, finished = asyncio.run(
                 _run(
                     platform,

@@ -57,27 +57,27 @@ class ObservedObjectError(SpecError):
 def validate_pod(pod: Any) -> None:
     """Raise :class:`ObservedObjectError` naming the first field of ``pod`` the status helpers cannot read."""
     # Imported here: the model loads when an object is first read, not with every command (render reads none).
-    from taskplug.k8s._observed_model import ObservedPod
+    from taskplug.k8s._observed_model import observed_pod
 
-    _validate(lambda: ObservedPod.model_validate(_as_dict(pod, "")), (), pod)
+    _validate(lambda: observed_pod().validate_python(_as_dict(pod, "")), (), pod)
 
 
 def validate_pod_status(status: Any) -> None:
     """The same check for a Pod's ``status`` alone (the ``demystify_*`` helpers take one)."""
     # Imported here: the model loads when an object is first read, not with every command (render reads none).
-    from taskplug.k8s._observed_model import PodStatus
+    from taskplug.k8s._observed_model import pod_status
 
-    _validate(lambda: PodStatus.model_validate(_as_dict(status, "status")), ("status",), None)
+    _validate(lambda: pod_status().validate_python(_as_dict(status, "status")), ("status",), None)
 
 
 def validate_container_statuses(statuses: Any) -> None:
     """The same check for a list of container statuses (``status.containerStatuses``)."""
     # Imported here: the model loads when an object is first read, not with every command (render reads none).
-    from taskplug.k8s._observed_model import CONTAINER_STATUSES
+    from taskplug.k8s._observed_model import container_statuses
 
     if isinstance(statuses, Sequence) and not isinstance(statuses, list | str | bytes):
         statuses = list(statuses)
-    _validate(lambda: CONTAINER_STATUSES.validate_python(statuses), ("status", "containerStatuses"), None)
+    _validate(lambda: container_statuses().validate_python(statuses), ("status", "containerStatuses"), None)
 
 
 def _as_dict(value: Any, path: str) -> Any:

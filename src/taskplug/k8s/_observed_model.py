@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import cache, lru_cache
 from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, with_config
+from typing_extensions import TypedDict
 
 from taskplug.k8s._field_errors import INT32_MAX, INT32_MIN, json_type, shown
 from taskplug.k8s._tasklog import parse_k8s_time
 
-__all__ = ["CONTAINER_STATUSES", "ObservedPod", "PodStatus"]
+__all__ = ["ObservedPod", "PodStatus", "container_statuses", "observed_pod", "pod_status"]
 
 # metav1.Time decodes with time.Parse(time.RFC3339, ...): a date, a time and a zone, nothing else.
 _RFC3339: Final = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
@@ -26,6 +28,14 @@ def _time(value: Any) -> Any:
         return value
     if not isinstance(value, str):
         raise ValueError(f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, got {json_type(value)}")
+    _check_time_text(value)
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _check_time_text(value: str) -> None:
+    # Remembered by text: a pod's few times are checked again at every round of its task, and every task in
+    # flight shares the same seconds. Only a good time is remembered (lru_cache keeps no exceptions).
     if _RFC3339.fullmatch(value) is None:
         raise ValueError(f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, got {shown(value)}")
     try:
@@ -35,93 +45,114 @@ def _time(value: Any) -> Any:
             parsed.astimezone(UTC)
     except (ValueError, OverflowError):
         raise ValueError(f"is not a valid time: {shown(value)}") from None
-    return value
 
 
 Time = Annotated[Any, AfterValidator(_time)]
 Int32 = Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)]
 
-
-class _Observed(BaseModel):
-    # defer_build: the validators are built on first use, not when a command imports the module.
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, defer_build=True)
-
-
-class ContainerStateWaiting(_Observed):
-    reason: str | None = None
-    message: str | None = None
+# Every part is a TypedDict, not a BaseModel: the check only has to pass or name a field, and validating into
+# plain dicts costs a third of building a model instance per part (a pod is checked at every round of its
+# task). Keys are the API's JSON names; a missing key, or null, is a value left unset.
+_STRICT: Final = ConfigDict(extra="ignore", strict=True)
 
 
-class ContainerStateRunning(_Observed):
-    started_at: Time = Field(None, alias="startedAt")
+@with_config(_STRICT)
+class ContainerStateWaiting(TypedDict, total=False):
+    reason: str | None
+    message: str | None
 
 
-class ContainerStateTerminated(_Observed):
-    exit_code: Int32 | None = Field(None, alias="exitCode")
-    reason: str | None = None
-    message: str | None = None
-    finished_at: Time = Field(None, alias="finishedAt")
+@with_config(_STRICT)
+class ContainerStateRunning(TypedDict, total=False):
+    startedAt: Time
 
 
-class ContainerState(_Observed):
-    waiting: ContainerStateWaiting | None = None
-    running: ContainerStateRunning | None = None
-    terminated: ContainerStateTerminated | None = None
+@with_config(_STRICT)
+class ContainerStateTerminated(TypedDict, total=False):
+    exitCode: Int32 | None
+    reason: str | None
+    message: str | None
+    finishedAt: Time
 
 
-class ContainerStatus(_Observed):
-    name: str | None = None
-    ready: bool | None = None
-    state: ContainerState | None = None
-    last_state: ContainerState | None = Field(None, alias="lastState")
-    container_id: str | None = Field(None, alias="containerID")
+@with_config(_STRICT)
+class ContainerState(TypedDict, total=False):
+    waiting: ContainerStateWaiting | None
+    running: ContainerStateRunning | None
+    terminated: ContainerStateTerminated | None
 
 
-class PodCondition(_Observed):
-    type: str | None = None
-    status: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    last_transition_time: Time = Field(None, alias="lastTransitionTime")
+@with_config(_STRICT)
+class ContainerStatus(TypedDict, total=False):
+    name: str | None
+    ready: bool | None
+    state: ContainerState | None
+    lastState: ContainerState | None
+    containerID: str | None
 
 
-class PodStatus(_Observed):
-    phase: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    conditions: list[PodCondition] | None = None
-    container_statuses: list[ContainerStatus] | None = Field(None, alias="containerStatuses")
-    init_container_statuses: list[ContainerStatus] | None = Field(None, alias="initContainerStatuses")
-    ephemeral_container_statuses: list[ContainerStatus] | None = Field(
-        None, alias="ephemeralContainerStatuses"
-    )
+@with_config(_STRICT)
+class PodCondition(TypedDict, total=False):
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    lastTransitionTime: Time
 
 
-class Container(_Observed):
-    name: str | None = None
+@with_config(_STRICT)
+class PodStatus(TypedDict, total=False):
+    phase: str | None
+    reason: str | None
+    message: str | None
+    conditions: list[PodCondition] | None
+    containerStatuses: list[ContainerStatus] | None
+    initContainerStatuses: list[ContainerStatus] | None
+    ephemeralContainerStatuses: list[ContainerStatus] | None
 
 
-class PodSpec(_Observed):
-    containers: list[Container] | None = None
-    hostname: str | None = None
-    node_name: str | None = Field(None, alias="nodeName")
+@with_config(_STRICT)
+class Container(TypedDict, total=False):
+    name: str | None
 
 
-class ObjectMeta(_Observed):
-    name: str | None = None
-    namespace: str | None = None
-    uid: str | None = None
-    annotations: dict[str, str] | None = None
-    creation_timestamp: Time = Field(None, alias="creationTimestamp")
-    deletion_timestamp: Time = Field(None, alias="deletionTimestamp")
+@with_config(_STRICT)
+class PodSpec(TypedDict, total=False):
+    containers: list[Container] | None
+    hostname: str | None
+    nodeName: str | None
 
 
-class ObservedPod(_Observed):
+@with_config(_STRICT)
+class ObjectMeta(TypedDict, total=False):
+    name: str | None
+    namespace: str | None
+    uid: str | None
+    annotations: dict[str, str] | None
+    creationTimestamp: Time
+    deletionTimestamp: Time
+
+
+@with_config(_STRICT)
+class ObservedPod(TypedDict, total=False):
     """The fields of a Pod that ``taskplug.k8s``'s status helpers and log links read."""
 
-    metadata: ObjectMeta | None = None
-    spec: PodSpec | None = None
-    status: PodStatus | None = None
+    metadata: ObjectMeta | None
+    spec: PodSpec | None
+    status: PodStatus | None
 
 
-CONTAINER_STATUSES: Final = TypeAdapter(list[ContainerStatus], config=ConfigDict(strict=True))
+# The validators are built on first use, not when the module is imported.
+@cache
+def observed_pod() -> TypeAdapter[ObservedPod]:
+    return TypeAdapter(ObservedPod)
+
+
+@cache
+def pod_status() -> TypeAdapter[PodStatus]:
+    return TypeAdapter(PodStatus)
+
+
+@cache
+def container_statuses() -> TypeAdapter[list[ContainerStatus]]:
+    return TypeAdapter(list[ContainerStatus], config=ConfigDict(strict=True))

@@ -11,10 +11,10 @@ braces optional. A variable whose value is empty is left in the link as written,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 # The core package's computed __all__ hides its names from mypy; import from the defining modules.
@@ -175,56 +175,80 @@ def _task_config_regex(name: str) -> re.Pattern[str]:
 
 _TASK_CONFIG_VAR = re.compile(r"\{\{\s*.taskConfig[.$]([a-zA-Z_]+)\s*\}\}", re.IGNORECASE)
 
-_Vars = list[tuple[re.Pattern[str], str]]
+_Var = tuple[re.Pattern[str], str]
+
+
+class _Vars:
+    """A link's template variables in substitution order, made as far as the renderings read them.
+
+    Most links have nothing left to substitute after their first few variables (a rendering stops at the
+    first text without ``{{``), while some 25 were made for every link of every round of every task."""
+
+    __slots__ = ("_made", "_rest")
+
+    def __init__(self, variables: Iterator[_Var]) -> None:
+        self._made: list[_Var] = []
+        self._rest = variables
+
+    def __iter__(self) -> Iterator[_Var]:
+        made = self._made
+        index = 0
+        while True:
+            if index < len(made):
+                yield made[index]
+                index += 1
+                continue
+            variable = next(self._rest, None)
+            if variable is None:
+                return
+            made.append(variable)
+
+    def append(self, variable: _Var) -> None:
+        """Add ``variable`` after all the others."""
+        self._made.extend(self._rest)
+        self._made.append(variable)
 
 
 def _template_vars(inp: LogInput) -> _Vars:
+    return _Vars(_variables_in_order(inp))
+
+
+def _variables_in_order(inp: LogInput) -> Iterator[_Var]:
     # The order matters: substitution is sequential, so a value that itself contains a later variable
     # (e.g. a log name with "{{ .podName }}") is expanded, as in Flyte.
-    out: _Vars = [(_var_regex("logName"), inp.log_name)]
+    yield (_var_regex("logName"), inp.log_name)
     if inp.extra_vars:
-        out.extend((_var_regex(k), v) for k, v in inp.extra_vars.items())
+        yield from ((_var_regex(k), v) for k, v in inp.extra_vars.items())
     # Runtimes report "containerd://<id>"; fluentd strips the scheme before naming the log stream.
     parts = inp.container_id.split("://")
     container_id = parts[1] if len(parts) > 1 else inp.container_id
-    out += [
-        (_var_regex("podName"), inp.pod_name),
-        (_var_regex("podUID"), inp.pod_uid),
-        (_var_regex("namespace"), inp.namespace),
-        (_var_regex("containerName"), inp.container_name),
-        (_var_regex("containerID"), container_id),
-        (_var_regex("hostname"), inp.hostname),
-        (_var_regex("nodeName"), inp.node_name),
-    ]
+    yield (_var_regex("podName"), inp.pod_name)
+    yield (_var_regex("podUID"), inp.pod_uid)
+    yield (_var_regex("namespace"), inp.namespace)
+    yield (_var_regex("containerName"), inp.container_name)
+    yield (_var_regex("containerID"), container_id)
+    yield (_var_regex("hostname"), inp.hostname)
+    yield (_var_regex("nodeName"), inp.node_name)
     tid = inp.task_execution_id
     if tid is not None:
         ident = tid.id
-        out += [
-            (_var_regex("nodeID"), tid.unique_node_id),
-            (_var_regex("generatedName"), tid.generated_name),
-            (_var_regex("taskRetryAttempt"), str(ident.retry_attempt)),
-        ]
+        yield (_var_regex("nodeID"), tid.unique_node_id)
+        yield (_var_regex("generatedName"), tid.generated_name)
+        yield (_var_regex("taskRetryAttempt"), str(ident.retry_attempt))
         if ident.HasField("task_id"):
-            out += [
-                (_var_regex("taskID"), ident.task_id.name),
-                (_var_regex("taskVersion"), ident.task_id.version),
-                (_var_regex("taskProject"), ident.task_id.project),
-                (_var_regex("taskDomain"), ident.task_id.domain),
-            ]
+            yield (_var_regex("taskID"), ident.task_id.name)
+            yield (_var_regex("taskVersion"), ident.task_id.version)
+            yield (_var_regex("taskProject"), ident.task_id.project)
+            yield (_var_regex("taskDomain"), ident.task_id.domain)
         if ident.HasField("node_execution_id") and ident.node_execution_id.HasField("execution_id"):
             execution = ident.node_execution_id.execution_id
-            out += [
-                (_var_regex("executionName"), execution.name),
-                (_var_regex("executionProject"), execution.project),
-                (_var_regex("executionDomain"), execution.domain),
-            ]
-    out += [
-        (_var_regex("podRFC3339StartTime"), inp.pod_rfc3339_start_time),
-        (_var_regex("podRFC3339FinishTime"), inp.pod_rfc3339_finish_time),
-        (_var_regex("podUnixStartTime"), str(inp.pod_unix_start_time)),
-        (_var_regex("podUnixFinishTime"), str(inp.pod_unix_finish_time)),
-    ]
-    return out
+            yield (_var_regex("executionName"), execution.name)
+            yield (_var_regex("executionProject"), execution.project)
+            yield (_var_regex("executionDomain"), execution.domain)
+    yield (_var_regex("podRFC3339StartTime"), inp.pod_rfc3339_start_time)
+    yield (_var_regex("podRFC3339FinishTime"), inp.pod_rfc3339_finish_time)
+    yield (_var_regex("podUnixStartTime"), str(inp.pod_unix_start_time))
+    yield (_var_regex("podUnixFinishTime"), str(inp.pod_unix_finish_time))
 
 
 def _render(template: str, variables: _Vars) -> str:
@@ -305,6 +329,14 @@ def parse_k8s_time(value: Any) -> datetime | None:
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
         raise ValueError(f"expected an RFC3339 timestamp, got {value!r}")
+    return _parse_time_text(value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_time_text(value: str) -> datetime:
+    # Remembered by text: a pod's few times are read again at every round of its task (status, log links,
+    # the observed-object check), by every task in flight. A datetime is immutable, so sharing it is safe;
+    # a malformed text raises every time (lru_cache keeps no exceptions).
     # Python keeps microseconds; Kubernetes may send nanoseconds (the API's own times have no fraction).
     text = value.strip()
     if "." in text:
@@ -320,8 +352,14 @@ def _unix_and_rfc3339(t: datetime | None) -> tuple[int, str]:
     if t is None:
         return _GO_ZERO_UNIX, _GO_ZERO_RFC3339
     seconds = int(t.timestamp() // 1)
+    return seconds, _rfc3339_of(seconds)
+
+
+@lru_cache(maxsize=1024)
+def _rfc3339_of(seconds: int) -> str:
+    # Remembered by the second: every task in flight renders its links with the same few seconds.
     # Deviation: Go formats in propeller's local zone; UTC is what a propeller in a container shows anyway.
-    return seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def logs_for_container_in_pod(
