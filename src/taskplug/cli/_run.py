@@ -30,9 +30,10 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import functools
 import hashlib
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -577,34 +578,34 @@ def run(
         click.get_current_context().call_on_close(interrupts.uninstall)
     # Only as the `taskplug` command (main() installed the handler): a program invoking `run` is not forked.
     warm = not own and is_module(spec) and kubeconfig is None and cluster_mode == "process"
+    load = functools.partial(
+        _load,
+        spec,
+        config_path=config_path,
+        pod_templates=pod_templates,
+        kubeconfig=kubeconfig,
+        images=images,
+        project=project,
+        domain=domain,
+        execution_name=execution_name,
+        environment=environment,
+    )
     try:
         with contextlib.ExitStack() as forked:
-            # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
-            with interrupts.deferred():
-                loaded, platform, rename = _load(
-                    spec,
-                    config_path=config_path,
-                    pod_templates=pod_templates,
-                    kubeconfig=kubeconfig,
-                    images=images,
-                    project=project,
-                    domain=domain,
-                    execution_name=execution_name,
-                    environment=environment,
-                    platform_later=warm,
+            zygote: Zygote | None = None
+            if warm:
+                zygote, loaded, platform, rename = _load_in_zygote(
+                    forked,
+                    interrupts,
+                    load_spec=lambda: _without_platform(load(platform_later=True)),
+                    load_platform=lambda: Platform.load(config_path, pod_template_paths=pod_templates),
                 )
-            # The zygote forks as soon as the task is serialized (and outside the deferral, whose helper thread
-            # must not be running at a fork): it imports what pyflyte-execute needs while this process loads the
-            # plugins and starts the cluster.
-            zygote = forked.enter_context(_zygote(warm))
-            if platform is None:
-                try:
-                    with interrupts.deferred():
-                        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-                except BaseException:
-                    if zygote is not None:
-                        zygote.close(timeout=0)  # nothing forked from it yet: its imports are not waited for
-                    raise
+            else:
+                # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
+                with interrupts.deferred():
+                    loaded, maybe_platform, rename = load()
+                assert maybe_platform is not None
+                platform = maybe_platform
             if overwrite_cache:
                 loaded = dataclasses.replace(loaded, overwrite_cache=True)
             result, finished = asyncio.run(
@@ -637,18 +638,43 @@ def run(
     _print_result(result, fmt, stored=finished is not None)
 
 
-@contextlib.contextmanager
-def _zygote(warm: bool) -> Iterator[Zygote | None]:
-    """With ``warm``, the embedded cluster's kubelet forks the task's ``pyflyte-execute`` from this process as
-    it is now — flytekit and the user's module imported, the task serialized, before any thread or the event
-    loop starts — instead of starting a new interpreter that imports them again (localcluster/_zygote.py)."""
-    if not warm:
-        yield None
-        return
-    from taskplug.localcluster import FLYTEKIT_PRELOAD, Zygote
+def _load_in_zygote(
+    stack: contextlib.ExitStack,
+    interrupts: Interrupts,
+    *,
+    load_spec: Callable[[], tuple[ExecutionSpec, str]],
+    load_platform: Callable[[], Platform],
+) -> tuple[Zygote, ExecutionSpec, Platform, str]:
+    """The spec loaded in the zygote while this process loads the platform. The zygote is forked now, before
+    flytekit is imported; it imports flytekit and the user's module and serializes the task (``load_spec``),
+    hands the spec back, and the embedded cluster's kubelet then forks the task's ``pyflyte-execute`` from it
+    instead of starting a new interpreter that imports them again (localcluster/_zygote.py). This process never
+    imports flytekit. A module or task that cannot be loaded is reported by the zygote's copy of this process,
+    which goes on from the fork with the error as this process would have; this one ends with its exit code,
+    before a refusal of the platform's config (reported in that order without the fork too)."""
+    from taskplug.localcluster import FLYTEKIT_PRELOAD, PrepareFailed, Zygote
 
-    with Zygote.fork(preload=FLYTEKIT_PRELOAD) as zygote:
-        yield zygote
+    zygote = stack.enter_context(Zygote.fork(preload=FLYTEKIT_PRELOAD, prepare=load_spec))
+    refused: BaseException | None = None
+    try:
+        # The plugins are imported here: see cli/_interrupts.py.
+        with interrupts.deferred():
+            platform = load_platform()
+    except BaseException as e:
+        refused = e
+    try:
+        loaded, rename = zygote.prepared()
+    except PrepareFailed as failed:
+        sys.exit(failed.exit_code if failed.exit_code >= 0 else 128 - failed.exit_code)
+    if refused is not None:
+        zygote.close(timeout=0)  # nothing forked from it yet: its imports are not waited for
+        raise refused
+    return zygote, loaded, platform, rename
+
+
+def _without_platform(loaded: tuple[ExecutionSpec, Platform | None, str]) -> tuple[ExecutionSpec, str]:
+    spec, _, rename = loaded
+    return spec, rename
 
 
 _LOG_LINES = 20
