@@ -15,6 +15,7 @@ import textwrap
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -276,7 +277,10 @@ def test_the_zygote_its_containers_and_their_processes_die_with_the_process_that
         parent.wait()
 
 
-async def test_closing_the_zygote_kills_the_containers_it_still_runs(modules: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", [False, True], ids=["closed", "released then closed"])
+async def test_closing_the_zygote_kills_the_containers_it_still_runs(
+    modules: Path, tmp_path: Path, release: bool
+) -> None:
     zygote = Zygote.fork()
     try:
         log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
@@ -287,9 +291,13 @@ async def test_closing_the_zygote_kills_the_containers_it_still_runs(modules: Pa
         assert child is not None
         await _until(lambda: (tmp_path / "log").read_text().count("\n") >= 2)
         assert alive(child.pid)
+        if release:  # the zygote ends on its own, while this process goes on; close only reaps it
+            zygote.release()
+            assert await child.wait() == -signal.SIGKILL
         await asyncio.to_thread(zygote.close)
         assert await child.wait() == -signal.SIGKILL
         assert not alive(child.pid)
+        assert not alive(zygote.pid)
     finally:
         zygote.close()
     # A closed zygote takes nothing: the kubelet execs instead.
@@ -324,7 +332,8 @@ async def test_what_prepare_returns_is_handed_back_and_the_containers_have_what_
     def prepare() -> dict[str, Any]:
         import zygote_prepared  # noqa: F401  (imported in the zygote only)
 
-        return {"pid": os.getpid(), "sid": os.getsid(0)}
+        # A read-only mapping (as a compiled workflow bundle holds) is handed back too.
+        return {"pid": os.getpid(), "sid": os.getsid(0), "frozen": MappingProxyType({"a": 1})}
 
     (modules / "zygote_prepared.py").write_text("")
     sys.path.insert(0, str(modules))
@@ -336,6 +345,7 @@ async def test_what_prepare_returns_is_handed_back_and_the_containers_have_what_
         prepared = zygote.prepared()
         assert prepared["pid"] == zygote.pid
         assert prepared["sid"] == zygote.pid  # a session of its own: no terminal's Ctrl-C
+        assert isinstance(prepared["frozen"], MappingProxyType) and prepared["frozen"] == {"a": 1}
         assert "zygote_prepared" not in sys.modules
         log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
         script = tmp_path / "has_it.py"

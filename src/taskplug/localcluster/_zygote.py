@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import copyreg
 import ctypes
 import gc
 import importlib
@@ -66,6 +67,7 @@ import json
 import os
 import pickle
 import runpy
+import select
 import selectors
 import shutil
 import signal
@@ -73,8 +75,8 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 import traceback
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -228,6 +230,7 @@ class Zygote:
         self.pid = pid
         self._control: socket.socket | None = control
         self._prepared = prepared  # the read end of the pipe prepare's result comes on
+        self._reaped = False
         self._lock = threading.Lock()
 
     @classmethod
@@ -282,10 +285,8 @@ class Zygote:
             os.close(fd)
         if chunks:
             return pickle.loads(b"".join(chunks))
-        with self._lock:
-            control, self._control = self._control, None
-        if control is not None:
-            control.close()
+        self.release()
+        self._reaped = True
         try:
             _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
@@ -329,27 +330,36 @@ class Zygote:
             return None  # the zygote ended before forking: exec'd instead
         return ForkedProcess(int(line.split()[1]), reader, writer)
 
-    def close(self, timeout: float = 10.0) -> None:
-        """End the zygote: it kills the children it still has, reaps them and exits; reaped here."""
+    def release(self) -> None:
+        """Let the zygote end while the caller goes on: it kills the children it still has, reaps them and
+        exits; :meth:`close` then reaps it."""
         if self._prepared is not None:
             os.close(self._prepared)
             self._prepared = None
         with self._lock:
             control, self._control = self._control, None
-        if control is None:
+        if control is not None:
+            control.close()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End the zygote: it kills the children it still has, reaps them and exits (SIGKILLed after
+        ``timeout`` seconds); reaped here."""
+        self.release()
+        if self._reaped:
             return
-        control.close()
+        self._reaped = True
         with contextlib.suppress(ChildProcessError):
-            deadline = time.monotonic() + timeout
-            while True:
-                pid, _ = os.waitpid(self.pid, os.WNOHANG)
-                if pid:
-                    return
-                if time.monotonic() > deadline:
-                    os.kill(self.pid, signal.SIGKILL)
-                    os.waitpid(self.pid, 0)
-                    return
-                time.sleep(0.01)
+            try:
+                ended = os.pidfd_open(self.pid)
+            except ProcessLookupError:  # reaped already (by a SIGCHLD handler of the caller's)
+                return
+            try:
+                exited, _, _ = select.select([ended], [], [], timeout)
+            finally:
+                os.close(ended)
+            if not exited:
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
 
     def __enter__(self) -> Zygote:
         return self
@@ -361,6 +371,24 @@ class Zygote:
 # -- inside the zygote ---------------------------------------------------------------------------------------
 
 
+def _pickled(value: object) -> bytes:
+    """``value`` pickled, read-only mappings (``MappingProxyType``, which does not pickle) as read-only views
+    of a copy."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {**copyreg.dispatch_table, types.MappingProxyType: _reduce_mapping_proxy}
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def _reduce_mapping_proxy(proxy: types.MappingProxyType[Any, Any]) -> tuple[Any, tuple[dict[Any, Any]]]:
+    return _mapping_proxy, (dict(proxy),)
+
+
+def _mapping_proxy(mapping: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
+    return types.MappingProxyType(mapping)
+
+
 def _prepare(prepare: Callable[[], object], parent: int, result_fd: int) -> None:
     """Run ``prepare`` dying with ``parent`` and deaf to SIGINT and SIGTERM (the caller answers them), and
     write its pickled result on ``result_fd``; what it printed is flushed first, so that it comes before
@@ -368,7 +396,7 @@ def _prepare(prepare: Callable[[], object], parent: int, result_fd: int) -> None
     _die_with(parent)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        result = pickle.dumps(prepare(), protocol=pickle.HIGHEST_PROTOCOL)
+        result = _pickled(prepare())
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
