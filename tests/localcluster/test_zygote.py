@@ -333,7 +333,7 @@ async def test_what_prepare_returns_is_handed_back_and_the_containers_have_what_
         import zygote_prepared  # noqa: F401  (imported in the zygote only)
 
         # A read-only mapping (as a compiled workflow bundle holds) is handed back too.
-        return {"pid": os.getpid(), "sid": os.getsid(0), "frozen": MappingProxyType({"a": 1})}
+        return {"pid": os.getpid(), "pgid": os.getpgid(0), "frozen": MappingProxyType({"a": 1})}
 
     (modules / "zygote_prepared.py").write_text("")
     sys.path.insert(0, str(modules))
@@ -344,7 +344,7 @@ async def test_what_prepare_returns_is_handed_back_and_the_containers_have_what_
     try:
         prepared = zygote.prepared()
         assert prepared["pid"] == zygote.pid
-        assert prepared["sid"] == zygote.pid  # a session of its own: no terminal's Ctrl-C
+        assert prepared["pgid"] == os.getpgid(0)  # prepared in the caller's group, as the caller would have
         assert isinstance(prepared["frozen"], MappingProxyType) and prepared["frozen"] == {"a": 1}
         assert "zygote_prepared" not in sys.modules
         log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)

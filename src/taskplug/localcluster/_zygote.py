@@ -10,9 +10,9 @@ the calling process goes on with its own work (``taskplug run``: load the platfo
 points' modules (``preload``) and waits; for each container the kubelet hands it, it forks a child that becomes
 the container's process. When ``prepare`` raises, the forked process is no zygote: it goes on from the fork
 with the exception, as the calling process would have (the command reports the error and exits), and
-:meth:`Zygote.prepared` raises :class:`PrepareFailed` with its exit code. While it prepares it is in a session
-of its own with SIGINT and SIGTERM blocked, and dies with the calling process: a Ctrl-C is the caller's to
-answer, once. In the spirit of Flyte 2's reusable containers (an environment's image kept
+:meth:`Zygote.prepared` raises :class:`PrepareFailed` with its exit code. While it prepares it is in the
+caller's process group (the module is imported with the command's terminal and job control), with SIGINT and
+SIGTERM blocked, and dies with the calling process: a Ctrl-C is the caller's to answer, once. In the spirit of Flyte 2's reusable containers (an environment's image kept
 running between tasks), on one machine and for one process at a time: the child is used once and ends with
 its container.
 
@@ -252,7 +252,6 @@ class Zygote:
         pid = os.fork()
         if pid == 0:  # the zygote: never returns, unless prepare raises
             ours.close()
-            os.setsid()  # no terminal's signals (a Ctrl-C is the forking process's to answer)
             if prepare is not None and result is not None:
                 os.close(result[0])
                 _prepare(prepare, parent, result[1])
@@ -419,6 +418,7 @@ class _Server:
         self.pid = os.getpid()
 
     def serve(self, preload: Sequence[str]) -> None:
+        os.setsid()  # no terminal's signals (a Ctrl-C is the forking process's to answer)
         # No parent-death signal here: the control socket's end of file (the forking process is gone, or
         # closed it) is what ends the zygote, after it killed its children's groups; a signal would end it
         # before it could.
