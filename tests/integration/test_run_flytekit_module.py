@@ -231,3 +231,48 @@ def test_the_task_runs_in_a_process_forked_from_the_commands_warm_interpreter_wi
     assert seen["execution_id"] == document["execution"].split("/")[2]
     assert Path(seen["cwd"]).name == "work" and str(tmp_path / "cluster") in seen["cwd"]  # the pod's folder
     assert seen["rich"] == []  # flytekit's loggers made again for a pod, not the terminal's
+
+
+FAILING_MODULE = """
+import sys
+
+print("the module's top-level code ran")
+print("and wrote to stderr", file=sys.stderr)
+
+from flytekit import task
+
+
+@task
+def double(x: int) -> int:
+    return 2 * x
+
+
+raise RuntimeError("broken at import")
+"""
+
+
+def test_a_module_that_cannot_be_loaded_is_reported_once_as_without_the_warm_interpreter(
+    tmp_path: Path,
+) -> None:
+    # The zygote loads the module for the command: its output, the error and the exit code are the command's,
+    # once each; --help and a usage error come out the same way.
+    module = tmp_path / "failing.py"
+    module.write_text(FAILING_MODULE)
+    done = _run(tmp_path, "--state-db", tmp_path / "state.db", module, "double", "--x", "1")
+    assert (done.returncode, done.stdout) == (
+        2,
+        "",
+    )  # stdout is the run's own: what the module prints goes to stderr
+    assert done.stderr.count("the module's top-level code ran") == 1
+    assert done.stderr.count("and wrote to stderr") == 1
+    assert done.stderr.count("error: cannot import") == 1
+    assert "RuntimeError: broken at import" in done.stderr
+
+    done = _run(tmp_path, "--state-db", tmp_path / "state.db", WORKFLOWS, "add", "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: taskplug run ") and done.stdout.count("--a int") == 1
+
+    done = _run(tmp_path, "--state-db", tmp_path / "state.db", WORKFLOWS, "add", "--a", "two")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "error: --a: expected an integer, got 'two'\n"
+    assert not (tmp_path / "state.db").exists()  # refused before anything was written

@@ -15,6 +15,7 @@ import textwrap
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -276,7 +277,10 @@ def test_the_zygote_its_containers_and_their_processes_die_with_the_process_that
         parent.wait()
 
 
-async def test_closing_the_zygote_kills_the_containers_it_still_runs(modules: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", [False, True], ids=["closed", "released then closed"])
+async def test_closing_the_zygote_kills_the_containers_it_still_runs(
+    modules: Path, tmp_path: Path, release: bool
+) -> None:
     zygote = Zygote.fork()
     try:
         log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
@@ -287,9 +291,13 @@ async def test_closing_the_zygote_kills_the_containers_it_still_runs(modules: Pa
         assert child is not None
         await _until(lambda: (tmp_path / "log").read_text().count("\n") >= 2)
         assert alive(child.pid)
+        if release:  # the zygote ends on its own, while this process goes on; close only reaps it
+            zygote.release()
+            assert await child.wait() == -signal.SIGKILL
         await asyncio.to_thread(zygote.close)
         assert await child.wait() == -signal.SIGKILL
         assert not alive(child.pid)
+        assert not alive(zygote.pid)
     finally:
         zygote.close()
     # A closed zygote takes nothing: the kubelet execs instead.
@@ -316,3 +324,106 @@ def test_known_entry_points_of_this_interpreter_are_forked_and_nothing_else(tmp_
     other.chmod(0o755)
     assert warm_launch(["pyflyte-execute"], {"PATH": str(tmp_path)}) is None
     assert warm_launch([str(other)], env) is None
+
+
+async def test_what_prepare_returns_is_handed_back_and_the_containers_have_what_it_imported(
+    modules: Path, tmp_path: Path
+) -> None:
+    def prepare() -> dict[str, Any]:
+        import zygote_prepared  # noqa: F401  (imported in the zygote only)
+
+        # A read-only mapping (as a compiled workflow bundle holds) is handed back too.
+        return {"pid": os.getpid(), "pgid": os.getpgid(0), "frozen": MappingProxyType({"a": 1})}
+
+    (modules / "zygote_prepared.py").write_text("")
+    sys.path.insert(0, str(modules))
+    try:
+        zygote = Zygote.fork(prepare=prepare)
+    finally:
+        sys.path.remove(str(modules))
+    try:
+        prepared = zygote.prepared()
+        assert prepared["pid"] == zygote.pid
+        assert prepared["pgid"] == os.getpgid(0)  # prepared in the caller's group, as the caller would have
+        assert isinstance(prepared["frozen"], MappingProxyType) and prepared["frozen"] == {"a": 1}
+        assert "zygote_prepared" not in sys.modules
+        log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
+        script = tmp_path / "has_it.py"
+        script.write_text("import sys\nprint('zygote_prepared' in sys.modules)\n")
+        launch = Launch(script=None, module="has_it", args=())
+        env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path)}
+        child = await zygote.spawn(launch, env=env, cwd=str(tmp_path), log_fd=log, reaper_fd=None)
+        os.close(log)
+        assert child is not None
+        assert await child.wait() == 0
+        assert (tmp_path / "log").read_text() == "True\n"
+    finally:
+        zygote.close()
+
+
+_PREPARE_SCRIPT = """
+import os, signal, sys, time
+from taskplug.localcluster import PrepareFailed, Zygote
+
+mode = sys.argv[1]
+
+def prepare():
+    print("preparing", os.getpid(), flush=True)
+    if mode == "raise":
+        raise LookupError("no such task")
+    if mode == "interrupt":
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        print("deaf to SIGINT and SIGTERM", flush=True)
+        os.kill(os.getppid(), signal.SIGKILL)
+    while True:
+        time.sleep(0.05)
+
+try:
+    zygote = Zygote.fork(prepare=prepare)
+except LookupError as e:  # only in the forked copy: it goes on as the caller would have
+    print(f"the copy reports: {e}", flush=True)
+    raise SystemExit(3) from None
+try:
+    zygote.prepared()
+except PrepareFailed as failed:
+    print(f"the caller exits {failed.exit_code}", flush=True)
+"""
+
+
+def _prepare_script(mode: str, tmp_path: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, "-c", _PREPARE_SCRIPT, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+
+
+def test_when_prepare_raises_the_forked_copy_goes_on_with_the_error_and_the_caller_gets_its_exit_code(
+    tmp_path: Path,
+) -> None:
+    proc = _prepare_script("raise", tmp_path)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("preparing ")
+    assert lines[1:] == ["the copy reports: no such task", "the caller exits 3"]
+
+
+def test_a_zygote_that_prepares_ignores_the_terminals_signals_and_dies_with_the_process_that_forked_it(
+    tmp_path: Path,
+) -> None:
+    proc = _prepare_script("interrupt", tmp_path)
+    assert proc.stdout is not None
+    zygote = int(proc.stdout.readline().split()[1])
+    # SIGINT and SIGTERM are the caller's to answer: the zygote goes on preparing, until the caller is gone.
+    assert proc.stdout.read() == "deaf to SIGINT and SIGTERM\n"  # to its end: the zygote has closed it too
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while alive(zygote) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(zygote)

@@ -41,6 +41,7 @@ cluster reads the module where it is.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import inspect
@@ -69,6 +70,7 @@ __all__ = [
     "ModuleCommand",
     "ModuleInput",
     "ModuleTarget",
+    "built",
     "environment_of",
     "host_image",
     "input_option",
@@ -76,6 +78,7 @@ __all__ = [
     "is_module",
     "module_options",
     "module_spec",
+    "module_spec_builder",
     "module_target_from_options",
     "module_version",
     "module_workflow",
@@ -692,6 +695,24 @@ def module_spec(
     flytekit, its inputs from the options (``--help`` prints them and exits). Without ``--name`` the
     execution is named as :func:`~taskplug.executor.parse_spec` names a spec without one (``fresh_name``: a
     new name each time, as pyflyte run; else one drawn from the spec, for ``render``)."""
+    return module_spec_builder(path, arguments, target, fresh_name=fresh_name)()
+
+
+def built(spec: ExecutionSpec) -> Callable[[], ExecutionSpec]:
+    """A spec built already, as a builder that pickles."""
+    return functools.partial(_same, spec)
+
+
+def _same(spec: ExecutionSpec) -> ExecutionSpec:
+    return spec
+
+
+def module_spec_builder(
+    path: Path, arguments: Sequence[str], target: ModuleTarget, *, fresh_name: bool = True
+) -> Callable[[], ExecutionSpec]:
+    """:func:`module_spec` in two steps: what needs flytekit (the module imported, the task or workflow
+    serialized, the inputs read) done now, and a builder that pickles and makes the spec without flytekit (a
+    workflow is compiled when it is called, since its compiled spec holds functions that do not pickle)."""
     parent = click.get_current_context()
     resolved = path.resolve()
     if not resolved.is_file():
@@ -721,7 +742,9 @@ def module_spec(
         # execution settings.
         bundle, values = _workflow_command_line(path, resolved, root, entities, task_name, rest, target)
         del execution_id["nodeId"]
-        return workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=fresh_name)
+        return functools.partial(
+            workflow_spec, bundle, values, execution=execution, source=str(path), fresh_name=fresh_name
+        )
     entity = _choose(path, entities, task_name)
     inputs = _inputs(entity)
     command = _task_command(path, task_name, entity, inputs)
@@ -740,7 +763,7 @@ def module_spec(
     if array is not None:
         document["arrayNode"] = array
     try:
-        return parse_spec(document, base_dir=resolved.parent, source=str(path), fresh_name=fresh_name)
+        return built(parse_spec(document, base_dir=resolved.parent, source=str(path), fresh_name=fresh_name))
     except SpecError as e:
         if e.path.startswith("inputs."):
             # The user wrote options, not a spec: name the option.

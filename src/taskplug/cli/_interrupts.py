@@ -103,17 +103,16 @@ class Interrupts:
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
         stop = threading.Event()
 
-        def wait() -> None:  # inherits the blocked mask: sigtimedwait takes the signal instead of a handler
-            while not stop.is_set():
-                # A short wait: the end of the import waits for this thread to see ``stop`` (every run pays
-                # up to one wait here), and a wake-up costs next to nothing.
-                got = signal.sigtimedwait(_SIGNALS, 0.01)
-                if got is not None:
+        def wait() -> None:  # inherits the blocked mask: a signal stays pending, no handler runs
+            # A look every 10 ms (a wake-up costs next to nothing); ``stop`` ends the wait at once. Not
+            # sigtimedwait: interrupted past its timeout (the process stopped and continued, a debugger or
+            # profiler attached), CPython's returns a signal that never came.
+            while not stop.wait(0.01):
+                if not signal.sigpending().isdisjoint(_SIGNALS):
                     _exit_now("interrupted: stopped before anything was started", flush=False)
 
         waiter = threading.Thread(target=wait, name="taskplug-interrupts", daemon=True)
-        if hasattr(signal, "sigtimedwait"):  # not on macOS: there a signal waits for the import's end
-            waiter.start()
+        waiter.start()
         try:
             yield
         finally:

@@ -30,9 +30,10 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import functools
 import hashlib
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -46,10 +47,11 @@ from taskplug.cli._flyte2_module import flyte2_module_document, flyte2_module_sp
 from taskplug.cli._flytekit_module import (
     MODULE_ARGS,
     ModuleCommand,
+    built,
     is_module,
     is_serialized,
     module_options,
-    module_spec,
+    module_spec_builder,
     module_target_from_options,
     reject_module_options,
     serialized_spec,
@@ -189,6 +191,9 @@ async def _run(
     finally:
         store.close()
         interrupts.detach()
+        if zygote is not None:
+            # The cluster has stopped (its containers with it): the zygote ends while the event loop does.
+            zygote.release()
 
 
 def _event_sinks(
@@ -580,32 +585,38 @@ def run(
     warm = not own and is_module(spec) and kubeconfig is None and cluster_mode == "process"
     try:
         with contextlib.ExitStack() as forked:
-            # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
-            with interrupts.deferred():
-                loaded, platform, rename = _load(
-                    spec,
-                    config_path=config_path,
-                    pod_templates=pod_templates,
-                    kubeconfig=kubeconfig,
-                    images=images,
-                    project=project,
-                    domain=domain,
-                    execution_name=execution_name,
-                    environment=environment,
-                    platform_later=warm,
+            zygote: Zygote | None = None
+            if warm:
+                zygote, loaded, platform = _load_in_zygote(
+                    forked,
+                    interrupts,
+                    load_spec=functools.partial(
+                        _module_builder,
+                        spec,
+                        kubeconfig=kubeconfig,
+                        images=images,
+                        project=project,
+                        domain=domain,
+                        execution_name=execution_name,
+                        environment=environment,
+                    ),
+                    load_platform=lambda: Platform.load(config_path, pod_template_paths=pod_templates),
                 )
-            # The zygote forks as soon as the task is serialized (and outside the deferral, whose helper thread
-            # must not be running at a fork): it imports what pyflyte-execute needs while this process loads the
-            # plugins and starts the cluster.
-            zygote = forked.enter_context(_zygote(warm))
-            if platform is None:
-                try:
-                    with interrupts.deferred():
-                        platform = Platform.load(config_path, pod_template_paths=pod_templates)
-                except BaseException:
-                    if zygote is not None:
-                        zygote.close(timeout=0)  # nothing forked from it yet: its imports are not waited for
-                    raise
+                rename = "--name"
+            else:
+                # flytekit, the user's module and the plugins are imported here: see cli/_interrupts.py.
+                with interrupts.deferred():
+                    loaded, platform, rename = _load(
+                        spec,
+                        config_path=config_path,
+                        pod_templates=pod_templates,
+                        kubeconfig=kubeconfig,
+                        images=images,
+                        project=project,
+                        domain=domain,
+                        execution_name=execution_name,
+                        environment=environment,
+                    )
             if overwrite_cache:
                 loaded = dataclasses.replace(loaded, overwrite_cache=True)
             tune_collector_for_executor()
@@ -639,18 +650,43 @@ def run(
     _print_result(result, fmt, stored=finished is not None)
 
 
-@contextlib.contextmanager
-def _zygote(warm: bool) -> Iterator[Zygote | None]:
-    """With ``warm``, the embedded cluster's kubelet forks the task's ``pyflyte-execute`` from this process as
-    it is now — flytekit and the user's module imported, the task serialized, before any thread or the event
-    loop starts — instead of starting a new interpreter that imports them again (localcluster/_zygote.py)."""
-    if not warm:
-        yield None
-        return
-    from taskplug.localcluster import FLYTEKIT_PRELOAD, Zygote
+def _load_in_zygote(
+    stack: contextlib.ExitStack,
+    interrupts: Interrupts,
+    *,
+    load_spec: Callable[[], Callable[[], ExecutionSpec]],
+    load_platform: Callable[[], Platform],
+) -> tuple[Zygote, ExecutionSpec, Platform]:
+    """The spec loaded in the zygote while this process loads the platform. The zygote is forked now, before
+    flytekit is imported; it imports flytekit and the user's module and serializes the task or workflow
+    (``load_spec``), hands back a builder of the spec, and the embedded cluster's kubelet then forks the task's
+    ``pyflyte-execute`` from it instead of starting a new interpreter that imports them again
+    (localcluster/_zygote.py). This process never imports flytekit. A module or task that cannot be loaded is
+    reported by the zygote's copy of this process, which goes on from the fork with the error as this process
+    would have; this one ends with its exit code. Either error comes before a refusal of the platform's
+    config, as without the fork."""
+    from taskplug.localcluster import FLYTEKIT_PRELOAD, PrepareFailed, Zygote
 
-    with Zygote.fork(preload=FLYTEKIT_PRELOAD) as zygote:
-        yield zygote
+    zygote = stack.enter_context(Zygote.fork(preload=FLYTEKIT_PRELOAD, prepare=load_spec))
+    refused: BaseException | None = None
+    try:
+        # The plugins are imported here: see cli/_interrupts.py.
+        with interrupts.deferred():
+            platform = load_platform()
+    except BaseException as e:
+        refused = e
+    try:
+        build = zygote.prepared()
+    except PrepareFailed as failed:
+        sys.exit(failed.exit_code if failed.exit_code >= 0 else 128 - failed.exit_code)
+    try:
+        loaded = build()
+        if refused is not None:
+            raise refused
+    except BaseException:
+        zygote.close(timeout=0)  # nothing forked from it yet: its imports are not waited for
+        raise
+    return zygote, loaded, platform
 
 
 _LOG_LINES = 20
@@ -722,42 +758,60 @@ def _load(
     domain: str | None,
     execution_name: str | None,
     environment: tuple[str, ...],
-    platform_later: bool = False,
-) -> tuple[ExecutionSpec, Platform | None, str]:
+) -> tuple[ExecutionSpec, Platform, str]:
     """The spec (a YAML one, a flytekit module's task or workflow, or what pyflyte wrote), the platform, and how the user renames the
-    execution (for the messages that tell them to). With ``platform_later``, a module's platform is left to
-    the caller (None): it is loaded after the zygote forks."""
+    execution (for the messages that tell them to)."""
     if is_module(spec) or is_serialized(spec):
-        if is_module(spec) and kubeconfig is not None and not images:
-            raise SpecError(
-                "--image",
-                "required with --kubeconfig for a module: a real cluster runs the task in an image that holds "
-                "flytekit and the module (flyte and the module, for a Flyte 2 module; taskplug uploads no code)",
-            )
-        target = module_target_from_options(
+        build = _module_builder(
+            spec,
+            kubeconfig=kubeconfig,
             images=images,
             project=project,
             domain=domain,
             execution_name=execution_name,
             environment=environment,
-            on_host=kubeconfig is None,
         )
-        arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
-        if is_serialized(spec):
-            loaded = serialized_spec(spec, arguments, target)
-        elif is_flyte2_module(spec):
-            loaded = flyte2_module_spec(spec, arguments, target)
-        else:
-            loaded = module_spec(spec, arguments, target)
-        if platform_later:
-            return loaded, None, "--name"
-        return loaded, Platform.load(config_path, pod_template_paths=pod_templates), "--name"
+        return build(), Platform.load(config_path, pod_template_paths=pod_templates), "--name"
     reject_module_options(image=images, project=project, domain=domain, name=execution_name, env=environment)
     platform = Platform.load(config_path, pod_template_paths=pod_templates)
     loaded = load_spec(spec)
     if kubeconfig is None:
         _check_local_files(loaded.inputs.literals, "inputs")
     return loaded, platform, f"execution.id.name in {str(spec)!r}"
+
+
+def _module_builder(
+    spec: Path,
+    *,
+    kubeconfig: Path | None,
+    images: tuple[str, ...],
+    project: str | None,
+    domain: str | None,
+    execution_name: str | None,
+    environment: tuple[str, ...],
+) -> Callable[[], ExecutionSpec]:
+    """A flytekit or Flyte 2 module's task or workflow, or what pyflyte wrote, read (the SDK's part done) into
+    a builder of its spec that pickles (cli/_flytekit_module.py's ``module_spec_builder``)."""
+    if is_module(spec) and kubeconfig is not None and not images:
+        raise SpecError(
+            "--image",
+            "required with --kubeconfig for a module: a real cluster runs the task in an image that holds "
+            "flytekit and the module (flyte and the module, for a Flyte 2 module; taskplug uploads no code)",
+        )
+    target = module_target_from_options(
+        images=images,
+        project=project,
+        domain=domain,
+        execution_name=execution_name,
+        environment=environment,
+        on_host=kubeconfig is None,
+    )
+    arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
+    if is_serialized(spec):
+        return built(serialized_spec(spec, arguments, target))
+    if is_flyte2_module(spec):
+        return built(flyte2_module_spec(spec, arguments, target))
+    return module_spec_builder(spec, arguments, target)
 
 
 def _check_local_files(literals: Mapping[str, literals_pb2.Literal], path: str) -> None:

@@ -16,7 +16,7 @@ from taskplug.localcluster._simulated import (
     ANNOTATION_LOGS,
     ANNOTATION_OOM,
 )
-from taskplug.localcluster._zygote import FLYTEKIT_PRELOAD, Zygote
+from taskplug.localcluster._zygote import FLYTEKIT_PRELOAD, PrepareFailed, Zygote
 
 __all__ = [
     "ANNOTATION_DURATION",
@@ -34,5 +34,6 @@ __all__ = [
     "LocalCluster",
     "LocalKubeClient",
     "NodeConfig",
+    "PrepareFailed",
     "Zygote",
 ]

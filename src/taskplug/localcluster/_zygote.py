@@ -3,10 +3,16 @@ point by forking a child of an interpreter that has already imported what the en
 
 A container whose command is ``pyflyte-execute`` starts a new interpreter that imports flytekit (over a
 second on a small machine) and the task's module before the task's first line runs; ``taskplug run module.py
-task`` has just imported both itself to serialize the task. :meth:`Zygote.fork` forks the calling process —
-``taskplug run`` calls it right after serializing, before it starts an event loop or a thread — into a small
-server that imports the entry points' modules (``preload``) and waits; for each container the kubelet hands
-it, it forks a child that becomes the container's process. In the spirit of Flyte 2's reusable containers (an environment's image kept
+task`` must import both anyway to serialize the task. :meth:`Zygote.fork` forks the calling process — before it
+starts an event loop or a thread — into a small server that runs ``prepare`` first (``taskplug run``: import
+flytekit and the user's module, serialize the task) and hands its result back (:meth:`Zygote.prepared`) while
+the calling process goes on with its own work (``taskplug run``: load the platform), then imports the entry
+points' modules (``preload``) and waits; for each container the kubelet hands it, it forks a child that becomes
+the container's process. When ``prepare`` raises, the forked process is no zygote: it goes on from the fork
+with the exception, as the calling process would have (the command reports the error and exits), and
+:meth:`Zygote.prepared` raises :class:`PrepareFailed` with its exit code. While it prepares it is in the
+caller's process group (the module is imported with the command's terminal and job control), with SIGINT and
+SIGTERM blocked, and dies with the calling process: a Ctrl-C is the caller's to answer, once. In the spirit of Flyte 2's reusable containers (an environment's image kept
 running between tasks), on one machine and for one process at a time: the child is used once and ends with
 its container.
 
@@ -38,7 +44,8 @@ Deviation: a real kubelet starts every container from its image. A forked contai
 interpreter: the modules the zygote imported (flytekit, and what the forking process had imported) are
 already imported, from the zygote's ``sys.path`` — a container whose ``PYTHONPATH`` holds another copy of
 one of them gets the zygote's. With ``taskplug run``, that includes the user's module: its top-level code ran
-once, in the command's process with the command's environment, and the task runs from it (a module that reads
+once, in the zygote (a copy of the command's process, forked before flytekit was imported) with the command's
+environment, and the task runs from it (a module that reads
 its environment when imported sees the command's, not the pod's); interpreter settings fixed at startup (hash seed, ``-X`` options, the locale's
 encoding, warnings filters) are the zygote's; flytekit's import-time state that depends on the environment is
 made again for the container's (its loggers, its default context) but its temporary folder is the zygote's.
@@ -51,13 +58,16 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import copyreg
 import ctypes
 import gc
 import importlib
 import io
 import json
 import os
+import pickle
 import runpy
+import select
 import selectors
 import shutil
 import signal
@@ -65,13 +75,21 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 import traceback
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["FLYTEKIT_PRELOAD", "KNOWN_SCRIPTS", "ForkedProcess", "Launch", "Zygote", "warm_launch"]
+__all__ = [
+    "FLYTEKIT_PRELOAD",
+    "KNOWN_SCRIPTS",
+    "ForkedProcess",
+    "Launch",
+    "PrepareFailed",
+    "Zygote",
+    "warm_launch",
+]
 
 KNOWN_SCRIPTS: Final = frozenset({"pyflyte-execute", "pyflyte-fast-execute", "pyflyte-map-execute"})
 """The console scripts a zygote may run in a forked child (flytekit's task entry points)."""
@@ -166,6 +184,15 @@ def _die_with(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class PrepareFailed(Exception):
+    """A zygote's ``prepare`` raised: the forked process went on with the exception as the caller would have,
+    and ended with :attr:`exit_code` (-N: killed by signal N)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(f"the zygote's preparation ended the forked process with exit code {exit_code}")
+        self.exit_code = exit_code
+
+
 class ForkedProcess:
     """A container's process forked by a zygote, as the kubelet sees it: ``pid`` (its process group),
     ``returncode`` (None while it runs; -N when killed by signal N), ``await wait()``."""
@@ -199,37 +226,71 @@ class Zygote:
     """The fork server (see the module docstring). :meth:`fork` starts it; :meth:`spawn` starts a container's
     entry point in it; :meth:`close` ends it (and what it still runs)."""
 
-    def __init__(self, pid: int, control: socket.socket) -> None:
+    def __init__(self, pid: int, control: socket.socket, prepared: int | None = None) -> None:
         self.pid = pid
         self._control: socket.socket | None = control
+        self._prepared = prepared  # the read end of the pipe prepare's result comes on
+        self._reaped = False
         self._lock = threading.Lock()
 
     @classmethod
-    def fork(cls, *, preload: Sequence[str] = ()) -> Zygote:
-        """Fork this process into a zygote that imports ``preload`` first. Call it before any thread or
-        event loop starts in this process: only the calling thread is forked."""
+    def fork(cls, *, preload: Sequence[str] = (), prepare: Callable[[], object] | None = None) -> Zygote:
+        """Fork this process into a zygote that runs ``prepare`` (its result, pickled, for :meth:`prepared`),
+        then imports ``preload``. Call it before any thread or event loop starts in this process: only the
+        calling thread is forked. When ``prepare`` raises, this call raises it in the forked process, which
+        is then no zygote but this process's copy, going on with the exception (see the module docstring)."""
         pythonpath = set(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)))
         # The interpreter's own folders (stdlib, site-packages, .pth entries): this process's path without
         # its script's folder and its PYTHONPATH (a container has its own).
         base = [p for p in sys.path[1:] if p not in pythonpath]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        result = os.pipe() if prepare is not None else None  # (read end, write end)
+        parent = os.getpid()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         pid = os.fork()
-        if pid == 0:  # the zygote: never returns
+        if pid == 0:  # the zygote: never returns, unless prepare raises
+            ours.close()
+            if prepare is not None and result is not None:
+                os.close(result[0])
+                _prepare(prepare, parent, result[1])
             code = 70
             try:
-                ours.close()
                 _Server(theirs, base_path=base).serve(preload)
                 code = 0
             finally:
                 os._exit(code)
         theirs.close()
+        if result is not None:
+            os.close(result[1])
         # A zygote that is busy (importing, forking) may not drain its requests at once: a full socket makes
         # the kubelet exec that container instead of blocking its event loop.
         ours.setblocking(False)
-        return cls(pid, ours)
+        return cls(pid, ours, None if result is None else result[0])
+
+    def prepared(self) -> Any:
+        """What ``prepare`` returned in the zygote, once it has (blocking). :class:`PrepareFailed` when it
+        raised: the forked process reported it as the caller would have and ended; it is reaped here, and
+        this zygote takes nothing."""
+        fd, self._prepared = self._prepared, None
+        if fd is None:
+            raise RuntimeError("this zygote was forked without prepare, or its result was read already")
+        chunks = []
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        if chunks:
+            return pickle.loads(b"".join(chunks))
+        self.release()
+        self._reaped = True
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            raise PrepareFailed(_KILLED) from None
+        raise PrepareFailed(os.waitstatus_to_exitcode(status))
 
     async def spawn(
         self, launch: Launch, *, env: Mapping[str, str], cwd: str, log_fd: int, reaper_fd: int | None
@@ -268,24 +329,36 @@ class Zygote:
             return None  # the zygote ended before forking: exec'd instead
         return ForkedProcess(int(line.split()[1]), reader, writer)
 
-    def close(self, timeout: float = 10.0) -> None:
-        """End the zygote: it kills the children it still has, reaps them and exits; reaped here."""
+    def release(self) -> None:
+        """Let the zygote end while the caller goes on: it kills the children it still has, reaps them and
+        exits; :meth:`close` then reaps it."""
+        if self._prepared is not None:
+            os.close(self._prepared)
+            self._prepared = None
         with self._lock:
             control, self._control = self._control, None
-        if control is None:
+        if control is not None:
+            control.close()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End the zygote: it kills the children it still has, reaps them and exits (SIGKILLed after
+        ``timeout`` seconds); reaped here."""
+        self.release()
+        if self._reaped:
             return
-        control.close()
+        self._reaped = True
         with contextlib.suppress(ChildProcessError):
-            deadline = time.monotonic() + timeout
-            while True:
-                pid, _ = os.waitpid(self.pid, os.WNOHANG)
-                if pid:
-                    return
-                if time.monotonic() > deadline:
-                    os.kill(self.pid, signal.SIGKILL)
-                    os.waitpid(self.pid, 0)
-                    return
-                time.sleep(0.01)
+            try:
+                ended = os.pidfd_open(self.pid)
+            except ProcessLookupError:  # reaped already (by a SIGCHLD handler of the caller's)
+                return
+            try:
+                exited, _, _ = select.select([ended], [], [], timeout)
+            finally:
+                os.close(ended)
+            if not exited:
+                os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
 
     def __enter__(self) -> Zygote:
         return self
@@ -295,6 +368,45 @@ class Zygote:
 
 
 # -- inside the zygote ---------------------------------------------------------------------------------------
+
+
+def _pickled(value: object) -> bytes:
+    """``value`` pickled, read-only mappings (``MappingProxyType``, which does not pickle) as read-only views
+    of a copy."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {**copyreg.dispatch_table, types.MappingProxyType: _reduce_mapping_proxy}
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def _reduce_mapping_proxy(proxy: types.MappingProxyType[Any, Any]) -> tuple[Any, tuple[dict[Any, Any]]]:
+    return _mapping_proxy, (dict(proxy),)
+
+
+def _mapping_proxy(mapping: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
+    return types.MappingProxyType(mapping)
+
+
+def _prepare(prepare: Callable[[], object], parent: int, result_fd: int) -> None:
+    """Run ``prepare`` dying with ``parent`` and deaf to SIGINT and SIGTERM (the caller answers them), and
+    write its pickled result on ``result_fd``; what it printed is flushed first, so that it comes before
+    what the caller prints next. Its exception propagates (the caller's copy goes on with it)."""
+    _die_with(parent)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        result = _pickled(prepare())
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        view = memoryview(result)
+        while view:
+            view = view[os.write(result_fd, view) :]
+    finally:
+        os.close(result_fd)
+    # A zygote ends when its control socket closes (after it killed its children), not by a signal.
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, 0, 0, 0, 0)
 
 
 class _Server:
@@ -324,8 +436,8 @@ class _Server:
             with contextlib.suppress(Exception):  # the container imports it itself, and says what fails
                 importlib.import_module(name)
         # What is imported now stays shared with every child: the collector leaves it alone, so that
-        # children do not copy the pages it would touch.
-        gc.collect()
+        # children do not copy the pages it would touch. No collection first: the first container would wait
+        # a full collection's time for the little garbage imports leave.
         gc.freeze()
         self.selector.register(self.control, selectors.EVENT_READ)
         while True:
