@@ -267,7 +267,8 @@ class Replica:
                 # the database as long as it takes, then start a new incarnation.
                 log.warning("the database does not answer (%s); a new incarnation in %.1fs", e, backoff)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), backoff)
+                    async with asyncio.timeout(backoff):  # not wait_for: see _claim_loop
+                        await stop.wait()
                 backoff = min(backoff * 2, _MAX_RECONNECT_BACKOFF)
                 continue
             backoff = self.settings.heartbeat
@@ -483,8 +484,11 @@ class Replica:
             except psycopg.Error as e:
                 _reraise_cancellation()
                 log.warning("sweep/claim failed: %s", e)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that comes as the event
+            # is set (the claim sets it to claim again at once), and this loop ends only by being cancelled.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(inc.work.wait(), s.poll)
+                async with asyncio.timeout(s.poll):
+                    await inc.work.wait()
 
     async def _sweep(self, inc: _Incarnation, conn: psycopg.AsyncConnection[Any]) -> None:
         s = self.settings

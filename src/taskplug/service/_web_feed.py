@@ -61,7 +61,10 @@ class Subscription:
         """The ids changed since the last call (:data:`EVERYTHING` after an overflow), waiting up to
         ``within`` seconds for one; empty when none changed."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), within)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancellation that comes as the
+            # event is set, and a page's stream ends by being cancelled.
+            async with asyncio.timeout(within):
+                await self.wake.wait()
         self.wake.clear()
         if self.overflowed:
             self.overflowed = False
