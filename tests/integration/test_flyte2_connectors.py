@@ -224,8 +224,9 @@ def test_an_abort_reaches_the_connectors_delete(side: Side, config: Path, tmp_pa
         calls = [
             json.loads(line) for line in (side.state_dir / f"{job}.calls.jsonl").read_text().splitlines()
         ]
-        # DeleteTask carries the connection too.
-        assert calls[-1] == {"call": "delete", "kwargs": {"api_key": SECRET, "region": "eu-1"}}
+        # DeleteTask carries the connection too. It need not be the last call: as in propeller, the status
+        # cache keeps the job until finalize, so a resync's GetTask can land beside the abort's DeleteTask.
+        assert {"call": "delete", "kwargs": {"api_key": SECRET, "region": "eu-1"}} in calls
 
 
 def test_logs_and_metrics_of_a_connector_task_come_from_its_connector(
