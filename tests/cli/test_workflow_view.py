@@ -156,12 +156,12 @@ def test_a_map_nodes_elements_are_counted_on_its_lines() -> None:
     lines = EventLines(stream, "k")
     resources: list[dict[str, object]] = [
         {"index": 0, "phase": "Success"},
-        {"index": 1, "phase": "PermanentFailure", "reason": "oops\nKeyError: 'x'"},
+        {"index": 1, "phase": "PermanentFailure", "reason": TRACEBACK},
     ]
     lines.on_event("k", Event(0, "Running", 1, "", None, external_resources=resources, node="n3"))
     text = stream.getvalue()
     assert "n3: 2/2 elements done  succeeded 1  failed 1" in text
-    assert "n3: element 1 failed: KeyError: 'x'" in text
+    assert "n3: element 1 failed: ValueError: a=4 is not acceptable\n" in text
 
 
 def _console(width: int = 140, height: int = 60) -> Console:

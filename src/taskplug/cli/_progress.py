@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from taskplug.cli._text import error_text, last_line, reason_line
+from taskplug.cli._text import error_text, reason_line
 from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
 from taskplug.executor import Event, NodeRecord
 
@@ -29,10 +29,8 @@ __all__ = [
     "ArrayProgress",
     "EventLines",
     "Progress",
-    "last_line",
     "phase_text",
     "plain_console",
-    "reason_line",
     "same_file",
 ]
 
@@ -115,7 +113,7 @@ class ArrayProgress:
         parts: list[RenderableType] = [bar]
         if self.failure is not None:
             index, reason = self.failure
-            parts.append(Text(f"element {index} failed: {last_line(reason)[:200]}", style="red"))
+            parts.append(Text(f"element {index} failed: {error_text(reason, 200)}", style="red"))
         return Group(*parts)
 
 
@@ -274,7 +272,7 @@ class EventLines:
             for resource in event.external_resources:
                 failed = resource.get("phase") in ("PermanentFailure", "RetryableFailure")
                 if failed and resource.get("reason"):
-                    text = last_line(str(resource["reason"]))[:200]
+                    text = error_text(str(resource["reason"]), 200)
                     lines.append(f"          element {resource.get('index')} failed: {text}")
         self._write(lines)
 
@@ -323,7 +321,7 @@ def _element_failures(view: NodeView, resources: list[dict[str, object]]) -> lis
     for resource in resources:
         failed = resource.get("phase") in ("PermanentFailure", "RetryableFailure")
         if failed and resource.get("reason"):
-            text = last_line(str(resource["reason"]))[:200]
+            text = error_text(str(resource["reason"]), 200)
             lines.append(f"          {view.label}: element {resource.get('index')} failed: {text}")
     return lines
 

@@ -61,8 +61,8 @@ from taskplug.cli._interrupts import Interrupts, for_run, release
 from taskplug.cli._logs import RunFolder, cluster_folder, find_logs, local_log_links, log_tail
 from taskplug.cli._output import EXIT_TASK_FAILED, dump, fail, handles_bad_input
 from taskplug.cli._process import tune_collector_for_executor
-from taskplug.cli._progress import EventLines, Progress, last_line, plain_console, reason_line, same_file
-from taskplug.cli._text import error_text
+from taskplug.cli._progress import EventLines, Progress, plain_console, same_file
+from taskplug.cli._text import error_text, reason_line
 from taskplug.cli._workflow_view import NodeOutline, failed_result_nodes, walk_result_nodes, workflow_outline
 from taskplug.core import Phase, PluginError, ReadsPodLogs, SpecError, TaskplugError
 from taskplug.executor import (
@@ -426,7 +426,7 @@ def _print_elements(console: Console, elements: list[dict[str, object]]) -> None
     for element in elements:
         error = element.get("error")
         if isinstance(error, dict) and element["phase"] in ("Failed", "Failing", "TimedOut"):
-            message = last_line(str(error.get("message", "")))
+            message = error_text(str(error.get("message", "")), 200)
             console.print(
                 Text(f"  element {element['index']} ({element['attempts']} attempt(s)): {message}"),
                 style="red",

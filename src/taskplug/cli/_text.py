@@ -1,22 +1,48 @@
-"""How the command line says an error or a reason in one line: a traceback's exception line, any other text
-as it is. Follows no Flyte file (flytekit's errors carry the whole traceback in their message)."""
+"""How the command line says an error or a reason in one line: a traceback's exception, any other text as it
+is. Follows no Flyte file (flytekit's errors carry the whole traceback in their message)."""
 
 from __future__ import annotations
 
-__all__ = ["error_text", "last_line", "reason_line"]
+import textwrap
+
+__all__ = ["error_text", "exception_text", "last_line", "reason_line"]
+
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 def last_line(text: str) -> str:
-    """The line that says most in a long error (a traceback's last line is the exception)."""
+    """The last line of a text that is not blank, stripped."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
+def exception_text(text: str) -> str:
+    """The exception a traceback ends with, all of its lines: ``ValueError: Cannot …`` and what its message goes
+    on to say on the next lines (a traceback's last line alone can be the tail of a multi-line message, such as
+    a printed literal's ``integer: 0)``). flytekit's errors say it after ``Message:``; a Python traceback after
+    its last frame."""
+    lines = text.strip("\n").splitlines()
+    marks = [i for i, line in enumerate(lines) if line.strip() == "Message:"]
+    if marks:
+        return textwrap.dedent("\n".join(lines[marks[-1] + 1 :])).strip() or last_line(text)
+    starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
+    if not starts:
+        return last_line(text)
+    header = lines[starts[-1]]
+    indent = len(header) - len(header.lstrip())
+    for i in range(starts[-1] + 1, len(lines)):
+        line = lines[i]
+        # Frames and their source lines are indented under the header; the exception is not.
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            return textwrap.dedent("\n".join(lines[i:])).strip()
+    return last_line(text)
+
+
 def reason_line(text: str) -> str:
     """What a person reads first of a reason: for a traceback (flytekit's ``Trace: … Message: …`` error, a
-    Python traceback) the exception's line, ``ValueError: x=3 is not acceptable``; other reasons as they are."""
-    if "Traceback (most recent call last)" in text or text.lstrip().startswith("Trace:"):
-        return last_line(text)
+    Python traceback) its exception, ``ValueError: x=3 is not acceptable``; other reasons as they are."""
+    if _TRACEBACK in text or text.lstrip().startswith("Trace:"):
+        return exception_text(text)
     return text
 
 
