@@ -262,9 +262,14 @@ def test_an_input_the_task_does_not_have_exits_2_naming_it(runner: CliRunner) ->
     assert "--c" in result.stderr
 
 
-def test_a_mistyped_task_name_exits_2_listing_the_tasks(runner: CliRunner) -> None:
+def test_a_mistyped_task_name_exits_2_suggesting_the_close_one_and_listing_the_tasks(
+    runner: CliRunner,
+) -> None:
     result = invoke(runner, "run", WORKFLOWS, "ad", "--a", "1")
-    assert_bad_input(result, "no task 'ad'", "add, greet, scale, total")
+    assert_bad_input(result, "no task 'ad' (did you mean 'add'?)", "add, greet, scale, total")
+    far = invoke(runner, "run", WORKFLOWS, "zzz", "--a", "1")
+    assert_bad_input(far, "no task 'zzz':", "add, greet, scale, total")
+    assert "did you mean" not in far.stderr
 
 
 def test_no_task_name_exits_2_listing_the_tasks(runner: CliRunner) -> None:

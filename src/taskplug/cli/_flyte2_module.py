@@ -55,6 +55,7 @@ from google.protobuf.message import DecodeError
 
 from taskplug.cli import _flytekit_module as fk
 from taskplug.cli._flytekit_module import ModuleTarget
+from taskplug.cli._text import did_you_mean
 from taskplug.core import SpecError, TaskplugError
 from taskplug.executor import ExecutionSpec, parse_spec
 
@@ -284,7 +285,9 @@ def _spec_and_document(
         click.echo(f"{listing[0].upper()}{listing[1:]}.")
         parent.exit(0)
     if task_name not in tasks or "task" not in document:
-        raise SpecError("TASK", f"{str(path)!r} has no task {task_name!r}: {listing}")
+        raise SpecError(
+            "TASK", f"{str(path)!r} has no task {task_name!r}{did_you_mean(task_name, tasks)}: {listing}"
+        )
     described = document["task"]
     template = _decode(described["template"], tasks_pb2.TaskTemplate(), "task template")
     inputs = []

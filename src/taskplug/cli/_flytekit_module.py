@@ -59,6 +59,7 @@ import click
 from flyteidl.core import interface_pb2, literals_pb2, tasks_pb2, types_pb2
 from google.protobuf import json_format
 
+from taskplug.cli._text import did_you_mean
 from taskplug.core import SpecError, TaskplugError, literal_to_plain, load_document
 from taskplug.executor import ExecutionSpec, parse_spec, workflow_spec
 
@@ -378,7 +379,11 @@ def _choose(path: Path, entities: _Entities, task_name: str) -> Any:
             "TASK",
             f"{task_name!r} is {entities.refused[task_name]}: taskplug cannot run it ({_listing(path, entities)})",
         )
-    raise SpecError("TASK", f"{str(path)!r} has no task {task_name!r}: {_listing(path, entities)}")
+    names = [*entities.tasks, *entities.workflows]
+    raise SpecError(
+        "TASK",
+        f"{str(path)!r} has no task {task_name!r}{did_you_mean(task_name, names)}: {_listing(path, entities)}",
+    )
 
 
 # -- the task's inputs as options -----------------------------------------------------------------------------

@@ -3,9 +3,11 @@ is. Follows no Flyte file (flytekit's errors carry the whole traceback in their 
 
 from __future__ import annotations
 
+import difflib
 import textwrap
+from collections.abc import Iterable
 
-__all__ = ["error_text", "exception_text", "last_line", "reason_line"]
+__all__ = ["did_you_mean", "error_text", "exception_text", "last_line", "reason_line"]
 
 _TRACEBACK = "Traceback (most recent call last):"
 
@@ -51,3 +53,9 @@ def error_text(message: str, limit: int = 300) -> str:
     any other message with its lines joined; cut at ``limit`` characters."""
     text = " ".join(reason_line(message).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'partial_map'?)`` for a name one typo away from a known one; else nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
