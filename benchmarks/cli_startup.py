@@ -3,8 +3,10 @@
 Each command runs N times (default 7) as a new process, after one untimed warm-up run that fills the OS file
 cache and Python's bytecode cache; the timed runs are interleaved, one of each command per round, so a
 burst of load on the machine spreads over every command instead of skewing one. Printed per command: the
-median and minimum wall time in ms, and the median minus the median of ``python -c pass`` (what taskplug
-itself costs: imports, plugin discovery, config loading, the command's work). Every run must exit 0.
+median and minimum wall time in ms, the median minus the median of ``python -c pass`` (what taskplug
+itself costs: imports, plugin discovery, config loading, the command's work), and the median CPU time (user +
+system) of the process, which other work on a shared machine disturbs far less than wall time (compare
+CPU ratios first). Every run must exit 0.
 
 The commands are the console script next to the interpreter (``.venv/bin/taskplug``), falling back to
 ``python -m taskplug.cli``, run from the repository root so ``examples/hello.yaml`` resolves. Targets:
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,8 +54,15 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall_ms(argv: list[str], env: dict[str, str] | None = None) -> float:
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """One run: (wall ms, CPU ms of the process and its children)."""
     env = env if env is not None else _environment()
+    cpu = _children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(
         argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
@@ -60,7 +70,7 @@ def wall_ms(argv: list[str], env: dict[str, str] | None = None) -> float:
     elapsed = (time.perf_counter() - start) * 1000
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr.decode()}")
-    return elapsed
+    return elapsed, (_children_cpu_s() - cpu) * 1000
 
 
 def _with_src(src: Path) -> dict[str, str]:
@@ -73,36 +83,50 @@ def main(n: int, baseline: Path | None = None) -> None:
     base_env = _with_src(baseline) if baseline is not None else None
     base_names = [name for name in table if name != "python -c pass"] if base_env is not None else []
     for name, argv in table.items():  # warm-up: bytecode and file caches
-        wall_ms(argv)
+        timed_run(argv)
         if name in base_names:
-            wall_ms(argv, base_env)
-    samples: dict[str, list[float]] = {name: [] for name in table}
-    base_samples: dict[str, list[float]] = {name: [] for name in base_names}
+            timed_run(argv, base_env)
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in table}
+    base_samples: dict[str, list[tuple[float, float]]] = {name: [] for name in base_names}
     for _ in range(n):
         for name, argv in table.items():
-            samples[name].append(wall_ms(argv))
+            samples[name].append(timed_run(argv))
             if name in base_samples:  # right after this checkout's run of the same command
-                base_samples[name].append(wall_ms(argv, base_env))
+                base_samples[name].append(timed_run(argv, base_env))
 
-    baseline_pass = statistics.median(samples["python -c pass"])
+    baseline_pass = _wall(samples["python -c pass"])
     print(f"cli_startup N={n} ({' '.join(taskplug_command())})")
-    print(f"{'command':<38} {'median ms':>10} {'min ms':>8} {'- python ms':>12}  target")
+    print(f"{'command':<38} {'median ms':>10} {'min ms':>8} {'- python ms':>12} {'cpu ms':>8}  target")
     for name, runs in samples.items():
-        median = statistics.median(runs)
+        median = _wall(runs)
         over = "" if name == "python -c pass" else f"{median - baseline_pass:12.1f}"
         target = TARGETS_MS.get(name)
         verdict = ""
         if target is not None:
             verdict = f"<= {target:.0f} ms ({'met' if median <= target else 'MISSED'})"
-        print(f"{name:<38} {median:10.1f} {min(runs):8.1f} {over:>12}  {verdict}")
+        print(f"{name:<38} {median:10.1f} {_min(runs):8.1f} {over:>12} {_cpu(runs):8.1f}  {verdict}")
     if baseline is not None:
         print(f"baseline PYTHONPATH={baseline}, run alternately with the above:")
         for name, runs in base_samples.items():
-            base = statistics.median(runs)
-            ratio = statistics.median(samples[name]) / base
+            base = _wall(runs)
+            ratio = _wall(samples[name]) / base
+            cpu_ratio = _cpu(samples[name]) / _cpu(runs)
             print(
-                f"{name:<38} {base:10.1f} {min(runs):8.1f} {base - baseline_pass:12.1f}  this / baseline {ratio:.2f}x"
+                f"{name:<38} {base:10.1f} {_min(runs):8.1f} {base - baseline_pass:12.1f} {_cpu(runs):8.1f}"
+                f"  this / baseline {ratio:.2f}x (cpu {cpu_ratio:.2f}x)"
             )
+
+
+def _wall(runs: list[tuple[float, float]]) -> float:
+    return statistics.median(wall for wall, _ in runs)
+
+
+def _min(runs: list[tuple[float, float]]) -> float:
+    return min(wall for wall, _ in runs)
+
+
+def _cpu(runs: list[tuple[float, float]]) -> float:
+    return statistics.median(cpu for _, cpu in runs)
 
 
 if __name__ == "__main__":

@@ -58,11 +58,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -78,11 +80,12 @@ from taskplug.localcluster._zygote import _PRCTL, ForkedProcess, Zygote, _die_wi
 
 __all__ = [
     "COPILOT_EXECUTABLE",
+    "MemorySampler",
     "ProcessKubelet",
     "copilot_argv",
     "expand_vars",
     "mount_path_mapper",
-    "process_tree_rss",
+    "process_group_rss",
     "tail_for_termination_message",
 ]
 
@@ -91,6 +94,7 @@ _log = logging.getLogger(__name__)
 _VAR_RE: Final = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.\-]*)\)")
 _FIELD_RE: Final = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
+_STAT_BYTES: Final = 4096  # /proc/<pid>/stat is at most ~1 KB: 52 numbers and a command name of 16 bytes
 _MESSAGE_LIMIT: Final = 4096
 _LOG_TAIL_LINES: Final = 80
 _LOG_TAIL_BYTES: Final = 2048
@@ -112,21 +116,54 @@ def expand_vars(text: str, env: dict[str, str]) -> str:
     return _VAR_RE.sub(replace, text)
 
 
-def process_tree_rss(pgid: int) -> int:
-    """Resident bytes of every process in process group ``pgid`` (the container's session)."""
-    total = 0
+def process_group_rss() -> dict[int, int]:
+    """Resident bytes of every process group on the machine, by group id, from one pass over ``/proc``.
+
+    Each process's ``stat`` is read by a bare ``os.read`` rather than a Python file object, which took a third
+    more CPU per pass (the whole file fits in one read)."""
+    groups: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
+            fd = os.open(f"/proc/{entry.name}/stat", os.O_RDONLY)
+        except OSError:
+            continue  # the process is gone
+        try:
+            stat = os.read(fd, _STAT_BYTES)
         except OSError:
             continue
+        finally:
+            os.close(fd)
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 21 and int(fields[2]) == pgid:
-            total += int(fields[21]) * _PAGE
-    return total
+        if len(fields) > 21:
+            pgid = int(fields[2])
+            groups[pgid] = groups.get(pgid, 0) + int(fields[21]) * _PAGE
+    return groups
+
+
+class MemorySampler:
+    """The resident bytes of containers' process groups for their memory limits, from a pass over ``/proc``
+    shared by every container sampled within ``max_age`` seconds of it.
+
+    Every running container is sampled at each poll (20 a second), and a pass reads the ``stat`` of every
+    process on the machine: with N containers running, N passes per poll interval became at most two (one
+    when their polls fall together), the rest of the CPU left to the containers. A container's sample is at
+    most ``max_age`` old (half a poll interval), so a group over its limit is killed at most that much later
+    than by a pass of its own, and one that started after the pass is sampled by the next."""
+
+    def __init__(self, max_age: float, clock: Callable[[], float]) -> None:
+        self._max_age = max_age
+        self._clock = clock
+        self._taken = -math.inf
+        self._groups: dict[int, int] = {}
+
+    def rss(self, pgid: int) -> int:
+        now = self._clock()
+        if now - self._taken >= self._max_age:
+            self._groups = process_group_rss()
+            self._taken = now
+        return self._groups.get(pgid, 0)
 
 
 def copilot_argv(argv: Sequence[str]) -> list[str] | None:
@@ -751,7 +788,7 @@ class _PodWorker:
                 done, _ = await asyncio.wait({waiter}, timeout=self.kubelet.poll_interval)
                 if done:
                     break
-                if memory_limit is not None and not oom and process_tree_rss(proc.pid) > memory_limit:
+                if memory_limit is not None and not oom and self.kubelet.memory.rss(proc.pid) > memory_limit:
                     oom = True
                     _signal_group(proc, signal.SIGKILL)
                 if self.stopping is not None and term_sent is None:
@@ -821,6 +858,7 @@ class ProcessKubelet(KubeletBase):
         self.workdir = workdir
         self.poll_interval = poll_interval
         self.kill_grace = kill_grace
+        self.memory = MemorySampler(poll_interval / 2, time.monotonic)
         self._workers: dict[str, _PodWorker] = {}
         self._dirs: dict[tuple[str, str], _PodWorker] = {}
         self._group: asyncio.TaskGroup | None = None
