@@ -180,6 +180,6 @@ def test_a_dynamic_task_ends_saying_it_is_a_dynamic_workflow_not_outputs_not_fou
     assert "3 node(s)" in message
     assert "retry_tasks.square" in message
     assert "futures.pb" in message
-    assert "does not run dynamic workflows yet" in message
+    assert "run it as a node of a workflow" in message
     assert document["events"][-1]["phase"] == "PermanentFailure"
     assert document["events"][-1]["error"]["code"] == "DynamicWorkflowNotSupported"

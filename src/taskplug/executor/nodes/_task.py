@@ -62,8 +62,11 @@ def needs_template_file(template: tasks_pb2.TaskTemplate) -> bool:
 def dynamic_workflow_error(data: bytes, path: str) -> ExecutionError:
     """The permanent failure of a task that produced a dynamic workflow, saying what it produced.
 
-    Deviation: Flyte runs the sub-workflow (nodes/dynamic/handler.go); taskplug does not run workflows yet,
-    so the node ends here, with this message rather than a misleading OutputsNotFound.
+    Deviation: flyteadmin launches a single task as a one-node workflow, so propeller runs the sub-workflow
+    of a ``@dynamic`` task launched alone (nodes/dynamic/handler.go). taskplug runs a task execution (a spec
+    with a task template) as one task node, outside the workflow machinery, so it ends here, saying how to
+    run it as a workflow's node, rather than with a misleading OutputsNotFound. A task node of a workflow
+    (and ``taskplug run module.py DYNAMIC_TASK``, which makes it one) runs the sub-workflow.
     """
     spec = dynamic_job_pb2.DynamicJobSpec()
     try:
@@ -80,7 +83,8 @@ def dynamic_workflow_error(data: bytes, path: str) -> ExecutionError:
     return ExecutionError(
         "DynamicWorkflowNotSupported",
         f"the task is a dynamic workflow (flytekit @dynamic): it wrote {produced} to {path} instead of "
-        "outputs; taskplug runs single tasks and map tasks, and does not run dynamic workflows yet",
+        "outputs, and a task execution runs one task; run it as a node of a workflow (`taskplug run "
+        "module.py TASK` makes a @dynamic task one, as does a spec whose template is a workflow)",
         ErrorKind.SYSTEM,
     )
 
