@@ -151,16 +151,11 @@ def _write_local(path: str, data: bytes, *, new_folder: bool = False) -> None:
     write — or, for a ``new_folder``, made first (its parent usually exists), which spares the failed open."""
     folder = os.path.dirname(path) or "."
     if new_folder:
-        try:
-            os.mkdir(folder)
-        except FileExistsError:
-            pass
-        except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
+        _make_folders(folder)
     try:
         fd = os.open(path, _WRITE_FLAGS, 0o666)
     except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
+        _make_folders(folder)
         fd = os.open(path, _WRITE_FLAGS, 0o666)
     try:
         view = memoryview(data)
@@ -168,6 +163,27 @@ def _write_local(path: str, data: bytes, *, new_folder: bool = False) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+def _make_folders(folder: str) -> None:
+    """``os.makedirs(folder, exist_ok=True)`` from the bottom up: a node's folder is usually missing along with
+    a parent or two under folders that exist, so trying ``mkdir`` first and climbing only on a missing parent
+    takes one system call per folder made, where ``makedirs`` first checks every level from the top."""
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        if not os.path.isdir(folder):
+            raise
+    except FileNotFoundError:
+        parent = os.path.dirname(folder)
+        if not parent or parent == folder:
+            raise
+        _make_folders(parent)
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
 
 
 def _read_local(path: str) -> bytes | None:
