@@ -30,6 +30,15 @@ _FIRST = 0.1
 """The earliest moment: before the interpreter has read taskplug's first line (tens of milliseconds on an idle
 machine, more on a loaded one) a signal meets Python's own default, which no program can change."""
 
+
+def _before_taskplug(code: int, err: str) -> bool:
+    """Whether the signal came while the interpreter was still starting (its ``site`` import, the ``.pth``
+    files of the environment), before taskplug's first line: Python's own default then ends the process with
+    a KeyboardInterrupt (exit 1, "Fatal Python error: init_import_site"). A loaded machine can start slower
+    than ``_FIRST``; such a moment tests Python, not taskplug."""
+    return code == 1 and "Fatal Python error: init_import_site" in err
+
+
 MODULE = textwrap.dedent(
     """
     import os
@@ -137,6 +146,9 @@ def test_one_sigint_at_any_moment_exits_1_and_leaves_nothing_running(tmp_path: P
         proc.send_signal(signal.SIGINT)
         code, out, err = _finish(proc)
         outcomes.append((round(moment, 2), code))
+        if moment == _FIRST and _before_taskplug(code, err):
+            _assert_nothing_left(marks)
+            continue
         assert "Traceback" not in err, (moment, err)
         assert "cannot import" not in err, (moment, err)
         if code == 0:
@@ -157,7 +169,8 @@ def test_a_signal_swallowed_before_the_task_returned_is_not_a_success(tmp_path: 
         time.sleep(moment)
         proc.send_signal(signal.SIGINT)
         code, _, err = _finish(proc)
-        assert (code, "Traceback" in err) == (1, False), (moment, code, err)
+        if moment != _FIRST or not _before_taskplug(code, err):
+            assert (code, "Traceback" in err) == (1, False), (moment, code, err)
         assert not (marks / "returned").exists(), (moment, err)
         _assert_nothing_left(marks)
 
