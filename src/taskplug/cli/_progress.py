@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from taskplug.cli._text import error_text, reason_line
+from taskplug.cli._text import error_text
 from taskplug.cli._workflow_view import NodeOutline, NodeView, WorkflowNodes
 from taskplug.executor import Event, NodeRecord
 
@@ -220,7 +220,7 @@ class Progress:
             table.add_row("…", Text(f"{left_out} earlier event(s) not shown", style="dim"), "", "", "")
         for event in shown:
             # Reasons come from Kubernetes ("... [container-name]"): plain text, never Rich markup.
-            reason = Text(reason_line(event.reason)[:160])
+            reason = Text(error_text(event.reason, 160))
             table.add_row(str(event.attempt), phase_text(event.phase), str(event.version), reason, "")
         elapsed = f"{time.monotonic() - self.started:5.1f}s"
         current = self.events[-1].phase if self.events else "Submitting"
@@ -256,10 +256,10 @@ class EventLines:
                 self.workflow = WorkflowNodes()
             self._write(self._workflow_lines(event, self.workflow))
             return
-        reason = " ".join(reason_line(event.reason).split())
+        reason = error_text(event.reason)
         lines = [f"{time.monotonic() - self.started:7.1f}s  attempt {event.attempt}  {event.phase}"]
         if reason:
-            lines[0] += f"  {reason[:300]}"
+            lines[0] += f"  {reason}"
         if event.cache is not None:  # a cacheable task: where its result came from or went
             lines[0] += f"  [{event.cache.get('status')}]"
         if event.external_resources is not None:
@@ -294,10 +294,10 @@ class EventLines:
             if event.reason:
                 line += f"  {error_text(event.reason)}"
             return [line]
-        reason = " ".join(reason_line(event.reason).split())
+        reason = error_text(event.reason)
         line = f"{at}{view.label}: attempt {event.attempt} {event.phase}"
         if reason:
-            line += f"  {reason[:300]}"
+            line += f"  {reason}"
         lines = [line]
         if event.external_resources is not None:
             array = self.arrays.setdefault(view.id, ArrayProgress())
