@@ -7,12 +7,12 @@ import difflib
 import textwrap
 from collections.abc import Iterable
 
-__all__ = ["did_you_mean", "error_text", "exception_text", "last_line", "reason_line"]
+__all__ = ["did_you_mean", "error_text", "exception_text", "reason_line"]
 
 _TRACEBACK = "Traceback (most recent call last):"
 
 
-def last_line(text: str) -> str:
+def _last_line(text: str) -> str:
     """The last line of a text that is not blank, stripped."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
@@ -26,10 +26,10 @@ def exception_text(text: str) -> str:
     lines = text.strip("\n").splitlines()
     marks = [i for i, line in enumerate(lines) if line.strip() == "Message:"]
     if marks:
-        return textwrap.dedent("\n".join(lines[marks[-1] + 1 :])).strip() or last_line(text)
+        return textwrap.dedent("\n".join(lines[marks[-1] + 1 :])).strip() or _last_line(text)
     starts = [i for i, line in enumerate(lines) if line.strip() == _TRACEBACK]
     if not starts:
-        return last_line(text)
+        return _last_line(text)
     header = lines[starts[-1]]
     indent = len(header) - len(header.lstrip())
     for i in range(starts[-1] + 1, len(lines)):
@@ -37,7 +37,7 @@ def exception_text(text: str) -> str:
         # Frames and their source lines are indented under the header; the exception is not.
         if line.strip() and len(line) - len(line.lstrip()) <= indent:
             return textwrap.dedent("\n".join(lines[i:])).strip()
-    return last_line(text)
+    return _last_line(text)
 
 
 def reason_line(text: str) -> str:

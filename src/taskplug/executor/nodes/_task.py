@@ -8,8 +8,9 @@ aggregation strategy: ``error.pb``, or the earliest of ``error*.pb``).
 
 What a success produced, in order: an error document (flytekit catches the task's exception, writes it and
 exits 0, so a pod that succeeded may be a task that failed); a ``futures.pb`` (a ``@dynamic`` task's
-sub-workflow, which a workflow's task node goes on to run, see _dynamic.py); the outputs, every declared one present. In-memory outputs
-(web-API plugins, echo) are written to the data store, so a task's outputs are always where Flyte keeps them.
+sub-workflow, which a workflow's task node goes on to run, see _dynamic.py); the outputs, every declared one
+present. In-memory outputs (web-API plugins, echo) are written to the data store, so a task's outputs are
+always where Flyte keeps them.
 """
 
 from __future__ import annotations

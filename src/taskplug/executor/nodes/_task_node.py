@@ -211,18 +211,17 @@ class TaskNode:
             if self._inputs_written:
                 return
             paths = ExecutionPaths.for_attempt(self.settings.data_root, tctx.metadata)
-            # The node's data folder is new with its first attempt: made first, not after a failed open.
-            new_folder = True
+            # The node's data folder is new with its first attempt: the first file written makes it first,
+            # not after a failed open.
             if not self.inputs_in_store:
                 await self.host.data.write(
-                    paths.input_path, self.spec.inputs.SerializeToString(), new_folder=new_folder
+                    paths.input_path, self.spec.inputs.SerializeToString(), new_folder=True
                 )
-                new_folder = False
             if needs_template_file(self.spec.template):
                 await self.host.data.write(
                     f"{paths.input_prefix}/task.pb",
                     self.spec.template.SerializeToString(),
-                    new_folder=new_folder,
+                    new_folder=self.inputs_in_store,
                 )
             self._inputs_written = True
 
