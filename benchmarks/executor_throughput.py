@@ -16,8 +16,11 @@ kube-apiserver, not in taskplug. Goal: ≤ 20 KiB per in-flight task.
 callbacks they ran (the API server's included), state store writes (saves, events, flushes), watch events the
 informer handled, and JSON and protobuf encodes and decodes made outside the embedded API server.
 
+Both sides run with the garbage collector as a ``taskplug`` command that drives the executor has it (start-up's
+objects frozen, rarer collections: ``taskplug.cli._process``); ``--default-gc`` keeps CPython's defaults.
+
     .venv/bin/python benchmarks/executor_throughput.py [N] [--pairs P] [--sqlite] [--concurrency C]
-        [--skip-memory] [--memory-tasks M] [--counts]
+        [--skip-memory] [--memory-tasks M] [--counts] [--default-gc]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from flyteidl.core import literals_pb2
 # benchmarks/ is on the path when a script runs: the bare API's own benchmark, run as it runs alone.
 from localcluster_simulated import run as run_bare_api
 
+from taskplug.cli._process import use_executor_collector
 from taskplug.core import PluginRegistry, TaskExecutionID
 from taskplug.executor import (
     MemoryStateStore,
@@ -420,9 +424,14 @@ def main() -> None:
         help="tasks in flight for the memory pass (default: N; tracemalloc makes it slow)",
     )
     parser.add_argument("--counts", action="store_true", help="add an untimed pass counting work per task")
+    parser.add_argument(
+        "--default-gc", action="store_true", help="CPython's collector settings, not the command's"
+    )
     args = parser.parse_args()
     if args.count < 1 or args.pairs < 1:
         parser.error("N and --pairs must be at least 1")
+    if not args.default_gc:
+        use_executor_collector()
     asyncio.run(compare(args))
 
 

@@ -6,7 +6,10 @@ Prints, for each: elements (or tasks) per second end to end (submit → the map'
 as a fraction of the single-task rate, and Kubernetes API calls per element by verb (creates per element
 must be 1.0: each element's pod is created once, by its propeller name).
 
-    .venv/bin/python benchmarks/map_task.py [N] [--sqlite]
+Everything runs with the garbage collector as a ``taskplug`` command that drives the executor has it
+(``taskplug.cli._process``); ``--default-gc`` keeps CPython's defaults.
+
+    .venv/bin/python benchmarks/map_task.py [N] [--sqlite] [--default-gc]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 # The same counting proxy as the single-task benchmark (benchmarks/ is on the path when a script runs).
 from executor_throughput import CountingClient
 
+from taskplug.cli._process import use_executor_collector
 from taskplug.core import PluginRegistry, TaskExecutionID
 from taskplug.executor import (
     MemoryStateStore,
@@ -160,4 +164,6 @@ async def main(n: int, sqlite: bool) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--default-gc" not in sys.argv:
+        use_executor_collector()
     asyncio.run(main(int(args[0]) if args else 2_000, "--sqlite" in sys.argv))

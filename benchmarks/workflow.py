@@ -24,8 +24,12 @@ writes no outputs, so the ``outputs.pb`` of every node whose outputs are read is
 container would write it (``<data-root>/metadata/<project>/<domain>/<name>/<node>/0/outputs.pb``) before the
 timed run; the workflow still reads each of them as it would a real task's.
 
+The simulated figures run with the garbage collector as ``taskplug run`` has it once its executor starts
+(start-up's objects frozen, rarer collections: ``taskplug.cli._process``); ``--default-gc`` keeps CPython's
+defaults instead.
+
     .venv/bin/python benchmarks/workflow.py [--repeat R] [--sqlite] [--skip-process | --skip-simulated]
-        [--process-runs N] [--dynamic-size N]
+        [--process-runs N] [--dynamic-size N] [--default-gc]
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from flyteidl.core import (
 # benchmarks/ is on the path when a script runs: the same single-task specs as the map benchmark.
 from map_task import make_store, platform_for, single_specs
 
+from taskplug.cli._process import use_executor_collector
 from taskplug.compiler import compile_workflow
 from taskplug.executor import ExecutionSpec, Platform, executor_settings, open_executor
 from taskplug.executor._spec import workflow_execution_spec
@@ -492,8 +497,13 @@ def main() -> None:
     parser.add_argument("--skip-process", action="store_true", help="skip the real-process comparison")
     parser.add_argument("--process-runs", type=int, default=3)
     parser.add_argument("--skip-simulated", action="store_true", help="only the real-process comparison")
+    parser.add_argument(
+        "--default-gc", action="store_true", help="CPython's collector settings, not the command's"
+    )
     args = parser.parse_args()
     if not args.skip_simulated:
+        if not args.default_gc:
+            use_executor_collector()
         asyncio.run(simulated(args.repeat, args.sqlite, args.dynamic_size))
     if not args.skip_process:
         process_mode(args.process_runs)
