@@ -20,7 +20,7 @@ from taskplug.cli._run import run as run_command
 from taskplug.compiler import WorkflowBundle, hydrate, launch_inputs, read_bundle
 from taskplug.core import SpecError, TaskplugError, literal_map_to_plain
 
-from .conftest import invoke
+from .conftest import assert_bad_input, invoke
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +166,21 @@ def test_a_workflow_renders_as_its_compiled_closure_after_its_options_are_read(
     result = invoke(runner, "render", demo.module, "wf", "--x", "2")
     assert result.exit_code == 0, result.stderr
     assert '"connections"' in result.stdout and '"start-node"' in result.stdout
+
+
+@pytest.mark.parametrize("form", ["module", "package"])
+def test_a_workflow_renders_without_its_inputs_which_its_closure_does_not_depend_on(
+    runner: CliRunner, demo: Serialized, form: str
+) -> None:
+    path = demo.module if form == "module" else demo.package
+    given = invoke(runner, "render", path, "wf", "--x", "2")
+    left_out = invoke(runner, "render", path, "wf")
+    assert left_out.exit_code == 0, left_out.stderr
+    assert json.loads(left_out.stdout) == json.loads(given.stdout)
+    # Given, an input is still read and checked; and a run still needs it.
+    assert_bad_input(invoke(runner, "render", path, "wf", "--x", "two"), "--x", "expected an integer")
+    missing = invoke(runner, "run", path, "wf")
+    assert missing.exit_code == 2 and "Missing option '--x'" in missing.stderr, missing.stderr
 
 
 def test_a_workflow_calling_a_reference_workflow_is_refused_with_flytekits_reason(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ import re
 import sys
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -153,7 +153,9 @@ class ModuleCommand(click.Command):
 @dataclass(frozen=True, slots=True)
 class ModuleTarget:
     """How a module's task becomes a spec: the images (``--image``, pyflyte's form), the execution's
-    project, domain and name (``None``: a fresh name per run), env, and whether it runs on this machine."""
+    project, domain and name (``None``: a fresh name per run), env, whether it runs on this machine, and
+    whether a workflow's inputs may be left out (``taskplug render``: the compiled workflow does not depend
+    on them; a task's rendered object does, through its command's input templates)."""
 
     images: tuple[str, ...] = ()
     project: str = DEFAULT_PROJECT
@@ -161,6 +163,7 @@ class ModuleTarget:
     name: str | None = None
     environment: tuple[str, ...] = ()
     on_host: bool = True
+    workflow_inputs_optional: bool = False
 
 
 F = typing.TypeVar("F", bound=Callable[..., Any])
@@ -454,7 +457,7 @@ def _option(item: _Input) -> click.Option:
         return click.Option(
             [item.name, *flags], is_flag=True, default=default, show_default=True, help=help_text
         )
-    if not item.required:
+    if not item.required and item.default is not None:
         help_text = f"{help_text}  [default: {item.default_text}]".strip()
     # No ``default=``: click then reports a required input left out (a None default would count as given).
     return click.Option(
@@ -748,7 +751,13 @@ def module_spec_builder(
         bundle, values = _workflow_command_line(path, resolved, root, entities, task_name, rest, target)
         del execution_id["nodeId"]
         return functools.partial(
-            workflow_spec, bundle, values, execution=execution, source=str(path), fresh_name=fresh_name
+            workflow_spec,
+            bundle,
+            values,
+            execution=execution,
+            source=str(path),
+            fresh_name=fresh_name,
+            partial_inputs=target.workflow_inputs_optional,
         )
     entity = _choose(path, entities, task_name)
     inputs = _inputs(entity)
@@ -849,10 +858,14 @@ def _workflow_command_line(
     bundle = _serialize_workflow(path, resolved, root, entities, name, target)
     entity = _workflow_entity(path, entities, name)
     expected = expected_inputs(bundle.launch_plan, bundle.workflow.interface)
-    inputs = _workflow_inputs(entity, expected)
+    inputs = _optional_if(_workflow_inputs(entity, expected), target.workflow_inputs_optional)
     command = _task_command(path, name, entity, inputs)
     given = _parse_task_arguments(click.get_current_context(), path, name, command, rest)
     return bundle, _workflow_values(inputs, given, on_host=target.on_host)
+
+
+def _optional_if(inputs: list[_Input], optional: bool) -> list[_Input]:
+    return [replace(item, required=False) for item in inputs] if optional else inputs
 
 
 def _workflow_values(inputs: Sequence[_Input], given: Mapping[str, Any], *, on_host: bool) -> dict[str, Any]:
@@ -931,6 +944,7 @@ def serialized_workflow(
                 type_text=describe_type(parameter.var.type),
             )
         )
+    inputs = _optional_if(inputs, target.workflow_inputs_optional)
     shown = name or bundle.workflow.id.name
     command = click.Command(
         shown,
@@ -958,7 +972,14 @@ def serialized_spec(
     """The workflow execution of ``PATH [WORKFLOW] [--INPUT VALUE]...`` (:func:`serialized_workflow`), as a
     spec whose ``templateFile`` is PATH would give it."""
     bundle, values, execution = serialized_workflow(path, arguments, target)
-    return workflow_spec(bundle, values, execution=execution, source=str(path), fresh_name=fresh_name)
+    return workflow_spec(
+        bundle,
+        values,
+        execution=execution,
+        source=str(path),
+        fresh_name=fresh_name,
+        partial_inputs=target.workflow_inputs_optional,
+    )
 
 
 def _default_text(default: literals_pb2.Literal | None) -> str:

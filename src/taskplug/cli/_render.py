@@ -8,6 +8,7 @@ as a real cluster would get it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -62,7 +63,8 @@ def render(
 
     SPEC is an execution spec, or a flytekit module, a task or workflow and its inputs as `taskplug run`
     takes them (`taskplug render workflows.py add --a 2`), or what pyflyte serialize / package wrote and a
-    workflow in it (`taskplug render flyte-package.tgz wf --a 2`).
+    workflow in it (`taskplug render flyte-package.tgz wf --a 2`). A workflow's inputs may be left out:
+    what it compiles to does not depend on them.
     """
     if is_module(spec) or is_serialized(spec):
         target = module_target_from_options(
@@ -73,6 +75,8 @@ def render(
             environment=environment,
             on_host=not images,
         )
+        # What a workflow compiles to does not depend on its inputs: they may be left out here.
+        target = replace(target, workflow_inputs_optional=True)
         arguments = click.get_current_context().meta.get(MODULE_ARGS, ())
         if is_serialized(spec):
             loaded = serialized_spec(spec, arguments, target, fresh_name=False)

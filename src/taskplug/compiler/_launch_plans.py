@@ -101,10 +101,14 @@ def execution_inputs(
     launch_plan: launch_plan_pb2.LaunchPlan,
     expected: interface_pb2.ParameterMap,
     given: literals_pb2.LiteralMap,
+    *,
+    partial: bool = False,
 ) -> literals_pb2.LiteralMap:
     """The inputs of an execution of ``launch_plan`` whose user gave ``given``: checked against the
     ``expected`` inputs (:func:`expected_inputs`), completed with their defaults and the launch plan's fixed
-    inputs. Errors are :class:`SpecError` at ``inputs.<name>``."""
+    inputs. Errors are :class:`SpecError` at ``inputs.<name>``. ``partial``: a required input not given is
+    left out instead of refused (``taskplug render`` of a workflow, whose compiled closure does not depend on
+    its inputs)."""
     parameters = expected.parameters
     out = literals_pb2.LiteralMap()
     for name in sorted(given.literals):
@@ -114,6 +118,8 @@ def execution_inputs(
     for name in sorted(parameters):
         parameter = parameters[name]
         if name not in out.literals:
+            if parameter.required and partial:
+                continue
             if parameter.required:
                 raise SpecError(f"inputs.{name}", f"expected_inputs {name} missing")
             if not parameter.HasField("default"):
@@ -154,12 +160,15 @@ def workflow_inputs_from_plain(
     return literal_map_from_plain(values, interface.inputs, path)
 
 
-def launch_inputs(bundle: WorkflowBundle, values: Mapping[str, Any]) -> literals_pb2.LiteralMap:
+def launch_inputs(
+    bundle: WorkflowBundle, values: Mapping[str, Any], *, partial: bool = False
+) -> literals_pb2.LiteralMap:
     """The inputs of an execution of ``bundle``'s launch plan whose user gave the plain ``values``: the
-    expected inputs computed, the values typed by the workflow's interface, then merged as Admin merges them."""
+    expected inputs computed, the values typed by the workflow's interface, then merged as Admin merges them
+    (``partial``: see :func:`execution_inputs`)."""
     expected = expected_inputs(bundle.launch_plan, bundle.workflow.interface)
     given = workflow_inputs_from_plain(values, bundle.workflow.interface)
-    return execution_inputs(bundle.launch_plan, expected, given)
+    return execution_inputs(bundle.launch_plan, expected, given, partial=partial)
 
 
 # -- types of literals, and whether one casts to another -------------------------------------------------------

@@ -844,16 +844,20 @@ def workflow_spec(
     execution: Mapping[str, Any] | None = None,
     source: str = "",
     fresh_name: bool = True,
+    partial_inputs: bool = False,
 ) -> ExecutionSpec:
     """The execution of ``bundle``'s launch plan with the plain input ``values``, as flyteadmin creates one
     (:func:`~taskplug.executor._workflow.compile_bundle`: hydrated, compiled, inputs merged); ``execution``
-    is a spec's ``execution`` section (the id, namespace, environment…)."""
+    is a spec's ``execution`` section (the id, namespace, environment…). ``partial_inputs``: required inputs
+    may be missing (a spec to render, never to run)."""
     from taskplug.executor._workflow import compile_bundle  # flyteidl.admin's types load only for workflows
 
     ids = (execution or {}).get("id") or {}
     project = (ids.get("project") if isinstance(ids, Mapping) else None) or DEFAULT_PROJECT
     domain = (ids.get("domain") if isinstance(ids, Mapping) else None) or DEFAULT_DOMAIN
-    compiled = compile_bundle(bundle, values, project=str(project), domain=str(domain))
+    compiled = compile_bundle(
+        bundle, values, project=str(project), domain=str(domain), partial_inputs=partial_inputs
+    )
     return workflow_execution_spec(
         compiled.closure,
         compiled.inputs,

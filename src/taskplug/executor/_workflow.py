@@ -283,12 +283,18 @@ class CompiledBundle:
 
 
 def compile_bundle(
-    bundle: WorkflowBundle, values: Mapping[str, Any], *, project: str, domain: str
+    bundle: WorkflowBundle,
+    values: Mapping[str, Any],
+    *,
+    project: str,
+    domain: str,
+    partial_inputs: bool = False,
 ) -> CompiledBundle:
     """``bundle`` registered and launched with the plain input ``values``: every identifier hydrated with the
     execution's project and domain (``flytectl register``), the workflow compiled (its errors are
     :class:`~taskplug.compiler.CompileErrors`: ``taskplug run`` exits 2, nothing created), the inputs merged
-    with the launch plan's defaults and fixed inputs (Admin's messages)."""
+    with the launch plan's defaults and fixed inputs (Admin's messages; ``partial_inputs``: a required input
+    not given is left out, for ``taskplug render``)."""
     hydrated = hydrate(bundle, project=project, domain=domain, version=_LOCAL_VERSION)
     interfaces = _launch_plan_interfaces(hydrated)
     closure = compile_workflow(
@@ -297,7 +303,7 @@ def compile_bundle(
         tasks=hydrated.tasks.values(),
         launch_plans=interfaces.values(),
     )
-    inputs = launch_inputs(hydrated, values)
+    inputs = launch_inputs(hydrated, values, partial=partial_inputs)
     max_parallelism = hydrated.launch_plan.spec.max_parallelism or None
     return CompiledBundle(closure, inputs, _launched(hydrated, interfaces), max_parallelism)
 
