@@ -337,18 +337,23 @@ async def simulated(repeat: int, sqlite: bool, dynamic_size: int) -> None:
         _check(result, name)
         return timed
 
-    # Interleaved, one of each per round, and compared round by round: the machine's speed drifts.
+    # Interleaved, one of each per round, and compared round by round: the machine's speed drifts. Every
+    # other round runs the workflows before their baselines, so that neither side is always the one that
+    # follows the other.
+    async def measure(name: str, r: int) -> Timed:
+        if name == "at once":
+            return await run_singles(platform, workdir, width + 1, sqlite, at_once=True, tag=f"a{r}")
+        if name == "serial":
+            return await run_singles(platform, workdir, length, sqlite, at_once=False, tag=f"s{r}")
+        if name == "chain":
+            return await run(chain_closure, chain_read, 0)
+        return await run(fan_closure, fan_read, 25 if name == "fan 25" else 0)
+
     figures: dict[str, list[Timed]] = collections.defaultdict(list)
     for r in range(repeat):
-        figures["at once"].append(
-            await run_singles(platform, workdir, width + 1, sqlite, at_once=True, tag=f"a{r}")
-        )
-        figures["fan 0"].append(await run(fan_closure, fan_read, 0))
-        figures["fan 25"].append(await run(fan_closure, fan_read, 25))
-        figures["serial"].append(
-            await run_singles(platform, workdir, length, sqlite, at_once=False, tag=f"s{r}")
-        )
-        figures["chain"].append(await run(chain_closure, chain_read, 0))
+        for group in (("at once", "fan 0", "fan 25"), ("serial", "chain")):
+            for name in group if r % 2 == 0 else reversed(group):
+                figures[name].append(await measure(name, r))
 
     def row(label: str, name: str, unit: str, base: str | None = None, target: bool = False) -> None:
         runs = figures[name]
@@ -382,12 +387,8 @@ async def dynamic_vs_map(platform: Platform, workdir: Path, sqlite: bool, size: 
     dynamics: list[Timed] = []
     rounds: dict[str, int] = {}
     for r in range(repeat):
-        name = f"mapped-{r}"
-        map_spec = workflow_spec(map_workflow(), int_inputs(xs=list(range(size))), name, 0)
-        timed, result, rounds["map"] = await run_workflow(platform, workdir, map_spec, sqlite, name, size)
-        _check(result, "the map task")
-        maps.append(timed)
-
+        if r % 2 == 1:  # every other round, the map after the @dynamic fan-out (see ``simulated``)
+            maps.append(await _run_map(platform, workdir, sqlite, size, r, rounds))
         name = f"dynamic-{r}"
         closure, futures = dynamic_fan_out(size)
         seed(workdir, name, ["n0"], "futures.pb", futures)
@@ -400,6 +401,8 @@ async def dynamic_vs_map(platform: Platform, workdir: Path, sqlite: bool, size: 
             return
         _check(result, "the @dynamic fan-out")
         dynamics.append(timed)
+        if r % 2 == 0:
+            maps.append(await _run_map(platform, workdir, sqlite, size, r, rounds))
 
     def line(label: str, runs: list[Timed], kind: str) -> str:
         rates = [t.rate for t in runs]
@@ -417,6 +420,16 @@ async def dynamic_vs_map(platform: Platform, workdir: Path, sqlite: bool, size: 
         f"  {'':<44} {ratio:.2f}x the map task, CPU per task {cpu_ratio:.2f}x "
         f"[target >= {TARGET}x: {'met' if ratio >= TARGET else 'MISSED'}]"
     )
+
+
+async def _run_map(
+    platform: Platform, workdir: Path, sqlite: bool, size: int, r: int, rounds: dict[str, int]
+) -> Timed:
+    name = f"mapped-{r}"
+    map_spec = workflow_spec(map_workflow(), int_inputs(xs=list(range(size))), name, 0)
+    timed, result, rounds["map"] = await run_workflow(platform, workdir, map_spec, sqlite, name, size)
+    _check(result, "the map task")
+    return timed
 
 
 def _error_codes(result: Any) -> set[str]:
