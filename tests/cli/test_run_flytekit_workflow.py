@@ -117,6 +117,63 @@ def test_the_options_after_a_workflow_are_its_inputs_and_the_launch_plan_fills_t
     assert literal_map_to_plain(launch_inputs(bundle, values)) == {"a": 1, "b": 7}
 
 
+KINDS = """
+import datetime
+import enum
+
+from flytekit import task, workflow
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@task
+def describe(c: Color, span: datetime.timedelta) -> str:
+    return f"{c.value} {int(span.total_seconds())}"
+
+
+@workflow
+def kinds(c: Color = Color.GREEN, span: datetime.timedelta = datetime.timedelta(minutes=2)) -> str:
+    return describe(c=c, span=span)
+"""
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    module = tmp_path_factory.mktemp("cli-kinds") / "loader_cli_kinds.py"
+    module.write_text(KINDS)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30", 30), ("1.5", 1.5), ("1m30s", 90), ("PT2M", 120), ("-5", -5)]
+)
+def test_a_duration_option_is_seconds_as_a_bare_number_else_a_duration_text(
+    kinds: Path, text: str, seconds: float
+) -> None:
+    # pyflyte's duration option reads "30" as 30 seconds; Go's and ISO 8601's texts are read as in a spec.
+    bundle, values = _module_workflow(kinds, "kinds", "--span", text)
+    (literal,) = [v for k, v in launch_inputs(bundle, values).literals.items() if k == "span"]
+    assert literal.scalar.primitive.duration.ToTimedelta().total_seconds() == seconds
+
+
+@pytest.mark.parametrize(
+    ("arguments", "option", "words"),
+    [
+        (["--c", "purple"], "--c", "expected one of ['red', 'green'], got 'purple'"),
+        (["--span", "forever"], "--span", "expected a duration"),
+    ],
+)
+def test_a_workflow_input_of_the_wrong_kind_exits_2_naming_its_option(
+    runner: CliRunner, kinds: Path, arguments: list[str], option: str, words: str
+) -> None:
+    result = invoke(runner, "run", kinds, "kinds", *arguments)
+    assert_bad_input(result, option, words)
+    assert "inputs." not in result.stderr
+
+
 def test_no_workflow_name_is_a_usage_error_listing_the_module(demo: Serialized) -> None:
     with pytest.raises(SpecError) as err:
         _module_workflow(demo.module, "--x", "2")

@@ -516,6 +516,12 @@ def _plain(raw: str, literal_type: types_pb2.LiteralType, option: str, *, on_hos
     kind = literal_type.WhichOneof("type")
     if kind == "simple":
         simple = literal_type.simple
+        if simple == _Simple.DURATION:
+            # A bare number is seconds, as pyflyte's duration option reads it; else Go's or ISO 8601's text.
+            try:
+                return float(raw) if "." in raw or "e" in raw.lower() else int(raw)
+            except ValueError:
+                return raw
         if simple in _TEXT_SIMPLE:
             return raw
         if simple == _Simple.INTEGER:
@@ -751,7 +757,7 @@ def module_spec_builder(
         bundle, values = _workflow_command_line(path, resolved, root, entities, task_name, rest, target)
         del execution_id["nodeId"]
         return functools.partial(
-            workflow_spec,
+            _workflow_spec_of_options,
             bundle,
             values,
             execution=execution,
@@ -779,10 +785,27 @@ def module_spec_builder(
     try:
         return built(parse_spec(document, base_dir=resolved.parent, source=str(path), fresh_name=fresh_name))
     except SpecError as e:
-        if e.path.startswith("inputs."):
-            # The user wrote options, not a spec: name the option.
-            name, _, rest_path = e.path.removeprefix("inputs.").partition(".")
-            raise SpecError(f"--{name}{'.' + rest_path if rest_path else ''}", e.reason) from e
+        _raise_as_option(e)
+        raise
+
+
+def _raise_as_option(e: SpecError) -> None:
+    """Raise an error about a spec's input as one about the option the user wrote (``inputs.a.b`` →
+    ``--a.b``): the user wrote options, not a spec. Any other error is left to the caller."""
+    if e.path.startswith("inputs."):
+        name, _, rest_path = e.path.removeprefix("inputs.").partition(".")
+        raise SpecError(f"--{name}{'.' + rest_path if rest_path else ''}", e.reason) from e
+
+
+def _workflow_spec_of_options(
+    bundle: WorkflowBundle, values: Mapping[str, Any], **settings: Any
+) -> ExecutionSpec:
+    """:func:`~taskplug.executor.workflow_spec` of inputs the user gave as options: an input's error names
+    its option."""
+    try:
+        return workflow_spec(bundle, values, **settings)
+    except SpecError as e:
+        _raise_as_option(e)
         raise
 
 
@@ -972,7 +995,7 @@ def serialized_spec(
     """The workflow execution of ``PATH [WORKFLOW] [--INPUT VALUE]...`` (:func:`serialized_workflow`), as a
     spec whose ``templateFile`` is PATH would give it."""
     bundle, values, execution = serialized_workflow(path, arguments, target)
-    return workflow_spec(
+    return _workflow_spec_of_options(
         bundle,
         values,
         execution=execution,
