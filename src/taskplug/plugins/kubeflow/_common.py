@@ -4,11 +4,12 @@ policy, and mapping a job's status and pods to a phase with log links.
 Follows flyteplugins/go/tasks/plugins/k8s/kfoperators/common/common_operator.go.
 Everything here is a pure function of the task context, the platform's pod config and the time handed in.
 
-A replica spec is the task's whole pod, built once per replica through the pod pipeline
-(``taskplug.k8s.to_k8s_pod_spec``) with the primary container renamed to the operator's container name
-(``pytorch``, ``tensorflow``, ``mpi``). A v1 replica's ``resources`` replace the node's override resources
-for that replica, its ``image`` replaces the container image and (MPI) its ``command`` becomes the
-container's ``args``.
+A replica spec is the task's whole pod, built through the pod pipeline (``taskplug.k8s.to_k8s_pod_spec``)
+with the primary container renamed to the operator's container name (``pytorch``, ``tensorflow``, ``mpi``).
+A v1 replica's ``resources`` replace the node's override resources for that replica, its ``image`` replaces
+the container image and (MPI) its ``command`` becomes the container's ``args``. Flyte runs the pipeline
+once per replica; :class:`ReplicaSpecs` runs it once per distinct ``resources`` and copies the result for
+the other replicas, which is the same pod (the pipeline is a pure function of the context and resources).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import orjson
 from flyteidl.core import tasks_pb2
 from flyteidl.plugins import common_pb2
 from flyteidl.plugins.kubeflow import common_pb2 as kf_common_pb2
@@ -58,6 +60,7 @@ from taskplug.plugins.kubeflow._kinds import JobKind
 
 __all__ = [
     "LogTarget",
+    "ReplicaSpecs",
     "copy_with_replicas",
     "current_condition",
     "decode_custom",
@@ -68,7 +71,6 @@ __all__ = [
     "replica_count",
     "restart_policy",
     "to_replica_spec",
-    "to_replica_spec_with_overrides",
     "wrap_build_error",
 ]
 
@@ -188,27 +190,56 @@ def _replica_resources(
     return ResourceRequirements(completed["requests"], completed["limits"])
 
 
-def to_replica_spec_with_overrides(
-    tctx: TaskExecutionContext,
-    platform: PlatformPodConfig,
-    replica: Message,
-    container_name: str,
-    *,
-    is_master: bool,
-) -> KubeObject:
-    """A v1 replica's spec (Flyte's ToReplicaSpecWithOverrides): ``common`` wins over the deprecated fields
-    when present; resources replace the override resources; image and command override the container."""
-    source: Any = replica.common if replica.HasField("common") else replica
+class ReplicaSpecs:
+    """The v1 replica specs of one job (Flyte's ToReplicaSpecWithOverrides, once per replica type), with
+    the pod pipeline run once per distinct replica ``resources`` rather than once per replica.
+
+    The pipeline is what a job's build spends its time on, and its result depends only on the task context
+    and the replica's resources: the first replica asking for a pod gets the one built, every later one a
+    copy of it as it was built (before the first one's own overrides).
+    """
+
+    def __init__(self, tctx: TaskExecutionContext, platform: PlatformPodConfig, container_name: str) -> None:
+        self._tctx = tctx
+        self._platform = platform
+        self._container_name = container_name
+        self._built: dict[bytes, bytes] = {}
+        """Each pod built so far, as JSON, by the serialized resources it was built with (b"" for none)."""
+
+    def with_overrides(self, replica: Message, *, is_master: bool) -> KubeObject:
+        """A v1 replica's spec: ``common`` wins over the deprecated fields when present; resources replace
+        the override resources; image and command override the container."""
+        source: Any = replica.common if replica.HasField("common") else replica
+        resources: tasks_pb2.Resources = source.resources
+        if len(resources.requests) + len(resources.limits) > 0:
+            spec = self._pod(resources.SerializeToString(deterministic=True), resources)
+        else:
+            spec = self._pod(b"", None)
+        _apply_replica_overrides(spec, replica, source, self._container_name, is_master=is_master)
+        return spec
+
+    def _pod(self, key: bytes, resources: tasks_pb2.Resources | None) -> KubeObject:
+        built = self._built.get(key)
+        if built is not None:
+            copied: KubeObject = orjson.loads(built)
+            return copied
+        tctx = self._tctx
+        if resources is not None:
+            tctx = PluginTaskExecutionContext(
+                tctx, resources=_replica_resources(resources, tctx.metadata, self._platform.k8s)
+            )
+        spec = to_replica_spec(tctx, self._platform, self._container_name)
+        self._built[key] = orjson.dumps(spec)
+        return spec
+
+
+def _apply_replica_overrides(
+    spec: KubeObject, replica: Message, source: Any, container_name: str, *, is_master: bool
+) -> None:
+    """A v1 replica's image, command, restart policy and count, on its spec built from the pod pipeline."""
     replicas: int = source.replicas
     image: str = source.image
-    resources: tasks_pb2.Resources = source.resources
     policy: int = source.restart_policy
-    context: TaskExecutionContext = tctx
-    if len(resources.requests) + len(resources.limits) > 0:
-        context = PluginTaskExecutionContext(
-            tctx, resources=_replica_resources(resources, tctx.metadata, platform.k8s)
-        )
-    spec = to_replica_spec(context, platform, container_name)
     command: Sequence[str] = list(replica.command) if "command" in replica.DESCRIPTOR.fields_by_name else []
     for container in spec["template"]["spec"].get("containers") or []:
         if container.get("name") != container_name:
@@ -224,7 +255,6 @@ def to_replica_spec_with_overrides(
     else:
         spec.pop("restartPolicy", None)
     spec["replicas"] = 1 if is_master else replicas
-    return spec
 
 
 def parse_run_policy(policy: kf_common_pb2.RunPolicy) -> KubeObject:

@@ -19,13 +19,13 @@ from taskplug.core import BadTaskSpecification, PluginError, TaskExecutionContex
 from taskplug.k8s import PlatformPodConfig
 from taskplug.plugins.kubeflow._common import (
     LogTarget,
+    ReplicaSpecs,
     copy_with_replicas,
     decode_custom,
     parse_run_policy,
     read_template,
     replica_count,
     to_replica_spec,
-    to_replica_spec_with_overrides,
     wrap_build_error,
 )
 from taskplug.plugins.kubeflow._kinds import MPI
@@ -68,16 +68,13 @@ def build_mpi_job(tctx: TaskExecutionContext, *, platform: PlatformPodConfig) ->
                     worker_container.pop("args", None)
     elif version == 1:
         kf_task = decode_custom(template, kf_mpi_pb2.DistributedMPITrainingTask())
+        replica_specs = ReplicaSpecs(tctx, platform, container)
         try:
-            launcher = to_replica_spec_with_overrides(
-                tctx, platform, kf_task.launcher_replicas, container, is_master=True
-            )
+            launcher = replica_specs.with_overrides(kf_task.launcher_replicas, is_master=True)
         except PluginError as e:
             raise wrap_build_error("Unable to create launcher replica spec", e) from e
         try:
-            worker = to_replica_spec_with_overrides(
-                tctx, platform, kf_task.worker_replicas, container, is_master=False
-            )
+            worker = replica_specs.with_overrides(kf_task.worker_replicas, is_master=False)
         except PluginError as e:
             raise wrap_build_error("Unable to create worker replica spec", e) from e
         if kf_task.HasField("run_policy"):

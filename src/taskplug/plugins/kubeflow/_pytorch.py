@@ -18,13 +18,13 @@ from taskplug.core import BadTaskSpecification, PluginError, TaskExecutionContex
 from taskplug.k8s import ErrorAggregationStrategy, PlatformPodConfig
 from taskplug.plugins.kubeflow._common import (
     LogTarget,
+    ReplicaSpecs,
     copy_with_replicas,
     decode_custom,
     parse_run_policy,
     read_template,
     replica_count,
     to_replica_spec,
-    to_replica_spec_with_overrides,
     wrap_build_error,
 )
 from taskplug.plugins.kubeflow._kinds import PYTORCH
@@ -93,16 +93,13 @@ def build_pytorch_job(
             elastic = elastic_policy(task.elastic_config)
     elif version == 1:
         kf_task = decode_custom(template, kf_pytorch_pb2.DistributedPyTorchTrainingTask())
+        replica_specs = ReplicaSpecs(tctx, platform, container)
         try:
-            master = to_replica_spec_with_overrides(
-                tctx, platform, kf_task.master_replicas, container, is_master=True
-            )
+            master = replica_specs.with_overrides(kf_task.master_replicas, is_master=True)
         except PluginError as e:
             raise wrap_build_error("Unable to create master replica spec", e) from e
         try:
-            worker = to_replica_spec_with_overrides(
-                tctx, platform, kf_task.worker_replicas, container, is_master=False
-            )
+            worker = replica_specs.with_overrides(kf_task.worker_replicas, is_master=False)
         except PluginError as e:
             raise wrap_build_error("Unable to create worker replica spec", e) from e
         _add_worker_env(worker, error_aggregation)

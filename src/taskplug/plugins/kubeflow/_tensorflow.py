@@ -18,13 +18,13 @@ from taskplug.core import BadTaskSpecification, PluginError, TaskExecutionContex
 from taskplug.k8s import PlatformPodConfig
 from taskplug.plugins.kubeflow._common import (
     LogTarget,
+    ReplicaSpecs,
     copy_with_replicas,
     decode_custom,
     parse_run_policy,
     read_template,
     replica_count,
     to_replica_spec,
-    to_replica_spec_with_overrides,
     wrap_build_error,
 )
 from taskplug.plugins.kubeflow._kinds import TENSORFLOW
@@ -55,6 +55,7 @@ def build_tf_job(tctx: TaskExecutionContext, *, platform: PlatformPodConfig) -> 
                 specs[replica_type] = copy_with_replicas(replica, count)
     elif version == 1:
         kf_task = decode_custom(template, kf_tensorflow_pb2.DistributedTensorflowTrainingTask())
+        replica_specs = ReplicaSpecs(tctx, platform, container)
         configs = (
             kf_task.chief_replicas,
             kf_task.worker_replicas,
@@ -67,9 +68,7 @@ def build_tf_job(tctx: TaskExecutionContext, *, platform: PlatformPodConfig) -> 
             if replicas <= 0:
                 continue
             try:
-                specs[replica_type] = to_replica_spec_with_overrides(
-                    tctx, platform, config, container, is_master=False
-                )
+                specs[replica_type] = replica_specs.with_overrides(config, is_master=False)
             except PluginError as e:
                 raise wrap_build_error("Unable to create replica spec", e) from e
         if kf_task.HasField("run_policy"):
