@@ -34,6 +34,10 @@ __all__ = ["MPIPlugin", "PyTorchPlugin", "TensorFlowPlugin"]
 
 KubeObject = dict[str, Any]
 
+# Frozen: one value of each serves every call (each build asks twice: the plugin and build_object).
+_PROPERTIES = K8sPluginProperties()
+_EARLIEST_ERROR_PROPERTIES = K8sPluginProperties(error_aggregation_strategy=ErrorAggregationStrategy.EARLIEST)
+
 
 class _KubeflowPlugin:
     """What the three plugins share: identity, properties and the status mapping."""
@@ -62,7 +66,7 @@ class _KubeflowPlugin:
         )
 
     def get_properties(self) -> K8sPluginProperties:
-        return K8sPluginProperties()
+        return _PROPERTIES
 
     def build_identity_resource(self, meta: TaskExecutionMetadata) -> KubeObject:
         return {"apiVersion": self.kind.resource.api_version, "kind": self.kind.kind}
@@ -95,8 +99,8 @@ class PyTorchPlugin(_KubeflowPlugin):
 
     def get_properties(self) -> K8sPluginProperties:
         if self.platform.k8s.enable_distributed_error_aggregation:
-            return K8sPluginProperties(error_aggregation_strategy=ErrorAggregationStrategy.EARLIEST)
-        return K8sPluginProperties()
+            return _EARLIEST_ERROR_PROPERTIES
+        return _PROPERTIES
 
     def build_resource(self, tctx: TaskExecutionContext) -> KubeObject:
         return build_pytorch_job(
