@@ -261,6 +261,38 @@ def test_replica_resources_replace_the_nodes_resource_overrides_for_that_replica
     assert worker == {"requests": {"cpu": "2", "memory": "500Mi"}, "limits": {"cpu": "2", "memory": "500Mi"}}
 
 
+def _containers_and_lists(value: Any) -> list[Any]:
+    found: list[Any] = []
+    if isinstance(value, dict):
+        found.append(value)
+        for item in value.values():
+            found += _containers_and_lists(item)
+    elif isinstance(value, list):
+        found.append(value)
+        for item in value:
+            found += _containers_and_lists(item)
+    return found
+
+
+def test_replicas_built_from_one_pod_share_no_part_of_it() -> None:
+    # Master and worker ask for the same resources, so one pod is built for both: each gets its own copy.
+    specs = specs_of(build(V1_CUSTOM))
+    master, worker = replica(specs, "Master"), replica(specs, "Worker")
+    assert master["template"]["metadata"] == worker["template"]["metadata"]
+    shared = {id(v) for v in _containers_and_lists(master)} & {id(v) for v in _containers_and_lists(worker)}
+    assert not shared
+
+
+def test_replicas_asking_for_different_resources_get_pods_of_their_own() -> None:
+    custom = {
+        "masterReplicas": {"replicas": 1, "resources": {"requests": [{"name": "CPU", "value": "1"}]}},
+        "workerReplicas": {"replicas": 2, "resources": {"requests": [{"name": "CPU", "value": "2"}]}},
+    }
+    specs = specs_of(build(custom))
+    assert container_of(replica(specs, "Master"), "pytorch")["resources"]["requests"]["cpu"] == "1"
+    assert container_of(replica(specs, "Worker"), "pytorch")["resources"]["requests"]["cpu"] == "2"
+
+
 def test_replica_resources_are_capped_at_the_platform_limits() -> None:
     custom = {
         "masterReplicas": {
@@ -430,3 +462,4 @@ def test_custom_decodes_as_flytes_jsonpb_does(custom: dict[str, Any]) -> None:
 def test_a_fractional_replica_count_does_not_decode() -> None:
     with pytest.raises(BadTaskSpecification, match=r"^\[BadTaskSpecification\] invalid TaskSpecification \["):
         build({"workerReplicas": {"replicas": 2.5}})
+
