@@ -20,7 +20,12 @@ metrics): the write path (claims, fenced batches of state, events, attempts) and
 heartbeats, sweeps, reconciles); measured at full load (batched) and for executions run one after another
 (a pod task that succeeds first time, unbatched; target ≤ 10).
 
-    .venv/bin/python benchmarks/replicas.py [N] [--dsn postgresql://…]
+Every process runs with the garbage collector as the commands have it once their executor starts (start-up's
+objects frozen, rarer collections: ``taskplug.cli._process``): the replicas are ``taskplug executor`` itself
+(``python -m taskplug.cli executor``), the single process is tuned as ``taskplug run`` tunes itself;
+``--default-gc`` keeps CPython's defaults on both sides instead.
+
+    .venv/bin/python benchmarks/replicas.py [N] [--dsn postgresql://…] [--default-gc]
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from taskplug.cli._process import use_executor_collector
 from taskplug.engine.k8s import connect
 from taskplug.executor import (
     LocalCoordinator,
@@ -57,7 +63,15 @@ from taskplug.executor import (
 )
 from taskplug.service import migrate
 
-EXECUTOR = "import taskplug.cli._executor_cmd as m, sys; sys.argv[0] = 'taskplug executor'; m.executor()"
+THE_COMMAND = [sys.executable, "-m", "taskplug.cli", "executor"]
+"""A replica as ``taskplug executor`` runs: the command itself, so it tunes its collector."""
+NOT_THE_COMMAND = [
+    sys.executable,
+    "-c",
+    "import taskplug.cli._executor_cmd as m, sys; sys.argv[0] = 'taskplug executor'; m.executor()",
+]
+"""A replica that is not the command (``python -c``), so it keeps CPython's collector (``--default-gc``)."""
+EXECUTOR = THE_COMMAND
 
 
 def document(name: str, duration: float = 0.0) -> dict[str, Any]:
@@ -203,9 +217,7 @@ def replicas(
             started.append(
                 subprocess.Popen(
                     [
-                        sys.executable,
-                        "-c",
-                        EXECUTOR,
+                        *EXECUTOR,
                         "--store",
                         dsn,
                         "--kubeconfig",
@@ -387,9 +399,7 @@ def run_takeover(admin: str, kubeconfig: Path, config: Path, workdir: Path, kill
                 procs.append(
                     subprocess.Popen(
                         [
-                            sys.executable,
-                            "-c",
-                            EXECUTOR,
+                            *EXECUTOR,
                             "--store",
                             dsn,
                             "--kubeconfig",
@@ -451,7 +461,12 @@ async def run_sqlite(kubeconfig: Path, platform: Platform, n: int, workdir: Path
     return cpu * 1000 / n
 
 
-def main(n: int, dsn: str | None) -> None:
+def main(n: int, dsn: str | None, default_gc: bool) -> None:
+    if default_gc:
+        global EXECUTOR
+        EXECUTOR = NOT_THE_COMMAND
+    else:
+        use_executor_collector()  # the single process, as `taskplug run` has it once its executor starts
     workdir = Path(tempfile.mkdtemp(prefix="taskplug-bench-replicas-"))
     config = workdir / "platform.yaml"
     config.write_text(
@@ -497,4 +512,4 @@ def main(n: int, dsn: str | None) -> None:
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     given = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--dsn=")), None)
-    main(int(args[0]) if args else 1000, given)
+    main(int(args[0]) if args else 1000, given, "--default-gc" in sys.argv[1:])
