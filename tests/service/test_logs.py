@@ -4,12 +4,12 @@ of a long log is kept, and how a followed log is cut into what was not shown yet
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskplug.k8s import ATTEMPT_ANNOTATION
+from taskplug.k8s import ATTEMPT_ANNOTATION, EXECUTION_ID_LABEL
 from taskplug.service._logs import ContainerLog, follow_logs, keep_tail, pod_attempt
 
 
@@ -307,3 +307,90 @@ def test_a_followed_log_waits_after_the_end_for_a_copy_not_kept_yet_and_then_for
     assert asyncio.run(run([[], [], [log(b"kept\n", ended=True)]], grace=60)) == ["kept\n"]
     # Nothing ever kept (a task that made no pod): the answer ends after the grace.
     assert asyncio.run(run([], grace=0.05)) == []
+
+
+class _OneExecutionStore:
+    """The part of the replica's store a keeper reads: every pod is of execution ``k``."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[str, int, str, str]] = []
+
+    def key_of_object(self, object_owner: str, prefix: str) -> str | None:
+        return "k"
+
+    def keep_log(
+        self, key: str, ident: tuple[str, int, str, str], data: bytes, size: int, *, ended: bool
+    ) -> bool:
+        self.kept.append(ident)
+        return True
+
+    def logs_pending(self, key: str) -> bool:
+        return False
+
+
+class _LogCluster:
+    """A cluster of one listed pod whose log reads are counted."""
+
+    def __init__(self, pod: dict[str, Any]) -> None:
+        self.pod = pod
+        self.reads = 0
+
+    async def pod_log(
+        self, namespace: str, name: str, container: str | None = None, *, tail_lines: int | None = None
+    ) -> str:
+        self.reads += 1
+        return "done\n"
+
+    async def list(
+        self, rtype: Any, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> Any:
+        return [self.pod], "1"
+
+
+def _ended_pod(uid: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "k-n0-0",
+            "namespace": "default",
+            "uid": uid,
+            "labels": {EXECUTION_ID_LABEL: "k"},
+            "annotations": {ATTEMPT_ANNOTATION: "p/d/k/n0/0"},
+        },
+        "spec": {"containers": [{"name": "main"}]},
+        "status": {"phase": "Succeeded"},
+    }
+
+
+async def test_an_ended_pod_being_deleted_here_is_not_kept_again_but_a_new_pod_of_its_name_is() -> None:
+    """Its log was kept from the event of its end, before its delete; until the delete lands the pod still
+    shows ended (another event, a pass's list): its log is not read and written again. A new pod of the same
+    name is kept, and so is a pod that ended after its delete began."""
+    from taskplug.service._logs import LogKeeper
+
+    pod = _ended_pod("first")
+    cluster = _LogCluster(pod)
+    store = _OneExecutionStore()
+    keeper = LogKeeper(cast(Any, None), cast(Any, cluster), max_bytes=100, store=cast(Any, store))
+    keeper.seen(pod)
+    keeping = keeper.taken("default", "k-n0-0")  # the delete starts: it waits for this keeping
+    assert keeping is not None and await keeping == (1, "k")
+    assert await keeper.keep_ended() == 0
+    keeper.seen(pod)
+    for _ in range(3):
+        await asyncio.sleep(0)  # a keeping started would have read the log by now
+    assert cluster.reads == 1 and store.kept == [("n0", 0, "k-n0-0", "main")]
+
+    cluster.pod = _ended_pod("second")
+    keeper.seen(cluster.pod)
+    keeping = keeper.taken("default", "k-n0-0")
+    assert keeping is not None and await keeping == (1, "k")
+    assert cluster.reads == 2
+
+    # A pod deleted while it ran (an abort: its log read by the delete itself) is kept again once it ended.
+    assert keeper.taken("default", "k-n0-1") is None
+    running = _ended_pod("third")
+    running["metadata"]["name"] = "k-n0-1"
+    keeper.seen(running)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert cluster.reads == 3

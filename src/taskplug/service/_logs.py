@@ -205,9 +205,14 @@ class LogKeeper:
         self.kept = 0
         self._lock = asyncio.Lock()
         # Pods of the store's executions whose logs a watch event started keeping: (namespace, name) -> the
-        # keeping, answering how many logs were kept and the key whose batch holds them. Dropped when the
-        # pod is deleted here or no longer listed.
-        self._seen: dict[tuple[str, str], asyncio.Task[tuple[int, str | None]]] = {}
+        # pod's uid and the keeping, answering how many logs were kept and the key whose batch holds them.
+        # Dropped when the pod is deleted here or no longer listed.
+        self._seen: dict[tuple[str, str], tuple[str, asyncio.Task[tuple[int, str | None]]]] = {}
+        # Ended pods this keeper's client is deleting, their logs kept from the event of their end:
+        # (namespace, name) -> uid. Until the delete lands, the pod still shows as an ended pod of the
+        # store's execution (in events, in a pass's list), whose complete log must not be read and written
+        # again. Dropped when the pod is no longer listed.
+        self._deleted_here: dict[tuple[str, str], str] = {}
 
     def seen(self, pod: Mapping[str, Any]) -> None:
         """A watch event showed ``pod``: once it has ended, start keeping its logs when its execution is the
@@ -218,17 +223,26 @@ class LogKeeper:
         where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if where in self._seen or self._own(pod) is None:
             return
-        self._seen[where] = asyncio.create_task(self._keep_quietly(pod), name=f"taskplug-keep-log-{where[1]}")
+        uid = str(meta.get("uid") or "")
+        if uid and self._deleted_here.get(where) == uid:
+            return  # being deleted here, its logs kept from its end
+        task = asyncio.create_task(self._keep_quietly(pod), name=f"taskplug-keep-log-{where[1]}")
+        self._seen[where] = (uid, task)
 
     def taken(self, namespace: str, name: str) -> asyncio.Task[tuple[int, str | None]] | None:
-        """The keeping :meth:`seen` started for this pod, if any, forgotten (the pod is being deleted)."""
-        return self._seen.pop((namespace, name), None)
+        """The keeping :meth:`seen` started for this pod, if any, forgotten (the pod is being deleted here;
+        one whose logs were kept from its end is not kept again by a later event or pass)."""
+        uid, keeping = self._seen.pop((namespace, name), ("", None))
+        if keeping is not None and uid:
+            self._deleted_here[(namespace, name)] = uid
+        return keeping
 
     def close(self) -> None:
         """Stop the keepings still under way (the incarnation ended: its store writes nothing more)."""
-        for task in self._seen.values():
+        for _, task in self._seen.values():
             task.cancel()
         self._seen.clear()
+        self._deleted_here.clear()
 
     def _own(self, pod: Mapping[str, Any]) -> tuple[str, str, int] | None:
         """(key, node, attempt) of a pod of an execution the store holds, else None."""
@@ -331,8 +345,9 @@ class LogKeeper:
             )
             for p in pods
         }
-        for where in [w for w, task in self._seen.items() if task.done() and w not in listed]:
+        for where in [w for w, (_, task) in self._seen.items() if task.done() and w not in listed]:
             del self._seen[where]  # gone, deleted by someone else
+        self._deleted_here = {w: uid for w, uid in self._deleted_here.items() if w in listed}
         ended: dict[str, Mapping[str, Any]] = {}
         mine: list[asyncio.Task[tuple[int, str | None]]] = []
         for p in pods:
@@ -343,7 +358,8 @@ class LogKeeper:
                 continue
             if self._own(p) is not None:
                 self.seen(p)  # its execution's: no watch event showed its end (kept with its writes)
-                mine.append(self._seen[where])
+                if where in self._seen:  # else being deleted here, its logs kept from its end
+                    mine.append(self._seen[where][1])
             else:
                 label = (meta.get("labels") or {}).get(EXECUTION_ID_LABEL)
                 ended[where[1]] = {"pod": p, "owner": f"{where[0]}/{label}", "prefix": _like_prefix(found[0])}
