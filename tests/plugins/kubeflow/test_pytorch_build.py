@@ -462,4 +462,3 @@ def test_custom_decodes_as_flytes_jsonpb_does(custom: dict[str, Any]) -> None:
 def test_a_fractional_replica_count_does_not_decode() -> None:
     with pytest.raises(BadTaskSpecification, match=r"^\[BadTaskSpecification\] invalid TaskSpecification \["):
         build({"workerReplicas": {"replicas": 2.5}})
-
