@@ -760,10 +760,10 @@ def module_spec_builder(
             _workflow_spec_of_options,
             bundle,
             values,
-            execution=execution,
+            target,
+            execution,
             source=str(path),
             fresh_name=fresh_name,
-            partial_inputs=target.workflow_inputs_optional,
         )
     entity = _choose(path, entities, task_name)
     inputs = _inputs(entity)
@@ -798,12 +798,25 @@ def _raise_as_option(e: SpecError) -> None:
 
 
 def _workflow_spec_of_options(
-    bundle: WorkflowBundle, values: Mapping[str, Any], **settings: Any
+    bundle: WorkflowBundle,
+    values: Mapping[str, Any],
+    target: ModuleTarget,
+    execution: Mapping[str, Any],
+    *,
+    source: str,
+    fresh_name: bool,
 ) -> ExecutionSpec:
-    """:func:`~taskplug.executor.workflow_spec` of inputs the user gave as options: an input's error names
-    its option."""
+    """:func:`~taskplug.executor.workflow_spec` of inputs the user gave as options for ``target``: an input's
+    error names its option, and a required one may be missing where the target allows it (render)."""
     try:
-        return workflow_spec(bundle, values, **settings)
+        return workflow_spec(
+            bundle,
+            values,
+            execution=execution,
+            source=source,
+            fresh_name=fresh_name,
+            partial_inputs=target.workflow_inputs_optional,
+        )
     except SpecError as e:
         _raise_as_option(e)
         raise
@@ -996,12 +1009,7 @@ def serialized_spec(
     spec whose ``templateFile`` is PATH would give it."""
     bundle, values, execution = serialized_workflow(path, arguments, target)
     return _workflow_spec_of_options(
-        bundle,
-        values,
-        execution=execution,
-        source=str(path),
-        fresh_name=fresh_name,
-        partial_inputs=target.workflow_inputs_optional,
+        bundle, values, target, execution, source=str(path), fresh_name=fresh_name
     )
 
 
